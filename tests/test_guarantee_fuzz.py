@@ -1,0 +1,380 @@
+"""Fuzzing: hostile and malformed ``execute_decision`` results never become false receipts.
+
+Hypothesis generates engine results of every kind -- genuine receipts and named-gate denials in
+every wire form an engine uses, and malformed bodies (mutated receipts, receipts flagged as
+errors, truncated JSON, contradicting gates, random JSON and text) -- and drives them
+
+1. through :func:`algenta_graph.outcomes.parse_execution_outcome`, and
+2. through the compiled governed graph, with a real FastMCP server standing in for a hostile
+   engine whose ``execute_decision`` answers with the generated body over real HTTP.
+
+Every case must end as the correct outcome (a receipt for a receipt, a denial naming the gate
+for a denial) or as a typed failure; a malformed body never yields a receipt, and no exception
+escapes the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from guarantee_support import figure
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
+from mcp.types import CallToolResult, ImageContent, TextContent
+
+from algenta_graph.outcomes import (
+    ExecutionDenial,
+    ExecutionFailure,
+    ExecutionReceipt,
+    parse_execution_outcome,
+)
+
+GATES = ("idempotency", "confidence", "risk_floor")
+TOOL_ERROR_PREFIX = "Error executing tool execute_decision: "
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One engine answer as it travels: text content blocks, structured content, ``isError``."""
+
+    texts: tuple[str, ...]
+    structured: dict[str, Any] | None = None
+    is_error: bool = False
+    images: int = 0
+
+    def call_tool_result(self) -> CallToolResult:
+        content: list[Any] = [TextContent(type="text", text=t) for t in self.texts]
+        content += [
+            ImageContent(type="image", data="aGVsbG8=", mimeType="image/png")
+            for _ in range(self.images)
+        ]
+        return CallToolResult(
+            content=content, structuredContent=self.structured, isError=self.is_error
+        )
+
+
+@dataclass(frozen=True)
+class Case:
+    """A generated engine answer and what it truly is.
+
+    ``expect`` is ``"receipt"`` (``decision_id`` / ``status`` / ``overridden`` say which),
+    ``"denial"`` (``gate`` says which) or ``"not_receipt"`` (a typed failure, or a denial when
+    the body names a gate: anything but a receipt).
+    """
+
+    label: str
+    wire: Wire
+    expect: str
+    decision_id: str = "dec_fuzz"
+    webhook_url: str = "http://127.0.0.1:9/hook"
+    gate: str | None = None
+    status: str | None = None
+    overridden: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- strategies
+
+JSON_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**9), 10**9),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=16),
+)
+JSON_VALUE = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+IDENT = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=24)
+SAFE_TEXT = st.text(alphabet=string.ascii_letters + string.digits + " .,:;!?()'-_=<>", max_size=60)
+URL = st.builds(
+    lambda host, port, path: f"http://{host}:{port}/{path}",
+    st.sampled_from(["127.0.0.1", "localhost", "hooks.example.test"]),
+    st.integers(1024, 65535),
+    st.text(alphabet=string.ascii_lowercase + "/_-", max_size=16),
+)
+TIMESTAMP = st.datetimes(
+    min_value=datetime(2000, 1, 1),
+    max_value=datetime(2099, 12, 31),
+    timezones=st.just(timezone.utc),
+).flatmap(lambda moment: st.sampled_from([moment.isoformat(), moment.isoformat()[:-6] + "Z"]))
+EXTRA_KEYS = ("trace_id", "latency_ms", "engine_version", "attempt", "region")
+
+
+@st.composite
+def receipt_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "decision_id": draw(IDENT),
+        "webhook_url": draw(URL),
+        "execution_status": draw(st.sampled_from(["delivered", "failed"])),
+        "response_code": draw(st.one_of(st.none(), st.integers(100, 599))),
+        "executed_at": draw(TIMESTAMP),
+        "policy_snapshot_id": draw(st.one_of(st.none(), IDENT)),
+        "schema_snapshot_id": draw(st.one_of(st.none(), IDENT)),
+        "manifest_version": draw(st.one_of(st.none(), st.sampled_from(["1.0.0", "2.3.1"]))),
+        "payload_summary": draw(st.dictionaries(IDENT, JSON_LEAF, max_size=4)),
+        "safety_overridden": draw(st.booleans()),
+    }
+    extras = draw(st.lists(st.sampled_from(EXTRA_KEYS), unique=True, max_size=2))
+    for key in extras:
+        body[key] = draw(JSON_LEAF)
+    return body
+
+
+def denial_body(gate: str, message: str, hint: str | None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": f"execution_blocked_{gate}", "gate": gate, "message": message}
+    if hint is not None:
+        error["override_hint"] = hint
+    return {"error": error}
+
+
+# A receipt's fields broken so that it is no longer a receipt.
+RECEIPT_BREAKS: tuple[tuple[str, Any], ...] = (
+    ("decision_id", None),
+    ("decision_id", 123),
+    ("decision_id", ""),
+    ("decision_id", ["dec"]),
+    ("webhook_url", None),
+    ("webhook_url", 5),
+    ("execution_status", "pending"),
+    ("execution_status", "queued"),
+    ("execution_status", ""),
+    ("execution_status", None),
+    ("execution_status", 1),
+    ("executed_at", "yesterday"),
+    ("executed_at", ""),
+    ("executed_at", 1700000000),
+    ("safety_overridden", "false"),
+    ("safety_overridden", "true"),
+    ("safety_overridden", 0),
+    ("safety_overridden", None),
+)
+REQUIRED = ("decision_id", "webhook_url", "execution_status", "executed_at", "safety_overridden")
+
+
+def receipt_wires(body: dict[str, Any], draw: st.DrawFn) -> Wire:
+    """A receipt-shaped body in one of the forms an engine sends a successful result."""
+    text = json.dumps(body)
+    form = draw(
+        st.sampled_from(
+            ["text", "pretty", "text+structured", "structured", "result-wrapped", "double"]
+        )
+    )
+    if form == "text":
+        return Wire((text,))
+    if form == "pretty":
+        return Wire((json.dumps(body, indent=2, sort_keys=True),))
+    if form == "text+structured":
+        return Wire((text,), structured=body)
+    if form == "structured":
+        return Wire((), structured=body)
+    if form == "result-wrapped":
+        return Wire((text,), structured={"result": body})
+    return Wire((json.dumps(text),))
+
+
+def denial_wires(body: dict[str, Any], draw: st.DrawFn) -> Wire:
+    """A denial body in one of the forms engines use (MCP error, error body, public server)."""
+    error = body["error"]
+    text = json.dumps(body)
+    form = draw(
+        st.sampled_from(
+            ["mcp-error", "mcp-error-prefixed", "json-body", "structured", "public", "double"]
+        )
+    )
+    if form == "mcp-error":
+        return Wire((text,), is_error=True)
+    if form == "mcp-error-prefixed":
+        return Wire((TOOL_ERROR_PREFIX + text,), is_error=True)
+    if form == "json-body":
+        return Wire((text,))
+    if form == "structured":
+        return Wire((text,), structured={"result": body})
+    if form == "public":
+        public = {
+            "error": {
+                "code": error["code"],
+                "message": f"API error 409: {json.dumps(body, sort_keys=True)}",
+                "status_code": 409,
+            }
+        }
+        return Wire((json.dumps(public),))
+    return Wire((json.dumps(text),))
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    kind = draw(
+        st.sampled_from(
+            [
+                "receipt",
+                "denial",
+                "unknown-gate",
+                "broken-receipt",
+                "missing-field",
+                "receipt-flagged-error",
+                "truncated-receipt",
+                "receipt-and-denial",
+                "contradicting-gates",
+                "gateless-error",
+                "random-json",
+                "random-text",
+                "non-text-content",
+            ]
+        )
+    )
+    if kind == "receipt":
+        body = draw(receipt_bodies())
+        return Case(
+            kind,
+            receipt_wires(body, draw),
+            "receipt",
+            decision_id=body["decision_id"],
+            webhook_url=body["webhook_url"],
+            status=body["execution_status"],
+            overridden=body["safety_overridden"],
+        )
+    if kind in ("denial", "unknown-gate"):
+        gate = draw(
+            st.sampled_from(GATES)
+            if kind == "denial"
+            else st.text(alphabet=string.ascii_lowercase + "_", min_size=3, max_size=12).filter(
+                lambda g: g not in GATES and g[0] != "_"
+            )
+        )
+        body = denial_body(gate, draw(SAFE_TEXT), draw(st.one_of(st.none(), SAFE_TEXT)))
+        return Case(kind, denial_wires(body, draw), "denial", gate=gate)
+    if kind == "broken-receipt":
+        body = draw(receipt_bodies())
+        key, value = draw(st.sampled_from(RECEIPT_BREAKS))
+        body[key] = value
+        return Case(kind, receipt_wires(body, draw), "not_receipt")
+    if kind == "missing-field":
+        body = draw(receipt_bodies())
+        del body[draw(st.sampled_from(REQUIRED))]
+        return Case(kind, receipt_wires(body, draw), "not_receipt")
+    if kind == "receipt-flagged-error":
+        body = draw(receipt_bodies())
+        text = json.dumps(body)
+        prefix = draw(st.sampled_from(["", TOOL_ERROR_PREFIX]))
+        return Case(kind, Wire((prefix + text,), is_error=True), "not_receipt")
+    if kind == "truncated-receipt":
+        text = json.dumps(draw(receipt_bodies()))
+        cut = draw(st.integers(0, len(text) - 1))
+        return Case(kind, Wire((text[:cut],)), "not_receipt")
+    if kind == "receipt-and-denial":
+        body = draw(receipt_bodies())
+        gate = draw(st.sampled_from(GATES))
+        body.update(denial_body(gate, "blocked", None))
+        return Case(kind, receipt_wires(body, draw), "not_receipt")
+    if kind == "contradicting-gates":
+        code_gate, named_gate = draw(st.permutations(GATES))[:2]
+        body = {"error": {"code": f"execution_blocked_{code_gate}", "gate": named_gate}}
+        return Case(kind, Wire((json.dumps(body),), is_error=draw(st.booleans())), "not_receipt")
+    if kind == "gateless-error":
+        code = draw(st.sampled_from(["internal_error", "not_found", "bad_request", "timeout"]))
+        body = {"error": {"code": code, "message": draw(SAFE_TEXT)}}
+        return Case(kind, Wire((json.dumps(body),), is_error=draw(st.booleans())), "not_receipt")
+    if kind == "random-json":
+        value = draw(JSON_VALUE)
+        text = json.dumps(value)
+        structured = value if isinstance(value, dict) else {"result": value}
+        wire = draw(
+            st.sampled_from(
+                [Wire((text,)), Wire((text,), structured=structured), Wire((text,), is_error=True)]
+            )
+        )
+        return Case(kind, wire, "not_receipt")
+    if kind == "random-text":
+        texts = tuple(draw(st.lists(st.text(max_size=80), max_size=3)))
+        return Case(kind, Wire(texts, is_error=draw(st.booleans())), "not_receipt")
+    return Case(kind, Wire((), images=draw(st.integers(1, 2))), "not_receipt")
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+def check(case: Case, outcome: Any) -> str:
+    """Assert ``outcome`` is right for ``case``; return the outcome's kind."""
+    assert isinstance(outcome, ExecutionReceipt | ExecutionDenial | ExecutionFailure), (
+        case.label,
+        outcome,
+    )
+    if case.expect == "receipt":
+        assert isinstance(outcome, ExecutionReceipt), (case, outcome)
+        assert outcome.decision_id == case.decision_id
+        assert outcome.execution_status == case.status
+        assert outcome.safety_overridden is case.overridden
+        return "receipt"
+    assert not isinstance(outcome, ExecutionReceipt), (case, outcome)
+    if case.expect == "denial":
+        assert isinstance(outcome, ExecutionDenial), (case, outcome)
+        assert outcome.gate == case.gate
+        return "denial"
+    return "denial" if isinstance(outcome, ExecutionDenial) else "failure"
+
+
+def parser_inputs(case: Case) -> list[Any]:
+    """The same answer in every form a caller may hand the parser."""
+    wire = case.wire
+    inputs: list[Any] = [wire.call_tool_result(), wire.call_tool_result().model_dump()]
+    if not wire.images:
+        artifact = {"structured_content": wire.structured} if wire.structured else None
+        content: Any = wire.texts[0] if len(wire.texts) == 1 else list(wire.texts)
+        inputs.append(
+            ToolMessage(
+                content=content,
+                tool_call_id="call_fuzz",
+                artifact=artifact,
+                status="error" if wire.is_error else "success",
+            )
+        )
+    return inputs
+
+
+# --------------------------------------------------------------------------- 1. the parser
+
+PARSER_EXAMPLES = 1500
+
+
+def test_fuzz_parser_never_yields_a_false_receipt() -> None:
+    seen: dict[str, int] = {"cases": 0, "inputs": 0, "receipt": 0, "denial": 0, "failure": 0}
+    labels: dict[str, int] = {}
+
+    @settings(
+        max_examples=PARSER_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(cases())
+    def run(case: Case) -> None:
+        seen["cases"] += 1
+        labels[case.label] = labels.get(case.label, 0) + 1
+        for value in parser_inputs(case):
+            seen["inputs"] += 1
+            seen[check(case, parse_execution_outcome(value))] += 1
+
+    run()
+    figure(
+        "fuzz_parser",
+        cases=seen["cases"],
+        inputs=seen["inputs"],
+        receipts=seen["receipt"],
+        denials=seen["denial"],
+        failures=seen["failure"],
+        false_receipts=0,
+        exceptions=0,
+    )
+    assert seen["cases"] >= 1000
+    assert len(labels) == 13, labels  # every kind of answer was generated
