@@ -1,5 +1,114 @@
-"""algenta-graph: a prebuilt, compiled LangGraph graph for governed agents."""
+"""algenta-graph: a prebuilt, compiled LangGraph graph for governed agents.
+
+>>> from algenta_graph import create_governed_agent          # doctest: +SKIP
+>>> graph = await create_governed_agent(profile="execute")   # doctest: +SKIP
+
+Names are imported lazily (on first use), so ``import algenta_graph`` stays light.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # the graph
+    "create_governed_agent": "algenta_graph.graph",
+    "create_governed_agent_sync": "algenta_graph.graph",
+    "governed_agent": "algenta_graph.graph",
+    "aclose_governed_agent": "algenta_graph.graph",
+    "build_governed_graph": "algenta_graph.graph",
+    "GovernedAgentSync": "algenta_graph.graph",
+    "DEFAULT_POLICIES": "algenta_graph.graph",
+    # state
+    "GovernedState": "algenta_graph.state",
+    "OperatorDecision": "algenta_graph.state",
+    # outcomes
+    "ExecutionReceipt": "algenta_graph.outcomes",
+    "ExecutionDenial": "algenta_graph.outcomes",
+    "ExecutionFailure": "algenta_graph.outcomes",
+    "ExecutionOutcome": "algenta_graph.outcomes",
+    "parse_execution_outcome": "algenta_graph.outcomes",
+    # errors
+    "AlgentaGraphError": "algenta_graph.errors",
+    "EngineConnectionError": "algenta_graph.errors",
+    "EngineAuthError": "algenta_graph.errors",
+    "EngineTimeoutError": "algenta_graph.errors",
+    "ToolNotInProfileError": "algenta_graph.errors",
+    # parts
+    "ToolIndex": "algenta_graph.retrieval",
+    "EngineConnection": "algenta_graph.connection",
+    "DemoChatModel": "algenta_graph.models",
+    "ScriptedChatModel": "algenta_graph.models",
+}
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "AlgentaGraphError",
+    "DemoChatModel",
+    "EngineAuthError",
+    "EngineConnection",
+    "EngineConnectionError",
+    "EngineTimeoutError",
+    "ExecutionDenial",
+    "ExecutionFailure",
+    "ExecutionOutcome",
+    "ExecutionReceipt",
+    "GovernedAgentSync",
+    "GovernedState",
+    "OperatorDecision",
+    "ScriptedChatModel",
+    "ToolIndex",
+    "ToolNotInProfileError",
+    "__version__",
+    "aclose_governed_agent",
+    "build_governed_graph",
+    "create_governed_agent",
+    "create_governed_agent_sync",
+    "governed_agent",
+    "parse_execution_outcome",
+]
+
+if TYPE_CHECKING:
+    from algenta_graph.connection import EngineConnection
+    from algenta_graph.errors import (
+        AlgentaGraphError,
+        EngineAuthError,
+        EngineConnectionError,
+        EngineTimeoutError,
+        ToolNotInProfileError,
+    )
+    from algenta_graph.graph import (
+        DEFAULT_POLICIES,
+        GovernedAgentSync,
+        aclose_governed_agent,
+        build_governed_graph,
+        create_governed_agent,
+        create_governed_agent_sync,
+        governed_agent,
+    )
+    from algenta_graph.models import DemoChatModel, ScriptedChatModel
+    from algenta_graph.outcomes import (
+        ExecutionDenial,
+        ExecutionFailure,
+        ExecutionOutcome,
+        ExecutionReceipt,
+        parse_execution_outcome,
+    )
+    from algenta_graph.retrieval import ToolIndex
+    from algenta_graph.state import GovernedState, OperatorDecision
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'algenta_graph' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
