@@ -1,0 +1,76 @@
+"""Run an ASGI app with uvicorn in a background thread: start, wait until it listens, stop.
+
+Used by :class:`~algenta_graph.engine.ReferenceEngine` and
+:class:`~algenta_graph.engine.WebhookReceiver`; the CLI runs uvicorn in the foreground instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from algenta_graph._net import free_port
+
+
+class BackgroundServer:
+    """One uvicorn server on ``host:port`` (a free port when ``port`` is None) in a thread."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        name: str = "server",
+        graceful_shutdown_seconds: float = 2.0,
+    ) -> None:
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self._config = uvicorn.Config(
+            app,
+            host=host,
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=int(max(1, graceful_shutdown_seconds)),
+        )
+        self._server = uvicorn.Server(self._config)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._server.run()
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start serving; return once the socket listens (raise if it cannot start)."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError(
+                    f"server on {self.host}:{self.port} exited during startup"
+                ) from self._error
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"server on {self.host}:{self.port} did not start in {timeout}s")
+            time.sleep(0.02)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask uvicorn to exit and wait for the thread (open connections are closed)."""
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self._server.force_exit = True
+                self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and self._server.started

@@ -1,0 +1,456 @@
+"""The governed tools the reference engine implements for real.
+
+:class:`GovernedTools` holds the engine's state (store, policy, webhook allow-list) and exposes
+one async method per tool; :func:`register` adds them to a FastMCP server, which derives each
+input schema from the method signature. A method returns a plain ``dict`` (FastMCP sends it as
+JSON text content and as ``structuredContent``) or raises an
+:class:`~algenta_graph.engine.errors.EngineToolError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import math
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Collection
+from typing import Annotated, Any
+
+import httpx
+from mcp.server.fastmcp import FastMCP
+from pydantic import Field, StrictBool
+
+import algenta_graph
+from algenta_graph.engine import datasets, simulation
+from algenta_graph.engine.delivery import check_webhook_url, post_webhook
+from algenta_graph.engine.errors import EngineToolError, InvalidArguments
+from algenta_graph.engine.policy import GATES, Policy, check
+from algenta_graph.engine.store import Store, utc_now
+
+MANIFEST_VERSION = "1.0.0"
+ENGINE_NAME = "algenta-reference-engine"
+NOT_SUPPORTED = "not_supported_in_reference_engine"
+
+MAX_METADATA_BYTES = 16 * 1024
+MAX_SCENARIO_BYTES = 64 * 1024
+MAX_RATIONALE_CHARS = 8000
+MAX_ACTION_CHARS = 200
+MAX_TIMEOUT_SECONDS = 60.0
+
+# The JSON shape of the webhook body; its hash is every receipt's schema_snapshot_id.
+WEBHOOK_BODY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "execution_id", "decision_id", "chosen_action", "metadata"],
+    "properties": {
+        "event": {"const": "decision.executed"},
+        "execution_id": {"type": "string"},
+        "decision_id": {"type": "string"},
+        "chosen_action": {"type": "string"},
+        "expected_value": {"type": "number"},
+        "confidence": {"type": "number"},
+        "safety_overridden": {"type": "boolean"},
+        "metadata": {"type": ["object", "null"]},
+        "sent_at": {"type": "string"},
+    },
+}
+SCHEMA_SNAPSHOT_ID = (
+    "sch_"
+    + hashlib.sha256(json.dumps(WEBHOOK_BODY_SCHEMA, sort_keys=True).encode()).hexdigest()[:16]
+)
+
+Scenario = Annotated[
+    str | dict[str, Any],
+    Field(
+        description=(
+            "A built-in scenario name (restock_inventory, price_increase, expand_region) or a"
+            " definition {'name': str, 'actions': {action: {'mean': float, 'stdev': float,"
+            " 'capital': float}}}: each action's value is normal(mean, stdev), capital is what it"
+            " puts at risk."
+        )
+    ),
+]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value).encode())
+
+
+def _check_size(tool: str, name: str, value: Any, limit: int) -> None:
+    size = _json_size(value)
+    if size > limit:
+        raise InvalidArguments(tool, f"{name} is {size} bytes of JSON; the limit is {limit} bytes")
+
+
+class GovernedTools:
+    """The implemented tool surface of one engine.
+
+    ``denials`` only informs ``get_contract``; the wire form itself is applied by the server.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        policy: Policy,
+        *,
+        allow_webhook_hosts: Collection[str] = (),
+        denials: str = "mcp-error",
+        auth_required: bool = False,
+        registry_tool_count: int = 0,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.allow_webhook_hosts = tuple(allow_webhook_hosts)
+        self.denials = denials
+        self.auth_required = auth_required
+        self.registry_tool_count = registry_tool_count
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        store.record_policy(policy.snapshot_id, policy.as_dict())
+
+    # -- discovery and data ----------------------------------------------------------------
+
+    async def get_contract(self) -> dict[str, Any]:
+        """Fetch the engine's machine-readable contract: engine version, implemented
+        capabilities, the current execution policy and its gates, the datasets and scenarios
+        you can use. Call this first to discover what the engine offers."""
+        return {
+            "engine": ENGINE_NAME,
+            "engine_version": algenta_graph.__version__,
+            "manifest_version": MANIFEST_VERSION,
+            "capabilities": {
+                "implemented_tools": list(IMPLEMENTED_TOOLS),
+                "registry_tool_count": self.registry_tool_count,
+                "other_tools_answer": NOT_SUPPORTED,
+            },
+            "policy": {**self.policy.as_dict(), "policy_snapshot_id": self.policy.snapshot_id},
+            "gates": list(GATES),
+            "denial_wire_form": self.denials,
+            "datasets": datasets.describe(),
+            "scenarios": {k: v["description"] for k, v in simulation.SCENARIOS.items()},
+            "webhooks": {"allowed_hosts": ["loopback", *self.allow_webhook_hosts]},
+            "auth": "bearer" if self.auth_required else "none",
+        }
+
+    async def query_data(
+        self,
+        dataset: Annotated[str, Field(description="Dataset name: orders, inventory or customers.")],
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description=(
+                    "Column conditions: {column: value} for equality or {column: {op: value}}"
+                    " with op in eq, ne, gt, gte, lt, lte, in, contains."
+                )
+            ),
+        ] = None,
+        columns: Annotated[
+            list[str] | None, Field(description="Columns to return (default: all).")
+        ] = None,
+        order_by: Annotated[str | None, Field(description="Column to sort by.")] = None,
+        descending: Annotated[StrictBool, Field(description="Sort descending.")] = False,
+        limit: Annotated[int, Field(ge=1, le=datasets.MAX_LIMIT, description="Max rows.")] = 50,
+    ) -> dict[str, Any]:
+        """Run one governed exact query against a connected dataset (orders, inventory,
+        customers): filter rows by column conditions, pick columns, sort and limit. Returns the
+        matching rows and how many matched."""
+        return datasets.query(
+            dataset,
+            filters=filters,
+            columns=columns,
+            order_by=order_by,
+            descending=descending,
+            limit=limit,
+        )
+
+    # -- decisions -------------------------------------------------------------------------
+
+    def _scenario(self, tool: str, scenario: str | dict[str, Any]) -> str | dict[str, Any]:
+        _check_size(tool, "scenario", scenario, MAX_SCENARIO_BYTES)
+        return scenario
+
+    def _policy_check(self, confidence: float, risk_p5: float) -> dict[str, str]:
+        return {
+            "confidence": "pass" if confidence >= self.policy.min_confidence else "would_block",
+            "risk_floor": "pass" if risk_p5 >= -self.policy.risk_floor else "would_block",
+        }
+
+    async def simulate(
+        self,
+        scenario: Scenario,
+        n_samples: Annotated[
+            int, Field(ge=100, le=simulation.MAX_SAMPLES, description="Monte Carlo draws.")
+        ] = 10_000,
+        seed: Annotated[int, Field(description="Random seed; same seed, same result.")] = 42,
+    ) -> dict[str, Any]:
+        """Run a seeded Monte Carlo simulation over a decision scenario and return the decision
+        envelope: recommended action, expected value, confidence, risk p5/p95 (return on
+        capital), and the same metrics for every candidate action."""
+        result = simulation.simulate(
+            self._scenario("simulate", scenario), seed=seed, n_samples=n_samples
+        )
+        result["policy_check"] = self._policy_check(result["confidence"], result["risk_p5"])
+        return result
+
+    async def recommend(self, scenario: Scenario) -> dict[str, Any]:
+        """Return a governed recommendation for a decision scenario (read-only, nothing is
+        logged or executed): the best action with its expected value, confidence and risk, and
+        whether the current policy would let it execute."""
+        result = simulation.simulate(self._scenario("recommend", scenario), seed=42, n_samples=5000)
+        check_ = self._policy_check(result["confidence"], result["risk_p5"])
+        return {
+            "scenario": result["scenario"],
+            "recommended_action": result["recommended_action"],
+            "expected_value": result["expected_value"],
+            "confidence": result["confidence"],
+            "risk_p5": result["risk_p5"],
+            "risk_p95": result["risk_p95"],
+            "policy_check": check_,
+            "rationale": (
+                f"{result['recommended_action']} has the highest expected value"
+                f" ({result['expected_value']:,.2f}) and wins in"
+                f" {result['confidence']:.0%} of simulated outcomes"
+            ),
+        }
+
+    async def plan_decision(
+        self,
+        scenario: Scenario,
+        chosen_action: Annotated[
+            str | None,
+            Field(description="The action to plan (default: the recommended one)."),
+        ] = None,
+        n_samples: Annotated[int, Field(ge=100, le=simulation.MAX_SAMPLES)] = 10_000,
+        seed: int = 42,
+    ) -> dict[str, Any]:
+        """Produce a proposed, not-yet-committed decision plan for a scenario, with a plan_hash
+        that log_decision can be bound to. Nothing is executed."""
+        result = simulation.simulate(
+            self._scenario("plan_decision", scenario), seed=seed, n_samples=n_samples
+        )
+        by_action = {a["action"]: a for a in result["actions"]}
+        action = chosen_action if chosen_action is not None else result["recommended_action"]
+        if action not in by_action:
+            raise EngineToolError(
+                "unknown_action",
+                f"action {action!r} is not in scenario {result['scenario']!r};"
+                f" its actions: {', '.join(by_action)}",
+            )
+        chosen = by_action[action]
+        plan = {
+            "scenario": scenario,
+            "seed": seed,
+            "n_samples": n_samples,
+            "chosen_action": action,
+            "expected_value": chosen["expected_value"],
+            "confidence": chosen["confidence"],
+            "risk_p5": chosen["risk_p5"],
+            "risk_p95": chosen["risk_p95"],
+            "policy_snapshot_id": self.policy.snapshot_id,
+        }
+        digest = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
+        plan_hash = f"sha256:{digest}"
+        self.store.save_plan(plan_hash, plan)
+        return {
+            **plan,
+            "plan_hash": plan_hash,
+            "policy_check": self._policy_check(chosen["confidence"], chosen["risk_p5"]),
+            "alternatives": [a for a in result["actions"] if a["action"] != action],
+            "next_step": "log_decision with these numbers (and this plan_hash) to record it",
+        }
+
+    async def log_decision(
+        self,
+        chosen_action: Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS)],
+        expected_value: FiniteFloat,
+        confidence: Annotated[float, Field(ge=0.0, le=1.0)],
+        risk_p5: FiniteFloat,
+        risk_p95: FiniteFloat,
+        rationale: Annotated[str | None, Field(max_length=MAX_RATIONALE_CHARS)] = None,
+        scenario: Annotated[
+            str | dict[str, Any] | None, Field(description="The scenario it was chosen from.")
+        ] = None,
+        plan_hash: Annotated[
+            str | None, Field(description="Bind to a plan from plan_decision (numbers must match).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Persist a decision record (chosen action, expected value, confidence, risk p5/p95,
+        rationale) to decision memory for audit and later execution. Returns its decision_id.
+        Does not execute anything."""
+        if risk_p5 > risk_p95:
+            raise InvalidArguments(
+                "log_decision", f"risk_p5 ({risk_p5}) exceeds risk_p95 ({risk_p95})"
+            )
+        if scenario is not None:
+            _check_size("log_decision", "scenario", scenario, MAX_SCENARIO_BYTES)
+        if plan_hash is not None:
+            plan = self.store.get_plan(plan_hash)
+            if plan is None:
+                raise EngineToolError(
+                    "plan_not_found", f"no plan with plan_hash {plan_hash!r}", status_code=404
+                )
+            mismatched = [
+                k
+                for k, v in (
+                    ("expected_value", expected_value),
+                    ("confidence", confidence),
+                    ("risk_p5", risk_p5),
+                    ("risk_p95", risk_p95),
+                )
+                if not math.isclose(float(plan[k]), v, rel_tol=1e-9, abs_tol=1e-9)
+            ]
+            if plan["chosen_action"] != chosen_action:
+                mismatched.insert(0, "chosen_action")
+            if mismatched:
+                raise EngineToolError(
+                    "plan_hash_mismatch",
+                    f"the decision differs from plan {plan_hash} in: {', '.join(mismatched)}",
+                    status_code=409,
+                )
+            if scenario is None:
+                scenario = plan["scenario"]
+        decision = {
+            "decision_id": f"dec_{uuid.uuid4().hex[:20]}",
+            "chosen_action": chosen_action,
+            "expected_value": expected_value,
+            "confidence": confidence,
+            "risk_p5": risk_p5,
+            "risk_p95": risk_p95,
+            "rationale": rationale,
+            "scenario": scenario,
+            "plan_hash": plan_hash,
+            "logged_at": utc_now(),
+        }
+        self.store.insert_decision(decision)
+        return {
+            "decision_id": decision["decision_id"],
+            "logged_at": decision["logged_at"],
+            "decision": decision,
+            "policy_check": self._policy_check(confidence, risk_p5),
+        }
+
+    def _require_decision(self, decision_id: str) -> dict[str, Any]:
+        decision = self.store.get_decision(decision_id)
+        if decision is None:
+            raise EngineToolError(
+                "decision_not_found",
+                f"no decision with decision_id {decision_id!r}; log_decision creates one",
+                status_code=404,
+            )
+        return decision
+
+    async def get_decision(
+        self, decision_id: Annotated[str, Field(min_length=1, max_length=200)]
+    ) -> dict[str, Any]:
+        """Read one logged decision and every execution of it (receipt, the force /
+        override_safety flags used, and the caller's metadata), oldest first."""
+        decision = self._require_decision(decision_id)
+        return {"decision": decision, "executions": self.store.executions(decision_id)}
+
+    async def list_decisions(
+        self,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        offset: Annotated[int, Field(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """List logged decisions, newest first, with how often each was executed and the status
+        of its latest execution."""
+        rows, total = self.store.list_decisions(limit=limit, offset=offset)
+        return {"decisions": rows, "count": len(rows), "total": total, "offset": offset}
+
+    async def execute_decision(
+        self,
+        decision_id: Annotated[str, Field(min_length=1, max_length=200)],
+        webhook_url: Annotated[str, Field(min_length=1, description="Where to POST the action.")],
+        timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 10.0,
+        force: Annotated[
+            StrictBool, Field(description="Operator only: re-execute a delivered decision once.")
+        ] = False,
+        override_safety: Annotated[
+            StrictBool, Field(description="Operator only: bypass the confidence/risk gates.")
+        ] = False,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Caller metadata, stored and forwarded.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Dispatch one already-logged decision for real-world execution (a webhook POST) and
+        persist the execution receipt. Blocked by the idempotency, confidence or risk_floor
+        policy gates."""
+        if metadata is not None:
+            _check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
+        decision = self._require_decision(decision_id)
+        check_webhook_url(webhook_url, allowed_hosts=self.allow_webhook_hosts)
+        async with self._locks[decision_id]:
+            verdict = check(
+                self.policy,
+                confidence=decision["confidence"],
+                risk_p5=decision["risk_p5"],
+                already_delivered=self.store.delivered_count(decision_id) > 0,
+                force=force,
+                override_safety=override_safety,
+            )
+            if verdict.denial is not None:
+                raise verdict.denial
+            execution_id = f"exe_{uuid.uuid4().hex[:20]}"
+            executed_at = utc_now()
+            body = {
+                "event": "decision.executed",
+                "execution_id": execution_id,
+                "decision_id": decision_id,
+                "chosen_action": decision["chosen_action"],
+                "expected_value": decision["expected_value"],
+                "confidence": decision["confidence"],
+                "safety_overridden": verdict.safety_overridden,
+                "metadata": metadata,
+                "sent_at": executed_at,
+            }
+            async with httpx.AsyncClient(trust_env=False) as client:
+                result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
+            receipt = {
+                "decision_id": decision_id,
+                "webhook_url": webhook_url,
+                "execution_status": "delivered" if result.delivered else "failed",
+                "response_code": result.response_code,
+                "executed_at": executed_at,
+                "policy_snapshot_id": self.policy.snapshot_id,
+                "schema_snapshot_id": SCHEMA_SNAPSHOT_ID,
+                "manifest_version": MANIFEST_VERSION,
+                "payload_summary": {
+                    "action": decision["chosen_action"],
+                    "confidence": decision["confidence"],
+                    "expected_value": decision["expected_value"],
+                },
+                "safety_overridden": verdict.safety_overridden,
+                "execution_id": execution_id,
+                "failure_reason": result.failure_reason,
+            }
+            self.store.insert_execution(
+                execution_id=execution_id,
+                receipt=receipt,
+                force=force,
+                override_safety=override_safety,
+                metadata=metadata,
+            )
+            return receipt
+
+
+IMPLEMENTED_TOOLS: tuple[str, ...] = (
+    "get_contract",
+    "query_data",
+    "simulate",
+    "recommend",
+    "plan_decision",
+    "log_decision",
+    "get_decision",
+    "list_decisions",
+    "execute_decision",
+)
+
+
+def register(server: FastMCP, tools: GovernedTools) -> None:
+    """Add every implemented tool of ``tools`` to ``server`` (schema from the signature)."""
+    for name in IMPLEMENTED_TOOLS:
+        method: Callable[..., Any] = getattr(tools, name)
+        description = " ".join(inspect.cleandoc(method.__doc__ or "").split())
+        server.add_tool(method, name=name, description=description, structured_output=True)

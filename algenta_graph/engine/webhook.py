@@ -1,0 +1,167 @@
+"""A real HTTP webhook receiver for tests, notebooks and the demo.
+
+It records the JSON body of every POST it receives and answers:
+
+- ``POST /hook`` (``.url``): 200 ``{"ok": true}``;
+- ``POST /status/<code>`` (``.url_for_status(code)``): that HTTP status;
+- ``POST /delay/<seconds>`` (``.url_for_delay(s)``): 200 after sleeping ``s`` seconds.
+
+With ``log_path`` every request is also appended to a JSONL file
+(``{"path", "body", "received_at"}`` per line), so another process can see what arrived:
+:func:`read_log` reads it back.
+
+>>> with WebhookReceiver() as hook:                                   # doctest: +SKIP
+...     httpx.post(hook.url, json={"decision_id": "dec_1"})
+...     hook.received
+[{'decision_id': 'dec_1'}]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from algenta_graph.engine._serve import BackgroundServer
+from algenta_graph.engine.store import utc_now
+
+MAX_DELAY_SECONDS = 120.0
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    """Every request recorded in a receiver's JSONL log: ``{"path", "body", "received_at"}``."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+class WebhookReceiver:
+    """Serve the webhook endpoints on ``host:port`` (a free port by default) in a thread.
+
+    Use as a sync or async context manager, or call :meth:`start` / :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_path: str | Path | None = None,
+    ) -> None:
+        self.host = host
+        self.log_path = Path(log_path) if log_path is not None else None
+        self._requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        app = Starlette(
+            routes=[
+                Route("/hook", self._ok, methods=["POST"]),
+                Route("/status/{code:int}", self._status, methods=["POST"]),
+                Route("/delay/{seconds:float}", self._delay, methods=["POST"]),
+            ]
+        )
+        self._server = BackgroundServer(app, host=host, port=port, name="webhook-receiver")
+        self.port = self._server.port
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    async def _record(self, request: Request) -> None:
+        raw = await request.body()
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = {"_unparsed": raw.decode(errors="replace")}
+        entry = {"path": request.url.path, "body": body, "received_at": utc_now()}
+        with self._lock:
+            self._requests.append(entry)
+            if self.log_path is not None:
+                with self.log_path.open("a") as fh:
+                    fh.write(json.dumps(entry) + "\n")
+
+    async def _ok(self, request: Request) -> JSONResponse:
+        await self._record(request)
+        return JSONResponse({"ok": True})
+
+    async def _status(self, request: Request) -> JSONResponse:
+        await self._record(request)
+        code = int(request.path_params["code"])
+        if not 200 <= code <= 599:
+            return JSONResponse({"error": f"status {code} out of range"}, status_code=400)
+        return JSONResponse({"status": code}, status_code=code)
+
+    async def _delay(self, request: Request) -> JSONResponse:
+        await self._record(request)
+        seconds = min(float(request.path_params["seconds"]), MAX_DELAY_SECONDS)
+        await asyncio.sleep(seconds)
+        return JSONResponse({"ok": True, "delayed": seconds})
+
+    # -- addresses and records -------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """POST target that answers 200."""
+        return f"{self.base_url}/hook"
+
+    def url_for_status(self, code: int) -> str:
+        """POST target that answers HTTP ``code``."""
+        return f"{self.base_url}/status/{int(code)}"
+
+    def url_for_delay(self, seconds: float) -> str:
+        """POST target that answers 200 after ``seconds``."""
+        return f"{self.base_url}/delay/{float(seconds):g}"
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """The JSON bodies received so far, in arrival order (every path)."""
+        with self._lock:
+            return [r["body"] for r in self._requests]
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request so far: ``{"path", "body", "received_at"}``."""
+        with self._lock:
+            return [dict(r) for r in self._requests]
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> WebhookReceiver:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> WebhookReceiver:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> WebhookReceiver:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
