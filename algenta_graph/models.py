@@ -83,6 +83,8 @@ def _coerce(value: str, schema: Mapping[str, Any]) -> Any:
     if isinstance(types, str):
         types = [types]
     types = [t for t in (types or []) if t and t != "null"]
+    if value[:1] in {"{", "["}:  # JSON-looking values try the structured types first
+        types = sorted(types, key=lambda t: t not in {"object", "array"})
     for kind in types:
         try:
             if kind == "integer":

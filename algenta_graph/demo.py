@@ -1,0 +1,283 @@
+"""The ``algenta-graph demo`` walkthrough: offline, no API key.
+
+It starts the reference engine and a webhook receiver in this process, builds the governed
+graph with a SQLite checkpointer and the offline :class:`~algenta_graph.models.DemoChatModel`
+(a deterministic stand-in that calls the tool whose arguments the user's ``key=value`` pairs
+fill), and walks through:
+
+1. observe: the engine's contract and a read-only recommendation;
+2. plan and log a decision;
+3. execute it: a receipt, and the webhook really received;
+4. execute it again: an idempotency denial, reported by the model (the thread's receipt stops
+   it before the engine; a second session hits the engine's own gate);
+5. a low-confidence decision: the confidence gate, an escalation, an operator override, a
+   receipt with ``safety_overridden``;
+6. a risky decision: the risk_floor gate, an escalation, declined by the operator;
+
+and ends with the receipts table read back from the checkpoint file, checked against the
+webhook receiver's log. ``--model openai:gpt-5`` swaps in a real model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from langchain_core.messages import ToolMessage
+
+from algenta_graph.runner import format_records, print_update, read_records
+
+__all__ = ["DemoError", "run_demo"]
+
+OPERATOR = "ana.ops (demo operator)"
+
+
+class DemoError(RuntimeError):
+    """The walkthrough did not go as narrated (a step's expected outcome did not happen)."""
+
+
+def _tool_json(values: Mapping[str, Any], tool: str) -> dict[str, Any]:
+    """The JSON result of the latest ``tool`` call in the thread."""
+    for message in reversed(values.get("messages", [])):
+        if isinstance(message, ToolMessage) and message.name == tool:
+            artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
+            data = artifact.get("structured_content")
+            if data is None:
+                text = message.content if isinstance(message.content, str) else ""
+                if not text and isinstance(message.content, list):
+                    text = "".join(
+                        p.get("text", "") for p in message.content if isinstance(p, Mapping)
+                    )
+                try:
+                    data = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise DemoError(f"{tool} did not return JSON: {text[:200]}") from exc
+            if isinstance(data, Mapping) and set(data) == {"result"}:
+                data = data["result"]
+            if not isinstance(data, Mapping):
+                raise DemoError(f"{tool} returned {data!r}, not a JSON object")
+            if message.status == "error":
+                raise DemoError(f"{tool} failed: {data}")
+            return dict(data)
+    raise DemoError(f"the model did not call {tool}")
+
+
+class _Walkthrough:
+    def __init__(self, graph: Any, out: TextIO) -> None:
+        self.graph = graph
+        self.out = out
+        self.step = 0
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out)
+
+    def header(self, title: str, explain: str) -> None:
+        self.step += 1
+        self.say(f"\n=== {self.step}. {title} ===")
+        self.say(f"    {explain}")
+
+    async def turn(self, thread: str, payload: Any) -> dict[str, Any]:
+        from langgraph.types import Command
+
+        config = {"configurable": {"thread_id": thread}}
+        if isinstance(payload, str):
+            self.say(f"  [user] {payload}")
+            payload = {"messages": [("user", payload)]}
+        elif isinstance(payload, Command):
+            self.say(f"  [operator resumes] {json.dumps(payload.resume)}")
+        async for chunk in self.graph.astream(payload, config, stream_mode="updates"):
+            for node, update in chunk.items():
+                print_update(node, update, self.out)
+        snapshot = await self.graph.aget_state(config)
+        return {"values": snapshot.values, "interrupts": snapshot.interrupts}
+
+    async def plan_and_log(self, thread: str, scenario: str) -> str:
+        state = await self.turn(thread, f"plan_decision scenario={scenario}")
+        plan = _tool_json(state["values"], "plan_decision")
+        state = await self.turn(
+            thread,
+            "log_decision "
+            f"chosen_action={plan['chosen_action']} expected_value={plan['expected_value']} "
+            f"confidence={plan['confidence']} risk_p5={plan['risk_p5']} "
+            f"risk_p95={plan['risk_p95']} plan_hash={plan['plan_hash']}",
+        )
+        return str(_tool_json(state["values"], "log_decision")["decision_id"])
+
+
+def _expect(condition: bool, what: str) -> None:
+    if not condition:
+        raise DemoError(what)
+
+
+async def run_demo(
+    *,
+    model: str | None = None,
+    db: str | None = None,
+    keep: bool = False,
+    out: TextIO | None = None,
+) -> int:
+    """Run the walkthrough; returns 0 when every step had its expected outcome."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.types import Command
+
+    from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+    from algenta_graph.graph import governed_agent
+
+    out = out or sys.stdout
+    tmp: str | None = None
+    if db is None:
+        tmp = tempfile.mkdtemp(prefix="algenta-demo-")
+        db = str(Path(tmp) / "demo-checkpoints.sqlite")
+    say = _Walkthrough(None, out).say
+    try:
+        async with ReferenceEngine() as engine, WebhookReceiver() as webhook:
+            say("algenta-graph demo: a governed LangGraph agent, offline")
+            say(f"  reference engine : {engine.url}")
+            say(f"  webhook receiver : {webhook.url}")
+            say(f"  checkpoints      : {db} (SQLite)")
+            say(
+                "  model            : "
+                + (model or "DemoChatModel (offline deterministic stand-in, not a real LLM)")
+            )
+            async with (
+                AsyncSqliteSaver.from_conn_string(db) as saver,
+                governed_agent(
+                    model, base_url=engine.url, profile="execute", checkpointer=saver
+                ) as graph,
+            ):
+                w = _Walkthrough(graph, out)
+                t = "demo"
+
+                w.header(
+                    "Observe", "Read the engine's contract; retrieval binds the few tools that fit."
+                )
+                await w.turn(t, "What can this engine do? Show me its contract.")
+                await w.turn(t, "recommend scenario=restock_inventory")
+
+                w.header("Plan and log", "Plan a decision, then record it (nothing executes yet).")
+                decision = await w.plan_and_log(t, "restock_inventory")
+                say(f"    -> decision {decision} logged")
+
+                w.header(
+                    "Execute", "Dispatch it: the engine POSTs the webhook and returns a receipt."
+                )
+                state = await w.turn(
+                    t, f"execute_decision decision_id={decision} webhook_url={webhook.url}"
+                )
+                receipts = state["values"]["receipts"]
+                _expect(
+                    any(r["decision_id"] == decision for r in receipts), "no receipt for step 3"
+                )
+                _expect(len(webhook.received) == 1, "the webhook did not receive the delivery")
+                say(f"    -> receipt in state; webhook receiver got {len(webhook.received)} POST")
+
+                w.header(
+                    "Execute again",
+                    "Same decision, same thread: the thread's receipt stops it before the engine "
+                    "(idempotency, policy: report).",
+                )
+                state = await w.turn(
+                    t, f"execute_decision decision_id={decision} webhook_url={webhook.url}"
+                )
+                _expect(
+                    state["values"]["denials"][-1]["gate"] == "idempotency",
+                    "no idempotency denial in step 4",
+                )
+                say("    A second session (another thread) tries too: the engine's own gate.")
+                state = await w.turn(
+                    "demo-second-session",
+                    f"execute_decision decision_id={decision} webhook_url={webhook.url}",
+                )
+                _expect(
+                    state["values"]["denials"][-1]["gate"] == "idempotency",
+                    "the engine did not deny the second session",
+                )
+                _expect(len(webhook.received) == 1, "a repeated execution reached the webhook")
+
+                w.header(
+                    "Low confidence",
+                    "A coin-flip price change: the confidence gate denies it, the graph "
+                    "escalates to a human operator (interrupt), who overrides.",
+                )
+                decision2 = await w.plan_and_log(t, "price_increase")
+                state = await w.turn(
+                    t, f"execute_decision decision_id={decision2} webhook_url={webhook.url}"
+                )
+                _expect(bool(state["interrupts"]), "the confidence denial did not escalate")
+                _expect(
+                    state["interrupts"][0].value["gate"] == "confidence",
+                    "the escalation is not for the confidence gate",
+                )
+                state = await w.turn(
+                    t,
+                    Command(
+                        resume={
+                            "action": "override",
+                            "operator": OPERATOR,
+                            "reason": "pricing committee approved the test in writing",
+                        }
+                    ),
+                )
+                last = state["values"]["receipts"][-1]
+                _expect(
+                    last["decision_id"] == decision2 and last["safety_overridden"] is True,
+                    "the override produced no receipt with safety_overridden",
+                )
+
+                w.header(
+                    "Risky",
+                    "A regional expansion with a fat left tail: the risk_floor gate denies it; "
+                    "the operator declines to override.",
+                )
+                decision3 = await w.plan_and_log(t, "expand_region")
+                state = await w.turn(
+                    t, f"execute_decision decision_id={decision3} webhook_url={webhook.url}"
+                )
+                _expect(bool(state["interrupts"]), "the risk_floor denial did not escalate")
+                state = await w.turn(
+                    t,
+                    Command(
+                        resume={
+                            "action": "decline",
+                            "operator": OPERATOR,
+                            "reason": "downside exceeds this quarter's risk budget",
+                        }
+                    ),
+                )
+                _expect(
+                    state["values"]["operator_decisions"][-1]["result"] == "declined",
+                    "the decline was not recorded",
+                )
+            delivered = [r["decision_id"] for r in webhook.received]
+
+        w.header("Receipts", f"Read back from the checkpoint file {db}.")
+        records = read_records(db)
+        say(format_records(records))
+        from_checkpoint = sorted(
+            r["decision_id"]
+            for kinds in records.values()
+            for r in kinds["receipts"]
+            if r.get("execution_status") == "delivered"
+        )
+        _expect(
+            from_checkpoint == sorted(delivered),
+            f"checkpoint receipts {from_checkpoint} != webhook log {sorted(delivered)}",
+        )
+        say(
+            f"\nOK: {len(from_checkpoint)} delivered receipts in the checkpoint file match the "
+            f"{len(delivered)} POSTs the webhook receiver logged."
+        )
+        if tmp is not None and keep:
+            say(f"(checkpoint file kept: {db}; try `algenta-graph receipts --db {db}`)")
+        return 0
+    except DemoError as exc:
+        print(f"\ndemo failed: {exc}", file=out)
+        return 1
+    finally:
+        if tmp is not None and not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
