@@ -20,13 +20,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -116,35 +115,17 @@ def smuggled_flags(value: Any, path: str = "$") -> list[str]:
 # --------------------------------------------------------------------------- servers in threads
 
 
-@contextlib.contextmanager
-def serve_asgi(app: Any, *, port: int | None = None, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve an ASGI app (e.g. ``FastMCP.streamable_http_app()``) with uvicorn in a thread.
-
-    Yields ``http://host:port``; stops the server and joins the thread on exit.
-    """
-    port = port or free_port(host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="error", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started, timeout=15, what=f"uvicorn on port {port}")
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 class FaultHTTPServer:
     """A real HTTP server that answers every request wrongly, in one chosen way.
 
     ``mode``: ``"500"`` (HTTP 500 with a text body), ``"malformed"`` (HTTP 200,
-    ``application/json``, a body that is not JSON-RPC), ``"garbage"`` (HTTP 200, JSON-RPC framing
-    with an unparseable body). Use as a context manager; ``.url`` ends in ``/mcp``.
+    ``application/json``, a body that is not even JSON), ``"garbage"`` (HTTP 200, well-formed
+    JSON-RPC answering a request id nobody sent), ``"hang"`` (accepts the request, never
+    answers until the server stops). Use as a context manager; ``.url`` ends in ``/mcp``.
     """
 
     def __init__(self, mode: str, *, port: int | None = None, host: str = "127.0.0.1") -> None:
-        if mode not in ("500", "malformed", "garbage"):
+        if mode not in ("500", "malformed", "garbage", "hang"):
             raise ValueError(f"unknown fault mode {mode!r}")
         self.mode = mode
         self.host = host
@@ -153,6 +134,7 @@ class FaultHTTPServer:
         self.requests = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
@@ -166,6 +148,9 @@ class FaultHTTPServer:
                 if length:
                     self.rfile.read(length)
                 outer.requests += 1
+                if outer.mode == "hang":
+                    outer._stopping.wait(60)
+                    return
                 if outer.mode == "500":
                     status, ctype, body = 500, "text/plain", b"internal server error"
                 elif outer.mode == "malformed":
@@ -196,6 +181,7 @@ class FaultHTTPServer:
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None and self._thread is not None
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
