@@ -58,6 +58,8 @@ __all__ = [
     "ENV_PROFILE",
     "ENV_TOP_K",
     "ServerSettings",
+    "aclose_cached",
+    "build_graph",
     "make_graph",
 ]
 
@@ -100,17 +102,19 @@ class ServerSettings:
         """
         env = os.environ if environ is None else environ
         model = env.get(ENV_MODEL) or None
+        profile = env.get(ENV_PROFILE) or DEFAULT_PROFILE
         try:
-            return cls(
-                base_url=env.get(ENV_BASE_URL) or None,
-                api_key=env.get(ENV_API_KEY) or None,
-                profile=env.get(ENV_PROFILE) or DEFAULT_PROFILE,
-                model=None if model == DEMO_MODEL else model,
-                top_k=_parse_top_k(env.get(ENV_TOP_K), ENV_TOP_K),
-                on_denial=_freeze_on_denial(_parse_on_denial(env.get(ENV_ON_DENIAL))),
-            )
+            resolve_profile(profile)
         except ValueError as exc:
-            raise ValueError(f"invalid algenta-graph server setting: {exc}") from exc
+            raise ValueError(f"{ENV_PROFILE}: {exc}") from None
+        return cls(
+            base_url=env.get(ENV_BASE_URL) or None,
+            api_key=env.get(ENV_API_KEY) or None,
+            profile=profile,
+            model=None if model == DEMO_MODEL else model,
+            top_k=_parse_top_k(env.get(ENV_TOP_K), ENV_TOP_K),
+            on_denial=_freeze(_parse_on_denial(env.get(ENV_ON_DENIAL), ENV_ON_DENIAL)),
+        )
 
     @property
     def on_denial_policy(self) -> dict[str, str] | None:
@@ -132,32 +136,31 @@ def _parse_top_k(value: Any, name: str) -> int:
     return top_k
 
 
-def _parse_on_denial(value: Any) -> OnDenial:
-    if value is None or value == "":
+def _parse_on_denial(value: str | None, name: str) -> OnDenial:
+    if value is None or not value.strip():
         return None
-    if isinstance(value, str) and value.lstrip().startswith("{"):
+    parsed: Any = value.strip()
+    if parsed.startswith("{"):
         try:
-            value = json.loads(value)
+            parsed = json.loads(parsed)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"on_denial is not valid JSON: {exc}") from None
-    if isinstance(value, str):
-        policies = {value}
-    elif isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
-        unknown = sorted(set(value) - set(KNOWN_GATES))
+            raise ValueError(f"{name} is not valid JSON: {exc}") from None
+    if isinstance(parsed, str):
+        policies = [parsed]
+    elif isinstance(parsed, dict):
+        unknown = sorted(set(parsed) - set(KNOWN_GATES))
         if unknown:
-            raise ValueError(f"on_denial names unknown gates {unknown}; known: {KNOWN_GATES}")
-        policies = set(value.values())
+            raise ValueError(f"{name} names unknown gates {unknown}; known: {KNOWN_GATES}")
+        policies = list(parsed.values())
     else:
-        raise ValueError(
-            f"on_denial must be a policy or a JSON object of gate to policy: {value!r}"
-        )
-    bad = sorted(repr(p) for p in policies if p not in POLICIES)
+        raise ValueError(f"{name} must be a policy or a JSON object of gate to policy: {value!r}")
+    bad = [p for p in policies if p not in POLICIES]
     if bad:
-        raise ValueError(f"on_denial policy {', '.join(bad)} is not one of {POLICIES}")
-    return value if isinstance(value, str) else dict(value)
+        raise ValueError(f"{name}: policy {bad[0]!r} is not one of {POLICIES}")
+    return parsed if isinstance(parsed, str) else {str(k): str(v) for k, v in parsed.items()}
 
 
-def _freeze_on_denial(value: OnDenial) -> str | tuple[tuple[str, str], ...] | None:
+def _freeze(value: OnDenial) -> str | tuple[tuple[str, str], ...] | None:
     if isinstance(value, Mapping):
         return tuple(sorted(value.items()))
     return value
@@ -226,6 +229,18 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
             )
             cache.graphs[settings] = graph
     return graph
+
+
+async def aclose_cached() -> None:
+    """Close the connections cached on the running event loop and forget its graphs."""
+    loop = asyncio.get_running_loop()
+    cache = _CACHES.pop(id(loop), None)
+    if cache is None or cache.loop is not loop:
+        return
+    cache.graphs.clear()
+    for conn in cache.connections.values():
+        await conn.aclose()
+    cache.connections.clear()
 
 
 async def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:

@@ -25,6 +25,8 @@ import httpx
 import pytest
 
 from algenta_graph._net import free_port
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.server import ServerSettings, aclose_cached, make_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "langgraph.json"
@@ -196,3 +198,202 @@ def test_harness_reads_the_real_url_when_the_port_is_taken(tmp_path: Path) -> No
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     assert not (project / ".langgraph_api").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# the factory in-process
+
+
+def test_settings_from_env_name_the_bad_variable() -> None:
+    assert ServerSettings.from_env({}) == ServerSettings()
+    s = ServerSettings.from_env(
+        {
+            "ALGENTA_PROFILE": "execute",
+            "ALGENTA_TOP_K": "3",
+            "ALGENTA_MODEL": "demo",
+            "ALGENTA_ON_DENIAL": "report",
+        }
+    )
+    assert (s.profile, s.top_k, s.model) == ("execute", 3, None)
+    assert s.on_denial_policy == {
+        "idempotency": "report",
+        "confidence": "report",
+        "risk_floor": "report",
+    }
+    per_gate = ServerSettings.from_env({"ALGENTA_ON_DENIAL": '{"confidence": "halt"}'})
+    assert per_gate.on_denial_policy == {"confidence": "halt"}
+    for env, needle in [
+        ({"ALGENTA_TOP_K": "0"}, "ALGENTA_TOP_K"),
+        ({"ALGENTA_TOP_K": "many"}, "ALGENTA_TOP_K"),
+        ({"ALGENTA_PROFILE": "root"}, "ALGENTA_PROFILE"),
+        ({"ALGENTA_ON_DENIAL": "ignore"}, "ALGENTA_ON_DENIAL"),
+        ({"ALGENTA_ON_DENIAL": '{"gate9": "report"}'}, "gate9"),
+        ({"ALGENTA_ON_DENIAL": "{not json"}, "ALGENTA_ON_DENIAL"),
+    ]:
+        with pytest.raises(ValueError, match=needle):
+            ServerSettings.from_env(env)
+
+
+async def test_factory_compiles_without_checkpointer_and_caches(
+    engine: ReferenceEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALGENTA_BASE_URL", engine.url)
+    monkeypatch.setenv("ALGENTA_PROFILE", "govern")
+    try:
+        first = await make_graph()
+        again = await make_graph()
+        assert first is again
+        assert first.checkpointer is None
+        listed = [c["name"] for c in engine.call_log()]
+        monkeypatch.setenv("ALGENTA_TOP_K", "2")
+        other = await make_graph()
+        assert other is not first
+        # the same engine setting reuses the open connection: no new catalog listing happened
+        assert [c["name"] for c in engine.call_log()] == listed
+    finally:
+        await aclose_cached()
+
+
+# ---------------------------------------------------------------------------------------------
+# the served graph, end to end
+
+
+def _user(text: str) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def _last_tool_json(values: Mapping[str, object], tool: str) -> dict[str, object]:
+    import json
+
+    messages = values["messages"]
+    assert isinstance(messages, list)
+    for message in reversed(messages):
+        if message.get("type") == "tool" and message.get("name") == tool:
+            content = message["content"]
+            text = (
+                content
+                if isinstance(content, str)
+                else "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            )
+            data = json.loads(text)
+            return data.get("result", data) if set(data) == {"result"} else data
+    raise AssertionError(f"no {tool} result in the thread")
+
+
+@pytest.mark.slow
+async def test_langgraph_dev_serves_the_governed_graph(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    from langgraph_sdk import get_client
+
+    env = {
+        "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_PROFILE": "execute",
+        "ALGENTA_MODEL": "demo",
+        "ALGENTA_TOP_K": "5",
+        "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
+    }
+    with langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server:
+        client = get_client(url=server.url)
+        [assistant] = await client.assistants.search(graph_id="governed_agent")
+        aid = assistant["assistant_id"]
+        thread = (await client.threads.create())["thread_id"]
+
+        # a confident decision: logged, then executed to a receipt, streamed node by node
+        await client.runs.wait(
+            thread,
+            aid,
+            input=_user(
+                "log_decision chosen_action=restock expected_value=120 confidence=0.9 "
+                "risk_p5=-0.1 risk_p95=0.4"
+            ),
+        )
+        state = await client.threads.get_state(thread)
+        confident = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
+        nodes = [
+            node
+            async for chunk in client.runs.stream(
+                thread,
+                aid,
+                input=_user(f"execute_decision decision_id={confident} webhook_url={webhook.url}"),
+                stream_mode="updates",
+            )
+            if chunk.event == "updates"
+            for node in chunk.data
+        ]
+        assert nodes == ["retrieve_tools", "model", "governed_tool", "model"]
+        state = await client.threads.get_state(thread)
+        [receipt] = state["values"]["receipts"]
+        assert receipt["decision_id"] == confident
+        assert receipt["execution_status"] == "delivered"
+        assert [body["decision_id"] for body in webhook.received] == [confident]
+
+        # a low-confidence decision: the confidence gate, an escalation, an operator override
+        await client.runs.wait(
+            thread,
+            aid,
+            input=_user(
+                "log_decision chosen_action=raise_price expected_value=40 confidence=0.3 "
+                "risk_p5=-0.1 risk_p95=0.5"
+            ),
+        )
+        state = await client.threads.get_state(thread)
+        shaky = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
+        chunks = [
+            chunk
+            async for chunk in client.runs.stream(
+                thread,
+                aid,
+                input=_user(f"execute_decision decision_id={shaky} webhook_url={webhook.url}"),
+                stream_mode="updates",
+            )
+            if chunk.event == "updates"
+        ]
+        [escalation] = chunks[-1].data["__interrupt__"]
+        assert escalation["value"]["gate"] == "confidence"
+        assert escalation["value"]["decision_id"] == shaky
+        state = await client.threads.get_state(thread)
+        assert state["next"] == ["denial_handler_confidence"]
+        assert engine.executions(shaky) == []
+
+        operator = {"action": "override", "operator": "ana.ops", "reason": "approved in writing"}
+        await client.runs.wait(thread, aid, command={"resume": operator})
+        state = await client.threads.get_state(thread)
+        assert state["next"] == []
+        receipts = state["values"]["receipts"]
+        assert [r["decision_id"] for r in receipts] == [confident, shaky]
+        assert receipts[-1]["safety_overridden"] is True
+        [decision] = state["values"]["operator_decisions"]
+        assert (decision["operator"], decision["action"], decision["result"]) == (
+            "ana.ops",
+            "override",
+            "receipt",
+        )
+        [execution] = engine.executions(shaky)
+        assert execution["override_safety"] is True
+        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+
+        # per-run context: the same gate reported to the model instead of escalated
+        other = (await client.threads.create())["thread_id"]
+        await client.runs.wait(
+            other,
+            aid,
+            input=_user(
+                "log_decision chosen_action=raise_price expected_value=40 confidence=0.2 "
+                "risk_p5=-0.1 risk_p95=0.5"
+            ),
+        )
+        state = await client.threads.get_state(other)
+        reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
+        await client.runs.wait(
+            other,
+            aid,
+            input=_user(f"execute_decision decision_id={reported} webhook_url={webhook.url}"),
+            context={"on_denial": {"confidence": "report"}},
+        )
+        state = await client.threads.get_state(other)
+        assert state["next"] == []
+        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        assert state["values"]["receipts"] == []
+        assert "confidence" in state["values"]["messages"][-1]["content"]
+        assert engine.executions(reported) == []
