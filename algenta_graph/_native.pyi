@@ -1,0 +1,48 @@
+"""Type stub for the Rust extension ``algenta_graph._native`` (see ``native/README.md``)."""
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+DEFAULT_K1: Final[float]
+DEFAULT_B: Final[float]
+DEFAULT_WEIGHTS: Final[dict[str, float]]
+FIELDS: Final[tuple[str, ...]]
+
+def tokenize(text: str) -> list[str]:
+    """The index's tokens for ``text``."""
+
+def project_tool(name: str, description: str | None, schema: Any = None) -> dict[str, list[str]]:
+    """The text the index takes from a tool, per field, before tokenization."""
+
+class Bm25Index:
+    """A BM25F index over tools keyed by name; searches release the GIL."""
+
+    def __init__(
+        self,
+        *,
+        k1: float = ...,
+        b: float = ...,
+        name_weight: float = ...,
+        description_weight: float = ...,
+        param_name_weight: float = ...,
+        param_text_weight: float = ...,
+    ) -> None: ...
+    def add(self, tools: Iterable[tuple[str, str | None, Any]]) -> None:
+        """Add or replace ``(name, description, schema)`` tools; all or nothing."""
+    def remove(self, name: str) -> bool: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, name: object) -> bool: ...
+    def names(self) -> list[str]: ...
+    def search(
+        self, query: str, k: int = 5, allow: Iterable[str] | None = None
+    ) -> list[tuple[str, float]]: ...
+    def search_many(
+        self, queries: Iterable[str], k: int = 5, allow: Iterable[str] | None = None
+    ) -> list[list[tuple[str, float]]]: ...
+    def stats(self) -> dict[str, int]: ...
+    @property
+    def k1(self) -> float: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def weights(self) -> dict[str, float]: ...

@@ -1,0 +1,210 @@
+"""Tool retrieval: a BM25F index over tool names, descriptions and input schemas.
+
+`ToolIndex` is a thin typed facade over the Rust index in `algenta_graph._native`. It accepts
+LangChain tools, MCP tools and plain dicts, projects each tool's JSON schema (parameter names,
+descriptions and enum values, recursively) and ranks tools for a query. Tokenizer, fields,
+weights and defaults are the contract in ``native/README.md``.
+
+Example:
+    >>> from algenta_graph.retrieval import ToolIndex
+    >>> index = ToolIndex()
+    >>> index.add([
+    ...     {"name": "get_weather", "description": "Current weather for a city",
+    ...      "input_schema": {"type": "object", "properties": {
+    ...          "city": {"type": "string"},
+    ...          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}},
+    ...     {"name": "send_email", "description": "Send an email",
+    ...      "input_schema": {"type": "object", "properties": {"to": {"type": "string"}}}},
+    ... ])
+    >>> [hit.tool_id for hit in index.search("weather in Paris, in celsius")]
+    ['get_weather']
+    >>> index.search("send an email", allow={"get_weather"})
+    []
+    >>> len(index), "send_email" in index
+    (2, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from langchain_core.tools import BaseTool
+from mcp.types import Tool as McpTool
+
+from algenta_graph import _native
+
+__all__ = ["DEFAULT_B", "DEFAULT_K1", "DEFAULT_WEIGHTS", "Hit", "ToolIndex", "ToolLike"]
+
+ToolLike: TypeAlias = BaseTool | McpTool | Mapping[str, Any]
+"""What `ToolIndex.add` accepts: a LangChain tool, an MCP tool, or a dict."""
+
+DEFAULT_K1: float = _native.DEFAULT_K1
+DEFAULT_B: float = _native.DEFAULT_B
+DEFAULT_WEIGHTS: Mapping[str, float] = dict(_native.DEFAULT_WEIGHTS)
+"""Field weights: ``name``, ``description``, ``param_names``, ``param_text``."""
+
+_SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters", "args_schema")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: the tool's name and its BM25F score (higher is better)."""
+
+    tool_id: str
+    score: float
+
+
+def _describe(tool: object) -> str:
+    text = repr(tool)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _langchain_parts(tool: BaseTool) -> tuple[str, str, Any]:
+    name = tool.name
+    try:
+        schema: Any = tool.tool_call_schema
+        if schema is not None and not isinstance(schema, Mapping):
+            schema = schema.model_json_schema()
+    except Exception as exc:
+        raise ValueError(f"tool {name!r}: cannot read its input schema: {exc}") from exc
+    return name, tool.description or "", schema
+
+
+def _mapping_parts(tool: Mapping[str, Any]) -> tuple[str, str, Any]:
+    if "name" not in tool and isinstance(tool.get("function"), Mapping):
+        tool = tool["function"]  # OpenAI style: {"type": "function", "function": {...}}
+    name = tool.get("name")
+    if not isinstance(name, str):
+        raise ValueError(f"tool dict needs a string 'name', got {_describe(tool)}")
+    schema: Any = None
+    for key in _SCHEMA_KEYS:
+        if key in tool:
+            schema = tool[key]
+            break
+    if isinstance(schema, Mapping) and not isinstance(schema, dict):
+        schema = dict(schema)
+    return name, tool.get("description") or "", schema
+
+
+def _parts(tool: object) -> tuple[str, str, Any]:
+    """``(name, description, schema)`` of one tool, or a ValueError saying what is wrong."""
+    if isinstance(tool, BaseTool):
+        return _langchain_parts(tool)
+    if isinstance(tool, McpTool):
+        return tool.name, tool.description or "", tool.inputSchema
+    if isinstance(tool, Mapping):
+        return _mapping_parts(tool)
+    raise ValueError(
+        f"unsupported tool of type {type(tool).__name__}: expected a LangChain BaseTool, "
+        f"an mcp.types.Tool or a dict with 'name', 'description', 'input_schema' "
+        f"({_describe(tool)})"
+    )
+
+
+class ToolIndex:
+    """A BM25F index of tools, keyed by tool name.
+
+    Args:
+        k1: term-frequency saturation (default ``DEFAULT_K1``).
+        b: length normalisation, 0..1 (default ``DEFAULT_B``).
+        name_weight, description_weight, param_name_weight, param_text_weight: BM25F field
+            weights (defaults in ``DEFAULT_WEIGHTS``): names and parameter names count more
+            than prose.
+
+    Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
+    index built incrementally ranks exactly like one built from scratch. Searches release
+    the GIL and may run from several threads at once.
+    """
+
+    __slots__ = ("_index",)
+
+    def __init__(
+        self,
+        *,
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+        name_weight: float = DEFAULT_WEIGHTS["name"],
+        description_weight: float = DEFAULT_WEIGHTS["description"],
+        param_name_weight: float = DEFAULT_WEIGHTS["param_names"],
+        param_text_weight: float = DEFAULT_WEIGHTS["param_text"],
+    ) -> None:
+        self._index = _native.Bm25Index(
+            k1=k1,
+            b=b,
+            name_weight=name_weight,
+            description_weight=description_weight,
+            param_name_weight=param_name_weight,
+            param_text_weight=param_text_weight,
+        )
+
+    def add(self, tools: Iterable[ToolLike]) -> None:
+        """Add or replace tools. All or nothing: if any tool is bad, none is added.
+
+        Raises:
+            ValueError: naming the tool (or describing the object) that cannot be indexed.
+        """
+        if isinstance(tools, (str, bytes, Mapping, BaseTool, McpTool)):
+            raise ValueError(
+                f"add() takes an iterable of tools, got a single {type(tools).__name__}; "
+                "wrap it in a list"
+            )
+        self._index.add([_parts(tool) for tool in tools])
+
+    def remove(self, name: str) -> bool:
+        """Remove the tool called ``name``; returns whether it was indexed."""
+        return self._index.remove(name)
+
+    def search(self, query: str, k: int = 5, allow: Collection[str] | None = None) -> list[Hit]:
+        """The ``k`` best tools for ``query``, best first; equal scores are ordered by name.
+
+        ``allow`` restricts the hits to those tool names (unknown names are ignored). A query
+        with no indexed word gives ``[]``.
+        """
+        _check_query(query)
+        _check_k(k)
+        return [Hit(name, score) for name, score in self._index.search(query, k, allow)]
+
+    def search_many(
+        self, queries: Iterable[str], k: int = 5, allow: Collection[str] | None = None
+    ) -> list[list[Hit]]:
+        """``search`` for every query, in one native call."""
+        queries = list(queries)
+        for query in queries:
+            _check_query(query)
+        _check_k(k)
+        return [
+            [Hit(name, score) for name, score in hits]
+            for hits in self._index.search_many(queries, k, allow)
+        ]
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The indexed tool names (unordered)."""
+        return self._index.names()
+
+    def stats(self) -> dict[str, int]:
+        """Sizes: ``tools``, ``terms``, ``postings``, ``heap_bytes`` (estimate)."""
+        return self._index.stats()
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._index
+
+    def __repr__(self) -> str:
+        return f"ToolIndex({len(self)} tools)"
+
+
+def _check_query(query: object) -> None:
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, got {type(query).__name__}")
+
+
+def _check_k(k: object) -> None:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an integer, got {type(k).__name__}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")

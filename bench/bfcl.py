@@ -1,0 +1,102 @@
+"""BFCL v3 as a tool-retrieval benchmark (setup: ``../shared/eval/README.md``).
+
+Shared by ``bench/bench_retrieval.py`` and ``tests/test_retrieval_bfcl.py``. The whole catalog
+(every function definition of ``BFCL_v3_simple`` and ``BFCL_v3_multiple``) is indexed; each of
+the 600 queries asks for its gold function. A name defined more than once (130 of the 589) is
+merged deliberately into one tool: its distinct descriptions joined, its distinct parameter
+schemas combined under ``anyOf``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FILES = ("BFCL_v3_simple.json", "BFCL_v3_multiple.json")
+ENV_VAR = "ALGENTA_EVAL_DIR"
+
+
+def eval_dir() -> Path:
+    """``$ALGENTA_EVAL_DIR``, else ``../shared/eval`` beside the repository."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+
+
+def bfcl_available(root: Path | None = None) -> bool:
+    base = (root or eval_dir()) / "bfcl_v3"
+    return all((base / f).is_file() and (base / "possible_answer" / f).is_file() for f in FILES)
+
+
+@dataclass(frozen=True)
+class Bfcl:
+    tools: list[dict[str, Any]]  # {"name", "description", "input_schema"}
+    queries: list[tuple[str, str]]  # (query text, gold tool name)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_bfcl(root: Path | None = None) -> Bfcl:
+    """Load the catalog and the 600 (query, gold) pairs."""
+    base = (root or eval_dir()) / "bfcl_v3"
+    variants: dict[str, list[dict[str, Any]]] = {}
+    queries: list[tuple[str, str]] = []
+    for name in FILES:
+        answers = _read_jsonl(base / "possible_answer" / name)
+        gold = {row["id"]: row["ground_truth"] for row in answers}
+        for row in _read_jsonl(base / name):
+            for fn in row["function"]:
+                defs = variants.setdefault(fn["name"], [])
+                if fn not in defs:
+                    defs.append(fn)
+            text = " ".join(m["content"] for turn in row["question"] for m in turn)
+            (gold_name,) = gold[row["id"]][0].keys()
+            queries.append((text, gold_name))
+    tools = [_merge(name, defs) for name, defs in variants.items()]
+    return Bfcl(tools=tools, queries=queries)
+
+
+def _merge(name: str, defs: list[dict[str, Any]]) -> dict[str, Any]:
+    descriptions: list[str] = []
+    schemas: list[Any] = []
+    for d in defs:
+        if d.get("description") and d["description"] not in descriptions:
+            descriptions.append(d["description"])
+        if d.get("parameters") and d["parameters"] not in schemas:
+            schemas.append(d["parameters"])
+    schema: Any = schemas[0] if len(schemas) == 1 else {"anyOf": schemas} if schemas else None
+    return {"name": name, "description": " ".join(descriptions), "input_schema": schema}
+
+
+@dataclass(frozen=True)
+class RetrievalScore:
+    recall_at_1: float
+    recall_at_5: float
+    mrr: float
+    queries: int
+
+
+def score(
+    search: Callable[[Sequence[str], int], list[list[str]]],
+    queries: Sequence[tuple[str, str]],
+    depth: int = 50,
+) -> RetrievalScore:
+    """Rank each query with ``search(texts, depth)`` (a batch: ranked names per query)."""
+    ranked = search([q for q, _ in queries], depth)
+    r1 = r5 = rr = 0.0
+    for names, (_, gold) in zip(ranked, queries, strict=True):
+        if gold in names:
+            rank = names.index(gold) + 1
+            r1 += rank == 1
+            r5 += rank <= 5
+            rr += 1.0 / rank
+    n = len(queries)
+    return RetrievalScore(r1 / n, r5 / n, rr / n, n)

@@ -1,0 +1,371 @@
+"""ToolIndex: the facade over the native BM25F index."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.tools import StructuredTool, tool
+from mcp.types import Tool as McpTool
+from pydantic import BaseModel, Field
+
+from algenta_graph.retrieval import DEFAULT_WEIGHTS, Hit, ToolIndex
+
+
+def _dict_tool(name: str, description: str, **params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {"type": "object", "properties": params},
+    }
+
+
+CATALOG = [
+    _dict_tool(
+        "get_weather",
+        "Current weather conditions for a city",
+        city={"type": "string", "description": "City name"},
+        unit={"type": "string", "enum": ["celsius", "fahrenheit"]},
+    ),
+    _dict_tool("send_email", "Send an email message", to={"type": "string"}),
+    _dict_tool("list_files", "List the files in a directory", path={"type": "string"}),
+    _dict_tool("weather_alerts", "Severe weather alerts for a region"),
+    _dict_tool("execute_decision", "Execute a logged decision", decision_id={"type": "string"}),
+    _dict_tool("turn_off_lights", "Switch the lights off in a room", room={"type": "string"}),
+]
+
+
+@pytest.fixture
+def index() -> ToolIndex:
+    ix = ToolIndex()
+    ix.add(CATALOG)
+    return ix
+
+
+def names(hits: list[Hit]) -> list[str]:
+    return [h.tool_id for h in hits]
+
+
+def test_search_ranks_best_first(index: ToolIndex) -> None:
+    hits = index.search("what's the weather in Paris in celsius?")
+    assert names(hits)[:2] == ["get_weather", "weather_alerts"]
+    assert hits[0].score > hits[1].score > 0
+    assert names(index.search("email my boss"))[0] == "send_email"
+    assert names(index.search("turn the lights off"))[0] == "turn_off_lights"
+
+
+def test_identifier_query_matches_any_naming_style(index: ToolIndex) -> None:
+    for query in ["sendEmail", "send-email", "SEND_EMAIL"]:
+        assert names(index.search(query))[0] == "send_email"
+
+
+def test_param_names_and_enums_are_indexed(index: ToolIndex) -> None:
+    assert names(index.search("fahrenheit")) == ["get_weather"]
+    assert names(index.search("decision_id")) == ["execute_decision"]
+
+
+def test_hit_is_frozen(index: ToolIndex) -> None:
+    hit = index.search("email")[0]
+    assert hit == Hit("send_email", hit.score)
+    with pytest.raises(AttributeError):
+        hit.score = 0.0  # type: ignore[misc]
+
+
+def test_k_bounds(index: ToolIndex) -> None:
+    assert index.search("weather", k=0) == []
+    assert len(index.search("weather", k=1)) == 1
+    assert len(index.search("weather", k=100)) == 2
+
+
+def test_empty_and_unknown_queries(index: ToolIndex) -> None:
+    assert index.search("") == []
+    assert index.search("   ") == []
+    assert index.search("the of and") == []
+    assert index.search("xylophone") == []
+    assert ToolIndex().search("weather") == []
+
+
+def test_allow_restricts_hits(index: ToolIndex) -> None:
+    assert names(index.search("weather", allow={"weather_alerts"})) == ["weather_alerts"]
+    assert names(index.search("weather", allow=["weather_alerts", "nope"])) == ["weather_alerts"]
+    assert index.search("weather", allow=frozenset()) == []
+    assert names(index.search("weather", allow=None)) == ["get_weather", "weather_alerts"]
+
+
+def test_allow_must_not_be_a_string(index: ToolIndex) -> None:
+    with pytest.raises(TypeError, match="not a string"):
+        index.search("weather", allow="get_weather")
+    with pytest.raises(TypeError, match="tool names"):
+        index.search("weather", allow=[1, 2])  # type: ignore[list-item]
+
+
+def test_search_many_equals_search(index: ToolIndex) -> None:
+    queries = ["weather", "email", "", "files in a directory", "lights off"]
+    assert index.search_many(queries, k=3) == [index.search(q, k=3) for q in queries]
+    allow = {"get_weather", "list_files"}
+    assert index.search_many(queries, 3, allow) == [index.search(q, 3, allow) for q in queries]
+    assert index.search_many([]) == []
+
+
+def test_len_contains_remove_replace(index: ToolIndex) -> None:
+    assert len(index) == len(CATALOG)
+    assert "send_email" in index
+    assert "nope" not in index
+    assert 42 not in index
+    assert index.remove("send_email") is True
+    assert index.remove("send_email") is False
+    assert "send_email" not in index
+    assert names(index.search("email")) == []
+    index.add([_dict_tool("list_files", "Enumerate mailbox email folders")])
+    assert len(index) == len(CATALOG) - 1
+    assert names(index.search("email")) == ["list_files"]
+    assert sorted(index.tool_names) == sorted(
+        t["name"] for t in CATALOG if t["name"] != "send_email"
+    )
+
+
+def test_ties_break_by_name() -> None:
+    ix = ToolIndex()
+    ix.add([_dict_tool(n, "identical shared text") for n in ["delta", "alpha", "charlie", "bravo"]])
+    hits = ix.search("shared text", k=3)
+    assert names(hits) == ["alpha", "bravo", "charlie"]
+    assert len({h.score for h in hits}) == 1
+
+
+def test_deterministic_across_instances_and_insertion_order() -> None:
+    shuffled = CATALOG[:]
+    random.Random(7).shuffle(shuffled)
+    a, b = ToolIndex(), ToolIndex()
+    a.add(CATALOG)
+    b.add(shuffled)
+    for q in ["weather", "email files", "decision", "lights in the room", "city"]:
+        assert a.search(q, k=10) == b.search(q, k=10)
+
+
+def test_weights_change_ranking() -> None:
+    tools = [
+        _dict_tool("archive", "Store the invoice document"),
+        _dict_tool("invoice_lookup", "Find a record"),
+    ]
+    by_name = ToolIndex(name_weight=5.0, description_weight=0.1)
+    by_name.add(tools)
+    by_prose = ToolIndex(name_weight=0.1, description_weight=5.0)
+    by_prose.add(tools)
+    assert names(by_name.search("invoice"))[0] == "invoice_lookup"
+    assert names(by_prose.search("invoice"))[0] == "archive"
+    assert DEFAULT_WEIGHTS["name"] > DEFAULT_WEIGHTS["description"]
+    assert DEFAULT_WEIGHTS["param_names"] > DEFAULT_WEIGHTS["param_text"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"k1": -1.0}, "k1"),
+        ({"b": 1.5}, "b must be between"),
+        ({"name_weight": float("nan")}, "name weight"),
+        (
+            {
+                "name_weight": 0.0,
+                "description_weight": 0.0,
+                "param_name_weight": 0.0,
+                "param_text_weight": 0.0,
+            },
+            "at least one",
+        ),
+    ],
+)
+def test_bad_parameters(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ToolIndex(**kwargs)
+
+
+# --- every accepted tool shape -------------------------------------------------------------
+
+
+class _Forecast(BaseModel):
+    city: str = Field(description="City to forecast")
+    days: int = Field(default=3, description="Number of days ahead")
+
+
+def test_langchain_tool_with_pydantic_schema() -> None:
+    @tool(args_schema=_Forecast)
+    def weather_forecast(city: str, days: int = 3) -> str:
+        """Multi-day weather forecast."""
+        return city
+
+    ix = ToolIndex()
+    ix.add([weather_forecast])
+    assert names(ix.search("forecast")) == ["weather_forecast"]
+    assert names(ix.search("how many days ahead")) == ["weather_forecast"]
+
+
+def test_langchain_tool_with_json_schema_dict() -> None:
+    # langchain-mcp-adapters builds exactly this: a StructuredTool whose args_schema is a dict.
+    lc_tool = StructuredTool(
+        name="query_data",
+        description="Query the warehouse",
+        args_schema={
+            "type": "object",
+            "properties": {"sql_text": {"type": "string", "description": "A SELECT statement"}},
+        },
+        func=lambda **_: "",
+    )
+    ix = ToolIndex()
+    ix.add([lc_tool])
+    assert names(ix.search("select statement")) == ["query_data"]
+
+
+def test_mcp_tool() -> None:
+    mcp_tool = McpTool(
+        name="list_decisions",
+        description="List logged decisions",
+        inputSchema={"type": "object", "properties": {"status_filter": {"type": "string"}}},
+    )
+    ix = ToolIndex()
+    ix.add([mcp_tool])
+    assert names(ix.search("filter by status")) == ["list_decisions"]
+
+
+@pytest.mark.parametrize("key", ["input_schema", "inputSchema", "parameters"])
+def test_dict_schema_keys(key: str) -> None:
+    ix = ToolIndex()
+    ix.add([{"name": "t", "description": "", key: {"properties": {"zebra_count": {}}}}])
+    assert names(ix.search("zebra")) == ["t"]
+
+
+def test_openai_style_dict() -> None:
+    ix = ToolIndex()
+    ix.add(
+        [{"type": "function", "function": {"name": "f", "parameters": {"properties": {"q": {}}}}}]
+    )
+    assert "f" in ix
+
+
+def test_tool_without_schema_or_description() -> None:
+    ix = ToolIndex()
+    ix.add([{"name": "ping"}, {"name": "noop", "description": None, "input_schema": None}])
+    assert names(ix.search("ping")) == ["ping"]
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"name": "bad_schema", "input_schema": [1, 2]}, "'bad_schema'.*JSON object"),
+        ({"name": "bad_json", "input_schema": "{nope"}, "'bad_json'.*not valid JSON"),
+        ({"name": "bad_desc", "description": 3}, "'bad_desc'.*description must be a string"),
+        ({"name": ""}, "non-empty"),
+        ({"name": "   "}, "non-empty"),
+        ({"description": "no name"}, "needs a string 'name'"),
+        ({"name": 5}, "needs a string 'name'"),
+        (object(), "unsupported tool of type object"),
+        ("get_weather", "unsupported tool of type str"),
+    ],
+)
+def test_bad_tools_raise_value_error_and_add_nothing(bad: Any, message: str) -> None:
+    ix = ToolIndex()
+    ix.add(CATALOG[:1])
+    with pytest.raises(ValueError, match=message):
+        ix.add([CATALOG[1], bad])
+    assert len(ix) == 1
+    assert "send_email" not in ix
+
+
+def test_ref_cycle_is_harmless() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"node": {"$ref": "#/$defs/Node"}},
+        "$defs": {"Node": {"properties": {"next_node": {"$ref": "#/$defs/Node"}}}},
+    }
+    ix = ToolIndex()
+    ix.add([{"name": "linked_list", "input_schema": schema}])
+    assert names(ix.search("next node")) == ["linked_list"]
+
+
+def test_huge_strings() -> None:
+    ix = ToolIndex()
+    huge = "lorem " * 200_000 + "x" * 1_000_000
+    ix.add([{"name": "big", "description": huge}, CATALOG[0]])
+    assert names(ix.search("lorem")) == ["big"]
+    assert names(ix.search("weather " + huge))[0] in {"big", "get_weather"}
+
+
+def test_single_tool_not_wrapped_in_a_list() -> None:
+    with pytest.raises(ValueError, match="wrap it in a list"):
+        ToolIndex().add(CATALOG[0])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("k", "exc"), [(-1, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_bad_k(index: ToolIndex, k: Any, exc: type[Exception]) -> None:
+    with pytest.raises(exc, match="k must"):
+        index.search("weather", k=k)
+    with pytest.raises(exc, match="k must"):
+        index.search_many(["weather"], k=k)
+
+
+def test_bad_query(index: ToolIndex) -> None:
+    with pytest.raises(TypeError, match="query must be a string"):
+        index.search(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="query must be a string"):
+        index.search_many(["ok", b"bytes"])  # type: ignore[list-item]
+
+
+# --- concurrency and exact incremental statistics -----------------------------------------
+
+
+def test_concurrent_searches_agree(index: ToolIndex) -> None:
+    queries = ["weather", "email", "files", "lights off", "decision"] * 40
+    expected = [index.search(q) for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(index.search, queries))
+    assert got == expected
+
+
+WORDS = ["alpha", "beta", "gamma", "delta", "echo", "fox", "golf", "hotel", "india", "juliet"]
+
+tool_st = st.builds(
+    lambda name, desc, params, enum: {
+        "name": name,
+        "description": " ".join(desc),
+        "input_schema": {
+            "type": "object",
+            "properties": {p: {"type": "string", "enum": enum} for p in params},
+        },
+    },
+    name=st.sampled_from([f"tool_{w}" for w in WORDS] + ["getAlpha", "beta.gamma", "x-y"]),
+    desc=st.lists(st.sampled_from(WORDS), max_size=8),
+    params=st.lists(st.sampled_from([f"{w}_id" for w in WORDS]), max_size=3, unique=True),
+    enum=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True),
+)
+op_st = st.one_of(
+    st.tuples(st.just("add"), st.lists(tool_st, min_size=1, max_size=4)),
+    st.tuples(st.just("remove"), st.sampled_from([f"tool_{w}" for w in WORDS] + ["getAlpha"])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(op_st, max_size=25), query=st.lists(st.sampled_from(WORDS), max_size=4))
+def test_incremental_ranks_exactly_like_fresh_build(ops: list[Any], query: list[str]) -> None:
+    incremental = ToolIndex()
+    final: dict[str, dict[str, Any]] = {}
+    for kind, arg in ops:
+        if kind == "add":
+            incremental.add(arg)
+            for t in arg:
+                final.pop(t["name"], None)  # re-adding moves it to the end of the fresh build
+                final[t["name"]] = t
+        else:
+            incremental.remove(arg)
+            final.pop(arg, None)
+    fresh = ToolIndex()
+    fresh.add(list(final.values()))
+    assert len(incremental) == len(fresh)
+    q = " ".join(query)
+    assert incremental.search(q, k=50) == fresh.search(q, k=50)
+    assert incremental.stats() == fresh.stats() | {"heap_bytes": incremental.stats()["heap_bytes"]}
