@@ -435,7 +435,7 @@ class _GovernedNodes:
         body = json.dumps({"tools": found, "note": "these tools are callable on your next step"})
         return (
             _tool_message(body, name=SEARCH_TOOL, tool_call_id=call_id, outcome="ok"),
-            [f["name"] for f in found],
+            [str(f["name"]) for f in found],
         )
 
     async def _plain_call(self, name: str, args: dict[str, Any], call_id: str) -> ToolMessage:
@@ -522,11 +522,13 @@ class _GovernedNodes:
                 return msg, record, None
         if isinstance(outcome, ExecutionReceipt):
             record = {**_dump(outcome), "tool_call_id": call_id, "source": "model"}
+            delivered_ok = outcome.execution_status == "delivered"
             msg = _tool_message(
                 _receipt_text(outcome),
                 name=EXECUTE_TOOL,
                 tool_call_id=call_id,
-                outcome="ok",
+                outcome="ok" if delivered_ok else "failed",
+                status="success" if delivered_ok else "error",
                 artifact=getattr(result, "artifact", None),
             )
             return msg, record, None
@@ -722,7 +724,7 @@ class _GovernedNodes:
             if original is not None:
                 messages.append(
                     _tool_message(
-                        f"{_text(original)}\n{note}",
+                        f"{note}\n(The model's call was first denied: {_text(original)})",
                         name=EXECUTE_TOOL,
                         tool_call_id=original.tool_call_id,
                         msg_id=original.id,

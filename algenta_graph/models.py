@@ -110,6 +110,33 @@ def _text(message: BaseMessage) -> str:
     return " ".join(parts)
 
 
+def _summarise(text: str) -> str:
+    """A short plain summary of one tool result: scalar fields of JSON, else the first lines."""
+    text = text.strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and set(data) == {"result"}:
+        data = data["result"]
+    if isinstance(data, dict):
+        scalars = [
+            f"{k}={v}"
+            for k, v in data.items()
+            if isinstance(v, (str, int, float, bool)) and len(str(v)) <= 80
+        ]
+        nested = [k for k, v in data.items() if isinstance(v, (dict, list))]
+        body = ", ".join(scalars[:8])
+        if nested:
+            body += ("; " if body else "") + "also " + ", ".join(nested[:6])
+    else:
+        sentences = re.split(r"(?<=[.!?])\s+", " ".join(text.split()))
+        body = " ".join(sentences[:2])
+    if len(body) > _SUMMARY_LIMIT:
+        body = body[: _SUMMARY_LIMIT - 3] + "..."
+    return body
+
+
 def _tool_call_id(seed: str) -> str:
     return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
@@ -193,13 +220,10 @@ class DemoChatModel(BaseChatModel):
                 "I (the offline demo model) found no bound tool whose required arguments "
                 f"your key=value pairs fill. Bound tools: {names}."
             )
-        lines = ["Here is what happened (offline demo model summary):"]
+        lines = ["Summary (offline demo model):"]
         for m in real:
-            body = _text(m).strip().replace("\n", " ")
-            if len(body) > _SUMMARY_LIMIT:
-                body = body[: _SUMMARY_LIMIT - 3] + "..."
             status = " (error)" if m.status == "error" else ""
-            lines.append(f"- {m.name}{status}: {body}")
+            lines.append(f"- {m.name}{status}: {_summarise(_text(m))}")
         return AIMessage("\n".join(lines))
 
     def _pick(

@@ -74,7 +74,10 @@ def print_update(node: str, update: Any, out: TextIO = sys.stdout) -> None:
                     print(f"  [model] {line}", file=out)
         elif kind == "tool":
             status = " ERROR" if getattr(message, "status", "") == "error" else ""
-            print(f"  [{node}] {message.name}{status}: {_short(_content(message))}", file=out)
+            text = _content(message).strip()
+            if node.startswith("denial_handler"):
+                text = text.splitlines()[0] if text else text  # the operator's outcome
+            print(f"  [{node}] {message.name}{status}: {_short(text)}", file=out)
     for receipt in update.get("receipts", []) or []:
         print(
             f"  [receipt] decision {receipt.get('decision_id')} {receipt.get('execution_status')}"

@@ -1,0 +1,177 @@
+"""Escalation to a human operator: interrupt payload, override, decline, malformed resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from graph_support import agent, config, execute, log_decision, open_connection, tool_messages
+from langgraph.types import Command
+
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.state import OperatorDecision
+
+pytestmark = pytest.mark.timeout(120)
+
+OVERRIDE = {"action": "override", "operator": "ana", "reason": "committee approved"}
+DECLINE = {"action": "decline", "operator": "bo", "reason": "too risky"}
+
+
+async def test_confidence_escalation_then_override_records_receipt_and_operator(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+        replies = [execute(decision, webhook.url, "c1", timeout_seconds=5), "overridden"]
+        async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+            pending = await graph.aget_state(config("t"))
+            # nothing executed while waiting for the operator
+            assert engine.executions(decision) == [] and webhook.received == []
+            out = await graph.ainvoke(Command(resume=OVERRIDE), config("t"))
+            after = await graph.aget_state(config("t"))
+    [interrupt] = pending.interrupts
+    payload = interrupt.value
+    assert payload["gate"] == "confidence" and payload["code"] == "execution_blocked_confidence"
+    assert payload["decision_id"] == decision and payload["webhook_url"] == webhook.url
+    assert payload["override_flag"] == "override_safety"
+    assert "override_safety" in payload["override_hint"]
+    assert pending.next == ("denial_handler_confidence",)
+    [denial, *_] = out["denials"]
+    assert denial["gate"] == "confidence"
+    [receipt] = out["receipts"]
+    assert receipt["safety_overridden"] is True and receipt["source"] == "operator"
+    [decision_record] = out["operator_decisions"]
+    parsed = OperatorDecision.model_validate(decision_record)
+    assert (parsed.operator, parsed.reason, parsed.action) == (
+        "ana",
+        "committee approved",
+        "override",
+    )
+    assert (parsed.gate, parsed.decision_id, parsed.result) == ("confidence", decision, "receipt")
+    assert parsed.override_flag == "override_safety" and parsed.time
+    [execution] = engine.executions(decision)
+    assert execution["override_safety"] is True and execution["force"] is False
+    assert execution["metadata"]["algenta_graph"]["operator"] == "ana"
+    assert len(webhook.received) == 1
+    [message] = tool_messages(after.values)  # the denial message was updated in place
+    assert "OVERRODE the confidence gate" in str(message.content)
+    assert after.next == () and out["messages"][-1].content == "overridden"
+
+
+async def test_risk_floor_escalation_then_decline_executes_nothing(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, risk_p5=-0.9)
+        replies = [execute(decision, webhook.url, "c1"), "declined by the operator"]
+        async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, model):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+            pending = await graph.aget_state(config("t"))
+            out = await graph.ainvoke(Command(resume=DECLINE), config("t"))
+    assert pending.interrupts[0].value["gate"] == "risk_floor"
+    assert engine.executions(decision) == [] and webhook.received == []
+    [record] = out["operator_decisions"]
+    assert record["action"] == "decline" and record["result"] == "declined"
+    assert record["operator"] == "bo" and record["reason"] == "too risky"
+    assert out["receipts"] == []
+    [message] = tool_messages(out)
+    assert "DECLINED" in str(message.content)
+    assert model.position == 2  # the model was told, and answered
+
+
+async def test_malformed_resume_asks_again_and_executes_nothing(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+        replies = [execute(decision, webhook.url, "c1"), "done"]
+        async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+            for bad in (
+                {"action": "approve", "operator": "ana", "reason": "x"},
+                {"action": "override", "operator": " ", "reason": "x"},
+                {"action": "override", "operator": "ana", "reason": "x", "force": True},
+                "yes",
+            ):
+                await graph.ainvoke(Command(resume=bad), config("t"))
+                state = await graph.aget_state(config("t"))
+                [interrupt] = state.interrupts
+                assert "invalid resume payload" in interrupt.value["error"]
+                assert engine.executions(decision) == [] and webhook.received == []
+                assert state.values["operator_decisions"] == []
+            out = await graph.ainvoke(Command(resume=OVERRIDE), config("t"))
+    assert [r["source"] for r in out["receipts"]] == ["operator"]
+    assert len(engine.executions(decision)) == 1
+
+
+async def test_idempotency_escalation_override_uses_force(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn)
+        replies = [
+            execute(decision, webhook.url, "a"),
+            "ok",
+            execute(decision, webhook.url, "b"),
+            "ok",
+        ]
+        async with agent(
+            conn, tmp_path / "cp.sqlite", replies, on_denial={"idempotency": "escalate"}
+        ) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t1"))
+            await graph.ainvoke({"messages": [("user", "again")]}, config("t2"))
+            pending = await graph.aget_state(config("t2"))
+            out = await graph.ainvoke(Command(resume=OVERRIDE), config("t2"))
+    assert pending.interrupts[0].value["override_flag"] == "force"
+    first, second = engine.executions(decision)
+    assert first["force"] is False and second["force"] is True
+    assert out["operator_decisions"][0]["result"] == "receipt"
+    assert len(webhook.received) == 2
+
+
+async def test_resume_in_a_new_process_keeps_receipts_and_never_re_executes(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Process 1 delivers one decision and stops at an escalation; process 2 (the CLI, a real
+    subprocess) resumes it from the SQLite file."""
+    import json
+    import subprocess
+    import sys
+
+    db = tmp_path / "cp.sqlite"
+    async with open_connection(engine) as conn:
+        ok_decision = await log_decision(conn)
+        low_decision = await log_decision(conn, confidence=0.3)
+        replies = [
+            execute(ok_decision, webhook.url, "c1"),
+            "delivered",
+            execute(low_decision, webhook.url, "c2"),
+        ]
+        async with agent(conn, db, replies) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "first")]}, config("t"))
+            await graph.ainvoke({"messages": [("user", "second")]}, config("t"))
+            assert (await graph.aget_state(config("t"))).interrupts
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "algenta_graph.cli", "run",
+            "--thread", "t", "--db", str(db), "--base-url", engine.url,
+            "--profile", "execute", "--resume", json.dumps(OVERRIDE),
+        ],
+        capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "[operator] ana chose override" in proc.stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "algenta_graph.cli", "receipts", "--db", str(db), "--jsonl"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    records = [json.loads(line) for line in listing.stdout.splitlines()]
+    receipts = [r for r in records if r["record"] == "receipt"]
+    assert [(r["decision_id"], r["source"]) for r in receipts] == [
+        (ok_decision, "model"),
+        (low_decision, "operator"),
+    ]
+    assert len(engine.executions(ok_decision)) == 1  # never re-executed
+    assert len(engine.executions(low_decision)) == 1
+    assert sorted(b["decision_id"] for b in webhook.received) == sorted([ok_decision, low_decision])
