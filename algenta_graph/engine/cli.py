@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,8 +58,18 @@ def add_engine_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=os.environ.get(ENV_API_KEY),
         help=f"require 'Authorization: Bearer KEY' on tools/call (default: ${ENV_API_KEY})",
     )
-    parser.add_argument("--min-confidence", type=_fraction, default=0.6)
-    parser.add_argument("--risk-floor", type=_non_negative, default=0.5)
+    parser.add_argument(
+        "--min-confidence",
+        type=_fraction,
+        default=0.6,
+        help="confidence gate: block decisions below this (default 0.6)",
+    )
+    parser.add_argument(
+        "--risk-floor",
+        type=_non_negative,
+        default=0.5,
+        help="risk_floor gate: block decisions with risk_p5 below -FLOOR (default 0.5)",
+    )
     parser.add_argument(
         "--allow-webhook-host",
         action="append",
@@ -113,7 +124,14 @@ def run_engine(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
-    server.run()
+    # uvicorn shuts down gracefully on SIGTERM and then re-raises the signal to the handler that
+    # was installed before it: make that a no-op, so a terminated engine exits 0 (a clean stop).
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    engine_logger.info("stopped")
     return 0 if server.started else 1
 
 

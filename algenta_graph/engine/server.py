@@ -58,7 +58,7 @@ def error_result(err: EngineToolError, denials: str) -> mt.CallToolResult:
     - ``mcp-error``: ``isError: true``, the error body as JSON text;
     - ``json-body``: ``isError: false``, ``{"error": {...}}`` as text and structuredContent;
     - ``sdk`` (the public Algenta server): ``isError: false``, ``{"error": {"code", "message":
-      "API error <status>: <upstream body JSON>", "status_code"}}``.
+      "API error <status>: <upstream body JSON>", "status_code"}}`` as text only.
 
     Protocol errors (bad arguments, unknown tool) are always ``isError: true``.
     """
@@ -115,7 +115,10 @@ class EngineMCP(FastMCP[Any]):
         self._store = store
         self._registry = {n: t for n, t in registry.items() if n not in IMPLEMENTED_TOOLS}
         self._denials = denials
-        register(self, governed)
+        # The public server (the sdk form) sends text only and advertises no output schema; an
+        # MCP client rejects an isError=false result without structuredContent from a tool that
+        # advertises one, so the sdk form needs the text-only registration.
+        register(self, governed, structured=denials != "sdk")
 
     async def list_tools(self) -> list[mt.Tool]:
         governed = await super().list_tools()
@@ -191,7 +194,13 @@ class EngineMCP(FastMCP[Any]):
 
 
 def _summary(result: Any) -> str:
+    """A few words on a successful result for the log line."""
     structured = result[1] if isinstance(result, tuple) and len(result) == 2 else None
+    if structured is None and isinstance(result, list) and result:
+        try:
+            structured = json.loads(getattr(result[0], "text", ""))
+        except ValueError:
+            structured = None
     if isinstance(structured, dict) and "execution_status" in structured:
         return f"{structured['execution_status']} (HTTP {structured.get('response_code')})"
     if isinstance(structured, dict) and "decision_id" in structured:

@@ -448,9 +448,14 @@ IMPLEMENTED_TOOLS: tuple[str, ...] = (
 )
 
 
-def register(server: FastMCP, tools: GovernedTools) -> None:
-    """Add every implemented tool of ``tools`` to ``server`` (schema from the signature)."""
+def register(server: FastMCP, tools: GovernedTools, *, structured: bool = True) -> None:
+    """Add every implemented tool of ``tools`` to ``server`` (input schema from the signature).
+
+    ``structured``: advertise an output schema and send ``structuredContent`` besides the JSON
+    text (FastMCP's default for a ``dict`` return); False sends the JSON text only, with no
+    output schema, like the public Algenta server.
+    """
     for name in IMPLEMENTED_TOOLS:
         method: Callable[..., Any] = getattr(tools, name)
         description = " ".join(inspect.cleandoc(method.__doc__ or "").split())
-        server.add_tool(method, name=name, description=description, structured_output=True)
+        server.add_tool(method, name=name, description=description, structured_output=structured)
