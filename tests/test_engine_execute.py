@@ -144,6 +144,33 @@ async def test_webhook_500_is_a_failed_receipt_and_may_be_retried(
     assert len(webhook.received) == 2
 
 
+@pytest.mark.parametrize(
+    ("code", "status"), [(201, "delivered"), (204, "delivered"), (404, "failed"), (503, "failed")]
+)
+async def test_any_2xx_is_delivered_anything_else_failed(
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+    mcp_session: Session,
+    code: int,
+    status: str,
+) -> None:
+    async with mcp_session(engine.url) as s:
+        r = await receipt(s, await log(s), webhook.url_for_status(code))
+    assert r["execution_status"] == status and r["response_code"] == code
+    assert (r["failure_reason"] is None) is (status == "delivered")
+
+
+def test_webhook_receiver_records_bodies_and_answers_as_asked(tmp_path: Path) -> None:
+    log_path = tmp_path / "hooks.jsonl"
+    with WebhookReceiver(log_path=log_path) as hook:
+        assert httpx.post(hook.url, json={"n": 1}).status_code == 200
+        assert httpx.post(hook.url_for_status(418), json={"n": 2}).status_code == 418
+        assert httpx.post(hook.url_for_delay(0.05), json={"n": 3}).json()["delayed"] == 0.05
+        assert httpx.get(hook.url).status_code == 405
+    assert hook.received == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert [r["path"] for r in read_log(log_path)] == ["/hook", "/status/418", "/delay/0.05"]
+
+
 async def test_webhook_timeout_is_a_failed_receipt(
     engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:

@@ -56,6 +56,7 @@ class BackgroundServer:
             if not self._thread.is_alive():
                 raise RuntimeError(
                     f"server on {self.host}:{self.port} exited during startup"
+                    " (is the port already in use?)"
                 ) from self._error
             if time.monotonic() > deadline:
                 self.stop()

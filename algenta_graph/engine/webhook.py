@@ -27,7 +27,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from algenta_graph.engine._serve import BackgroundServer
@@ -90,11 +90,13 @@ class WebhookReceiver:
         await self._record(request)
         return JSONResponse({"ok": True})
 
-    async def _status(self, request: Request) -> JSONResponse:
+    async def _status(self, request: Request) -> Response:
         await self._record(request)
         code = int(request.path_params["code"])
         if not 200 <= code <= 599:
             return JSONResponse({"error": f"status {code} out of range"}, status_code=400)
+        if code in (204, 205, 304):  # no body allowed
+            return Response(status_code=code)
         return JSONResponse({"status": code}, status_code=code)
 
     async def _delay(self, request: Request) -> JSONResponse:
