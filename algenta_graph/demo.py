@@ -119,6 +119,7 @@ async def run_demo(
     model: str | None = None,
     db: str | None = None,
     keep: bool = False,
+    webhook_log: str | None = None,
     out: TextIO | None = None,
 ) -> int:
     """Run the walkthrough; returns 0 when every step had its expected outcome."""
@@ -135,7 +136,7 @@ async def run_demo(
         db = str(Path(tmp) / "demo-checkpoints.sqlite")
     say = _Walkthrough(None, out).say
     try:
-        async with ReferenceEngine() as engine, WebhookReceiver() as webhook:
+        async with ReferenceEngine() as engine, WebhookReceiver(log_path=webhook_log) as webhook:
             say("algenta-graph demo: a governed LangGraph agent, offline")
             say(f"  reference engine : {engine.url}")
             say(f"  webhook receiver : {webhook.url}")

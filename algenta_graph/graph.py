@@ -894,7 +894,9 @@ async def create_governed_agent(
         conf: dict[str, Any] = {}
         if not owns and profile is not None:
             conf["profile"] = resolve_profile(profile).name
-        if durability is not None:
+        if durability is not None and checkpointer is not None:
+            # (without a checkpointer durability means nothing, and langgraph 1.2 fails on
+            # "sync" there)
             from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 
             conf[CONFIG_KEY_DURABILITY] = durability

@@ -335,7 +335,9 @@ def add_receipts_parser(sub: Any) -> None:
 def _demo_handler(args: argparse.Namespace) -> int:
     from algenta_graph.demo import run_demo
 
-    return asyncio.run(run_demo(model=args.model, db=args.db, keep=args.keep))
+    return asyncio.run(
+        run_demo(model=args.model, db=args.db, keep=args.keep, webhook_log=args.webhook_log)
+    )
 
 
 def add_demo_parser(sub: Any) -> None:
@@ -354,4 +356,5 @@ def add_demo_parser(sub: Any) -> None:
     )
     p.add_argument("--db", default=None, help="checkpoint file (default: a temporary file)")
     p.add_argument("--keep", action="store_true", help="keep the temporary checkpoint file")
+    p.add_argument("--webhook-log", default=None, help="append every webhook POST to this JSONL")
     p.set_defaults(handler=_demo_handler)

@@ -330,3 +330,48 @@ async def test_bad_build_arguments_are_rejected(engine: ReferenceEngine) -> None
             build_governed_graph(conn, on_denial={"unknown": "report"})
         with pytest.raises(ValueError, match="top_k"):
             build_governed_graph(conn, top_k=0)
+
+
+async def test_unknown_gate_takes_the_halt_way(tmp_path: Path) -> None:
+    """An engine with a gate the graph does not know (a real MCP server over HTTP)."""
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    from algenta_graph.connection import EngineConnection
+    from algenta_graph.engine._serve import BackgroundServer
+
+    server = FastMCP("future-engine", stateless_http=True)
+
+    @server.tool()
+    def get_contract() -> dict[str, str]:
+        """Fetch the engine's contract."""
+        return {"engine": "future"}
+
+    @server.tool()
+    def execute_decision(decision_id: str, webhook_url: str, metadata: dict | None = None) -> dict:  # type: ignore[type-arg]
+        """Dispatch a decision."""
+        body = {
+            "code": "execution_blocked_quorum",
+            "gate": "quorum",
+            "message": "two approvers required",
+            "override_hint": "none",
+        }
+        raise ToolError(json.dumps({"error": body}))
+
+    http = BackgroundServer(server.streamable_http_app(), name="future-engine")
+    http.start()
+    try:
+        replies = [execute("dec_1", "http://127.0.0.1:9/hook", "c1")]  # no second reply
+        async with (
+            EngineConnection(f"http://127.0.0.1:{http.port}/mcp", profile="execute") as conn,
+            agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _),
+        ):
+            order = await nodes_run(graph, {"messages": [("user", "go")]}, config("t"))
+            values = (await graph.aget_state(config("t"))).values
+    finally:
+        http.stop()
+    assert order == ["retrieve_tools", "model", "governed_tool"]  # then END: halt
+    [denial] = values["denials"]
+    assert denial["gate"] == "quorum" and denial["code"] == "execution_blocked_quorum"
+    [message] = tool_messages(values)
+    assert message.response_metadata["algenta_outcome"] == "gate:quorum"
