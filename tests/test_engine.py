@@ -331,6 +331,9 @@ async def test_all_140_tools_are_advertised_with_description_and_schema(
     descriptions = [t.description for t in tools]
     assert len(set(descriptions)) == len(descriptions)
     execute = next(t for t in tools if t.name == "execute_decision")
+    contract = next(t for t in tools if t.name == "get_contract")
+    assert execute.annotations and execute.annotations.destructiveHint is True
+    assert contract.annotations and contract.annotations.readOnlyHint is True
     assert {"decision_id", "webhook_url", "force", "override_safety", "metadata"} <= set(
         execute.inputSchema["properties"]
     )

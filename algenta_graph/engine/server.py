@@ -138,7 +138,7 @@ class EngineMCP(FastMCP[Any]):
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         started = time.perf_counter()
-        self._store.log_call(name, arguments)
+        await anyio.to_thread.run_sync(self._store.log_call, name, arguments)
         outcome = "ok"
         try:
             try:

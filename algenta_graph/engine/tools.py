@@ -10,6 +10,7 @@ JSON text content and as ``structuredContent``) or raises an
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
@@ -17,10 +18,12 @@ import math
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
+import anyio
 import httpx
 from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
 from pydantic import Field, StrictBool
 
 import algenta_graph
@@ -29,6 +32,8 @@ from algenta_graph.engine.delivery import check_webhook_url, post_webhook
 from algenta_graph.engine.errors import EngineToolError, InvalidArguments
 from algenta_graph.engine.policy import GATES, Policy, check
 from algenta_graph.engine.store import Store, utc_now
+
+T = TypeVar("T")
 
 MANIFEST_VERSION = "1.0.0"
 ENGINE_NAME = "algenta-reference-engine"
@@ -73,6 +78,11 @@ Scenario = Annotated[
     ),
 ]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run blocking work (SQLite, a large simulation) in a worker thread, off the event loop."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 def _json_size(value: Any) -> int:
@@ -188,8 +198,11 @@ class GovernedTools:
         """Run a seeded Monte Carlo simulation over a decision scenario and return the decision
         envelope: recommended action, expected value, confidence, risk p5/p95 (return on
         capital), and the same metrics for every candidate action."""
-        result = simulation.simulate(
-            self._scenario("simulate", scenario), seed=seed, n_samples=n_samples
+        result = await _off_loop(
+            simulation.simulate,
+            self._scenario("simulate", scenario),
+            seed=seed,
+            n_samples=n_samples,
         )
         result["policy_check"] = self._policy_check(result["confidence"], result["risk_p5"])
         return result
@@ -198,7 +211,9 @@ class GovernedTools:
         """Return a governed recommendation for a decision scenario (read-only, nothing is
         logged or executed): the best action with its expected value, confidence and risk, and
         whether the current policy would let it execute."""
-        result = simulation.simulate(self._scenario("recommend", scenario), seed=42, n_samples=5000)
+        result = await _off_loop(
+            simulation.simulate, self._scenario("recommend", scenario), seed=42, n_samples=5000
+        )
         check_ = self._policy_check(result["confidence"], result["risk_p5"])
         return {
             "scenario": result["scenario"],
@@ -227,8 +242,11 @@ class GovernedTools:
     ) -> dict[str, Any]:
         """Produce a proposed, not-yet-committed decision plan for a scenario, with a plan_hash
         that log_decision can be bound to. Nothing is executed."""
-        result = simulation.simulate(
-            self._scenario("plan_decision", scenario), seed=seed, n_samples=n_samples
+        result = await _off_loop(
+            simulation.simulate,
+            self._scenario("plan_decision", scenario),
+            seed=seed,
+            n_samples=n_samples,
         )
         by_action = {a["action"]: a for a in result["actions"]}
         action = chosen_action if chosen_action is not None else result["recommended_action"]
@@ -252,7 +270,7 @@ class GovernedTools:
         }
         digest = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
         plan_hash = f"sha256:{digest}"
-        self.store.save_plan(plan_hash, plan)
+        await _off_loop(self.store.save_plan, plan_hash, plan)
         return {
             **plan,
             "plan_hash": plan_hash,
@@ -286,7 +304,7 @@ class GovernedTools:
         if scenario is not None:
             _check_size("log_decision", "scenario", scenario, MAX_SCENARIO_BYTES)
         if plan_hash is not None:
-            plan = self.store.get_plan(plan_hash)
+            plan = await _off_loop(self.store.get_plan, plan_hash)
             if plan is None:
                 raise EngineToolError(
                     "plan_not_found", f"no plan with plan_hash {plan_hash!r}", status_code=404
@@ -323,7 +341,7 @@ class GovernedTools:
             "plan_hash": plan_hash,
             "logged_at": utc_now(),
         }
-        self.store.insert_decision(decision)
+        await _off_loop(self.store.insert_decision, decision)
         return {
             "decision_id": decision["decision_id"],
             "logged_at": decision["logged_at"],
@@ -331,8 +349,8 @@ class GovernedTools:
             "policy_check": self._policy_check(confidence, risk_p5),
         }
 
-    def _require_decision(self, decision_id: str) -> dict[str, Any]:
-        decision = self.store.get_decision(decision_id)
+    async def _require_decision(self, decision_id: str) -> dict[str, Any]:
+        decision = await _off_loop(self.store.get_decision, decision_id)
         if decision is None:
             raise EngineToolError(
                 "decision_not_found",
@@ -346,8 +364,9 @@ class GovernedTools:
     ) -> dict[str, Any]:
         """Read one logged decision and every execution of it (receipt, the force /
         override_safety flags used, and the caller's metadata), oldest first."""
-        decision = self._require_decision(decision_id)
-        return {"decision": decision, "executions": self.store.executions(decision_id)}
+        decision = await self._require_decision(decision_id)
+        executions = await _off_loop(self.store.executions, decision_id)
+        return {"decision": decision, "executions": executions}
 
     async def list_decisions(
         self,
@@ -356,7 +375,7 @@ class GovernedTools:
     ) -> dict[str, Any]:
         """List logged decisions, newest first, with how often each was executed and the status
         of its latest execution."""
-        rows, total = self.store.list_decisions(limit=limit, offset=offset)
+        rows, total = await _off_loop(self.store.list_decisions, limit=limit, offset=offset)
         return {"decisions": rows, "count": len(rows), "total": total, "offset": offset}
 
     async def execute_decision(
@@ -379,14 +398,14 @@ class GovernedTools:
         policy gates."""
         if metadata is not None:
             _check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
-        decision = self._require_decision(decision_id)
+        decision = await self._require_decision(decision_id)
         check_webhook_url(webhook_url, allowed_hosts=self.allow_webhook_hosts)
         async with self._locks[decision_id]:
             verdict = check(
                 self.policy,
                 confidence=decision["confidence"],
                 risk_p5=decision["risk_p5"],
-                already_delivered=self.store.delivered_count(decision_id) > 0,
+                already_delivered=await _off_loop(self.store.delivered_count, decision_id) > 0,
                 force=force,
                 override_safety=override_safety,
             )
@@ -425,7 +444,8 @@ class GovernedTools:
                 "execution_id": execution_id,
                 "failure_reason": result.failure_reason,
             }
-            self.store.insert_execution(
+            await _off_loop(
+                self.store.insert_execution,
                 execution_id=execution_id,
                 receipt=receipt,
                 force=force,
@@ -448,6 +468,22 @@ IMPLEMENTED_TOOLS: tuple[str, ...] = (
 )
 
 
+_READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+ANNOTATIONS: dict[str, ToolAnnotations] = {
+    **dict.fromkeys(
+        ("get_contract", "query_data", "simulate", "recommend", "get_decision", "list_decisions"),
+        _READ,
+    ),
+    "plan_decision": ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False),
+    "log_decision": ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
+    ),
+    "execute_decision": ToolAnnotations(
+        readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
+    ),
+}
+
+
 def register(server: FastMCP, tools: GovernedTools, *, structured: bool = True) -> None:
     """Add every implemented tool of ``tools`` to ``server`` (input schema from the signature).
 
@@ -458,4 +494,10 @@ def register(server: FastMCP, tools: GovernedTools, *, structured: bool = True) 
     for name in IMPLEMENTED_TOOLS:
         method: Callable[..., Any] = getattr(tools, name)
         description = " ".join(inspect.cleandoc(method.__doc__ or "").split())
-        server.add_tool(method, name=name, description=description, structured_output=structured)
+        server.add_tool(
+            method,
+            name=name,
+            description=description,
+            annotations=ANNOTATIONS[name],
+            structured_output=structured,
+        )
