@@ -13,14 +13,43 @@
 
 Usage::
 
-    from algenta_graph import create_governed_agent
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.types import Command
+    from algenta_graph import governed_agent
 
-    async with governed_agent(profile="execute", checkpointer=saver) as graph:
-        out = await graph.ainvoke(
-            {"messages": [("user", "log chosen_action=ship confidence=0.9 ...")]},
-            {"configurable": {"thread_id": "t1"}},
-        )
+    async with (
+        AsyncSqliteSaver.from_conn_string("runs.sqlite") as saver,
+        governed_agent("openai:gpt-5", profile="execute", checkpointer=saver) as graph,
+    ):
+        cfg = {"configurable": {"thread_id": "t1"}}
+        out = await graph.ainvoke({"messages": [("user", "execute decision dec_1 ...")]}, cfg)
         out["receipts"], out["denials"], out["operator_decisions"]
+        if out.get("__interrupt__"):          # an escalated denial waits for an operator
+            out = await graph.ainvoke(
+                Command(resume={"action": "override", "operator": "ana", "reason": "..."}), cfg
+            )
+
+What happens to a denial: ``governed_tool`` records it in ``denials`` and answers the model's
+call with a ToolMessage naming the gate and the reason (the model cannot override it); the
+gate's handler then applies its policy (:data:`DEFAULT_POLICIES`, ``on_denial=``):
+
+- ``report``: back to the model, which tells the user;
+- ``halt``: the run ends, the denial in state;
+- ``escalate``: ``interrupt()`` with ``{gate, code, message, override_hint, decision_id,
+  webhook_url, override_flag, tool_call_id}``; resume with ``Command(resume={"action":
+  "override" | "decline", "operator": str, "reason": str})``. An override re-executes on the
+  operator path (``force`` for idempotency, ``override_safety`` for confidence and risk_floor),
+  never through a model-facing tool; the receipt (or the new denial) and an
+  :class:`~algenta_graph.state.OperatorDecision` are recorded, and the model is told. A
+  malformed answer interrupts again with an ``error`` and executes nothing. Resuming needs a
+  checkpointer (``langgraph dev`` supplies one).
+
+A decision already delivered in the thread is never sent again (the thread's receipts are
+checked first, an idempotency denial with ``source="thread_receipts"``). A delivery whose
+checkpoint was lost (a crash between the webhook and the checkpoint write) is recognised on
+resume: every execution carries ``metadata.algenta_graph = {thread_id, tool_call_id}`` (set by
+the graph, never the model), and an idempotency denial for this thread's own delivery is
+replaced by the engine's receipt (``source="recovered"``).
 
 Per-run settings. Besides the build-time arguments, a run may narrow its behaviour through
 ``config["configurable"]`` (this is what LangGraph Studio's assistant configuration and
