@@ -225,6 +225,11 @@ class CatalogServer:
         """The MCP endpoint."""
         return f"http://{self.host}:{self.port}/mcp"
 
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is serving."""
+        return self._thread is not None and self._thread.is_alive()
+
     def _app(self) -> Starlette:
         manager = StreamableHTTPSessionManager(
             app=_mcp_server(self.tools), stateless=True, json_response=True
