@@ -89,6 +89,17 @@ async def denial(s: ClientSession, decision_id: str, url: str, **extra: Any) -> 
     return dict(body(result)["error"])
 
 
+def _rpc(method: str, params: dict[str, Any], rid: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+_INIT = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "test", "version": "0"},
+}
+
+
 # -- delivery ----------------------------------------------------------------------------------
 
 
@@ -312,6 +323,54 @@ async def test_concurrent_executions_of_one_decision_deliver_once(
     assert len(engine.executions(decision_id)) == 1
 
 
+async def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_cancelled_call_still_records_the_delivery_it_started(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
+) -> None:
+    """The client cancels (MCP notifications/cancelled) while the webhook holds its answer: the
+    engine finishes the delivery and keeps the receipt, so a retry is an idempotency denial,
+    never a second delivery."""
+    async with mcp_session(engine.url) as s:
+        decision_id = await log(s)
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        init = await http.post(engine.url, json=_rpc("initialize", _INIT))
+        sid = {"mcp-session-id": init.headers["mcp-session-id"]}
+        await http.post(
+            engine.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=sid
+        )
+        args = {"decision_id": decision_id, "webhook_url": webhook.url_for_delay(1.0)}
+        call = asyncio.create_task(
+            http.post(
+                engine.url,
+                json=_rpc("tools/call", {"name": "execute_decision", "arguments": args}, 7),
+                headers=sid,
+            )
+        )
+        await _wait_for(lambda: len(webhook.received) == 1, "the webhook POST")
+        cancel = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "client gave up"},
+        }
+        assert (await http.post(engine.url, json=cancel, headers=sid)).status_code == 202
+        answer = await call
+    assert "Request cancelled" in answer.text  # the server did cancel the request
+    await _wait_for(lambda: len(engine.executions(decision_id)) == 1, "the stored receipt")
+    [execution] = engine.executions(decision_id)
+    assert execution["execution_status"] == "delivered"
+    async with mcp_session(engine.url) as s:
+        again = await denial(s, decision_id, webhook.url)
+    assert again["gate"] == "idempotency"
+    assert len(webhook.received) == 1
+
+
 # -- persistence -------------------------------------------------------------------------------
 
 
@@ -351,10 +410,6 @@ async def test_an_engine_object_can_be_restarted(tmp_path: Path, mcp_session: Se
 # -- auth --------------------------------------------------------------------------------------
 
 
-def _rpc(method: str, params: dict[str, Any], rid: int = 1) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-
-
 async def test_api_key_guards_tool_calls_but_not_listing(
     start_engine: Callable[..., ReferenceEngine], mcp_session: Session
 ) -> None:
@@ -363,14 +418,7 @@ async def test_api_key_guards_tool_calls_but_not_listing(
     async with httpx.AsyncClient(headers=headers, timeout=10) as http:
         init = await http.post(
             engine.url,
-            json=_rpc(
-                "initialize",
-                {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "test", "version": "0"},
-                },
-            ),
+            json=_rpc("initialize", _INIT),
         )
         assert init.status_code == 200
         sid = {"mcp-session-id": init.headers["mcp-session-id"]}

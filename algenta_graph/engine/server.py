@@ -137,60 +137,59 @@ class EngineMCP(FastMCP[Any]):
             )
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Log the call as received, run it, and answer errors in the configured wire form."""
         started = time.perf_counter()
         await anyio.to_thread.run_sync(self._store.log_call, name, arguments)
-        outcome = "ok"
+        outcome = "interrupted"
         try:
-            try:
-                if not isinstance(arguments, dict):
-                    raise InvalidArguments(name, "arguments must be a JSON object")
-                if name in self._registry:
-                    tool = self._registry[name]
-                    try:
-                        jsonschema.validate(arguments, tool.input_schema)
-                    except jsonschema.ValidationError as exc:
-                        where = ".".join(str(p) for p in exc.absolute_path) or "arguments"
-                        raise InvalidArguments(name, f"{where}: {exc.message}") from None
-                    raise EngineToolError(
-                        NOT_SUPPORTED,
-                        f"{name} ({tool.category}) is part of the Algenta registry but the local"
-                        " reference engine does not implement it; implemented tools:"
-                        f" {', '.join(IMPLEMENTED_TOOLS)}",
-                        status_code=501,
-                    )
-                if self._tool_manager.get_tool(name) is None:
-                    raise EngineToolError(
-                        "unknown_tool",
-                        f"unknown tool {name!r}; tools/list shows the available ones",
-                        status_code=404,
-                        protocol=True,
-                    )
-                self._check_known_arguments(name, arguments)
-                result = await super().call_tool(name, arguments)
-            except ToolError as exc:
-                cause = exc.__cause__
-                if isinstance(cause, EngineToolError):
-                    raise cause from None
-                if isinstance(cause, ValidationError):
-                    raise InvalidArguments(name, describe_validation_error(cause)) from None
-                logger.exception("tools/call %s crashed", name)
-                raise EngineToolError(
-                    "internal_error",
-                    f"{name} failed: {cause or exc}",
-                    status_code=500,
-                    protocol=True,
-                ) from None
+            result = await self._dispatch(name, arguments)
+            outcome = _summary(result)
+            return result
         except EngineToolError as err:
             outcome = f"denied {err.gate}" if isinstance(err, GateDenied) else f"error {err.code}"
             return error_result(err, self._denials)
         finally:
-            logger.info(
-                "tools/call %s -> %s (%.0f ms)",
-                name,
-                outcome if outcome != "ok" else _summary(result),
-                (time.perf_counter() - started) * 1000,
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            logger.info("tools/call %s -> %s (%.0f ms)", name, outcome, elapsed_ms)
+
+    async def _dispatch(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run one call; every failure is raised as an :class:`EngineToolError`."""
+        if not isinstance(arguments, dict):
+            raise InvalidArguments(name, "arguments must be a JSON object")
+        if name in self._registry:
+            tool = self._registry[name]
+            try:
+                jsonschema.validate(arguments, tool.input_schema)
+            except jsonschema.ValidationError as exc:
+                where = ".".join(str(p) for p in exc.absolute_path) or "arguments"
+                raise InvalidArguments(name, f"{where}: {exc.message}") from None
+            raise EngineToolError(
+                NOT_SUPPORTED,
+                f"{name} ({tool.category}) is part of the Algenta registry but the local"
+                f" reference engine does not implement it; implemented tools:"
+                f" {', '.join(IMPLEMENTED_TOOLS)}",
+                status_code=501,
             )
-        return result
+        if self._tool_manager.get_tool(name) is None:
+            raise EngineToolError(
+                "unknown_tool",
+                f"unknown tool {name!r}; tools/list shows the available ones",
+                status_code=404,
+                protocol=True,
+            )
+        self._check_known_arguments(name, arguments)
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, EngineToolError):
+                raise cause from None
+            if isinstance(cause, ValidationError):
+                raise InvalidArguments(name, describe_validation_error(cause)) from None
+            logger.exception("tools/call %s crashed", name)
+            raise EngineToolError(
+                "internal_error", f"{name} failed: {cause or exc}", status_code=500, protocol=True
+            ) from None
 
 
 def _summary(result: Any) -> str:

@@ -424,34 +424,38 @@ class GovernedTools:
                 "metadata": metadata,
                 "sent_at": executed_at,
             }
-            async with httpx.AsyncClient(trust_env=False) as client:
-                result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
-            receipt = {
-                "decision_id": decision_id,
-                "webhook_url": webhook_url,
-                "execution_status": "delivered" if result.delivered else "failed",
-                "response_code": result.response_code,
-                "executed_at": executed_at,
-                "policy_snapshot_id": self.policy.snapshot_id,
-                "schema_snapshot_id": SCHEMA_SNAPSHOT_ID,
-                "manifest_version": MANIFEST_VERSION,
-                "payload_summary": {
-                    "action": decision["chosen_action"],
-                    "confidence": decision["confidence"],
-                    "expected_value": decision["expected_value"],
-                },
-                "safety_overridden": verdict.safety_overridden,
-                "execution_id": execution_id,
-                "failure_reason": result.failure_reason,
-            }
-            await _off_loop(
-                self.store.insert_execution,
-                execution_id=execution_id,
-                receipt=receipt,
-                force=force,
-                override_safety=override_safety,
-                metadata=metadata,
-            )
+            # Once the POST may have gone out, finish it and persist the receipt even if the
+            # caller cancels: a delivered webhook without a stored receipt would let a retry
+            # deliver twice. The timeout bounds how long this can take.
+            with anyio.CancelScope(shield=True):
+                async with httpx.AsyncClient(trust_env=False) as client:
+                    result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
+                receipt = {
+                    "decision_id": decision_id,
+                    "webhook_url": webhook_url,
+                    "execution_status": "delivered" if result.delivered else "failed",
+                    "response_code": result.response_code,
+                    "executed_at": executed_at,
+                    "policy_snapshot_id": self.policy.snapshot_id,
+                    "schema_snapshot_id": SCHEMA_SNAPSHOT_ID,
+                    "manifest_version": MANIFEST_VERSION,
+                    "payload_summary": {
+                        "action": decision["chosen_action"],
+                        "confidence": decision["confidence"],
+                        "expected_value": decision["expected_value"],
+                    },
+                    "safety_overridden": verdict.safety_overridden,
+                    "execution_id": execution_id,
+                    "failure_reason": result.failure_reason,
+                }
+                await _off_loop(
+                    self.store.insert_execution,
+                    execution_id=execution_id,
+                    receipt=receipt,
+                    force=force,
+                    override_safety=override_safety,
+                    metadata=metadata,
+                )
             return receipt
 
 
