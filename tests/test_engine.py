@@ -198,6 +198,22 @@ async def test_plan_hash_binds_the_logged_decision(
     assert unknown_action["code"] == "unknown_action"
 
 
+async def test_policy_and_its_snapshots_survive_policy_changes(
+    tmp_path: Any, mcp_session: Session
+) -> None:
+    db = tmp_path / "policy.sqlite"
+    with ReferenceEngine(db=db) as first:
+        old_id = first.policy.snapshot_id
+    async with ReferenceEngine(db=db, min_confidence=0.75) as engine, mcp_session(engine.url) as s:
+        policy = await call(s, "get_execution_policy", {})
+        listed = await call(s, "list_execution_policy_snapshots", {})
+    assert policy["min_confidence"] == 0.75 and policy["risk_floor"] == 0.5
+    assert [g["gate"] for g in policy["gates"]] == ["idempotency", "confidence", "risk_floor"]
+    assert listed["current"] == policy["policy_snapshot_id"] == engine.policy.snapshot_id
+    assert [x["policy_snapshot_id"] for x in listed["snapshots"]] == [listed["current"], old_id]
+    assert listed["snapshots"][1]["policy"] == {"min_confidence": 0.6, "risk_floor": 0.5}
+
+
 # -- decision memory ---------------------------------------------------------------------------
 
 

@@ -402,14 +402,6 @@ TABLE: dict[str, dict[str, tuple[str, str]]] = {
             "Download the artifacts attached to an audit log entry (hash-verified).",
             "entry_id:str!",
         ),
-        "get_execution_policy": (
-            "Read the execution policy: confidence minimum, risk floor, approvals.",
-            "",
-        ),
-        "list_execution_policy_snapshots": (
-            "List the versioned snapshots of the execution policy receipts refer to.",
-            "limit:int",
-        ),
         "get_billing_info": ("Get the plan, credit balance and billing contact.", ""),
         "create_billing_checkout": ("Create a checkout session to buy credits.", "credits:int!"),
         "create_billing_portal": ("Create a billing portal session link.", ""),

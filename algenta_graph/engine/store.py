@@ -142,10 +142,11 @@ class Store:
             )
 
     def policy_snapshots(self) -> list[dict[str, Any]]:
+        """Every policy this database has served under, newest first."""
         with self._tx() as conn:
             rows = conn.execute(
                 "SELECT policy_snapshot_id, policy, created_at FROM policy_snapshots"
-                " ORDER BY created_at"
+                " ORDER BY rowid DESC"
             ).fetchall()
         return [
             {

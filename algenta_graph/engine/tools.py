@@ -175,6 +175,37 @@ class GovernedTools:
             limit=limit,
         )
 
+    # -- policy ----------------------------------------------------------------------------
+
+    async def get_execution_policy(self) -> dict[str, Any]:
+        """Read the execution policy execute_decision enforces: the confidence minimum, the risk
+        floor, and its gates in the order they apply, each with what lifts it."""
+        return {
+            "policy_snapshot_id": self.policy.snapshot_id,
+            **self.policy.as_dict(),
+            "gates": [
+                {"gate": "idempotency", "blocks": "a decision already delivered", "lift": "force"},
+                {
+                    "gate": "confidence",
+                    "blocks": f"confidence below {self.policy.min_confidence:g}",
+                    "lift": "override_safety",
+                },
+                {
+                    "gate": "risk_floor",
+                    "blocks": f"risk_p5 below {-self.policy.risk_floor:g}",
+                    "lift": "override_safety",
+                },
+            ],
+        }
+
+    async def list_execution_policy_snapshots(
+        self, limit: Annotated[int, Field(ge=1, le=200)] = 20
+    ) -> dict[str, Any]:
+        """List the versioned snapshots of the execution policy (newest first); every receipt's
+        policy_snapshot_id names one of them."""
+        snapshots = await _off_loop(self.store.policy_snapshots)
+        return {"current": self.policy.snapshot_id, "snapshots": snapshots[:limit]}
+
     # -- decisions -------------------------------------------------------------------------
 
     def _scenario(self, tool: str, scenario: str | dict[str, Any]) -> str | dict[str, Any]:
@@ -469,13 +500,24 @@ IMPLEMENTED_TOOLS: tuple[str, ...] = (
     "get_decision",
     "list_decisions",
     "execute_decision",
+    "get_execution_policy",
+    "list_execution_policy_snapshots",
 )
 
 
 _READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 ANNOTATIONS: dict[str, ToolAnnotations] = {
     **dict.fromkeys(
-        ("get_contract", "query_data", "simulate", "recommend", "get_decision", "list_decisions"),
+        (
+            "get_contract",
+            "query_data",
+            "simulate",
+            "recommend",
+            "get_decision",
+            "list_decisions",
+            "get_execution_policy",
+            "list_execution_policy_snapshots",
+        ),
         _READ,
     ),
     "plan_decision": ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False),
