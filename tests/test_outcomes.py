@@ -1,0 +1,413 @@
+"""parse_execution_outcome: every wire form, every input type, and junk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
+from mcp.types import CallToolResult, TextContent
+from pydantic import ValidationError
+
+from algenta_graph.outcomes import (
+    KNOWN_GATES,
+    ExecutionDenial,
+    ExecutionFailure,
+    ExecutionReceipt,
+    outcome_from_dict,
+    parse_execution_outcome,
+)
+
+RECEIPT: dict[str, Any] = {
+    "decision_id": "dec_123",
+    "webhook_url": "https://hooks.example.test/algenta",
+    "execution_status": "delivered",
+    "response_code": 202,
+    "executed_at": "2026-01-01T00:00:00Z",
+    "policy_snapshot_id": "pol_123",
+    "schema_snapshot_id": "sch_123",
+    "manifest_version": "1.0.0",
+    "payload_summary": {"action": "ship_it", "confidence": 0.82},
+    "safety_overridden": False,
+}
+
+HINTS = {
+    "idempotency": "pass force=true for one re-execution",
+    "confidence": "pass override_safety=true",
+    "risk_floor": "pass override_safety=true",
+}
+
+
+def denial_body(gate: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": f"execution_blocked_{gate}",
+            "gate": gate,
+            "message": f"blocked by the {gate} gate",
+            "override_hint": HINTS.get(gate, "ask an operator"),
+        }
+    }
+
+
+def public_server_body(gate: str, upstream: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The public algenta-mcp server's form: upstream body serialised into the message."""
+    upstream = upstream if upstream is not None else denial_body(gate)
+    text = json.dumps(upstream, ensure_ascii=True, sort_keys=True)
+    return {
+        "error": {
+            "code": f"execution_blocked_{gate}",
+            "message": f"API error 409: {text}",
+            "status_code": 409,
+        }
+    }
+
+
+def text_result(text: str, *, is_error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], isError=is_error)
+
+
+def assert_denial(outcome: Any, gate: str) -> None:
+    assert isinstance(outcome, ExecutionDenial), outcome
+    assert outcome.gate == gate
+    assert outcome.code == f"execution_blocked_{gate}"
+    assert outcome.message == f"blocked by the {gate} gate"
+    assert outcome.override_hint == HINTS.get(gate, "ask an operator")
+
+
+# ------------------------------------------------------------------ receipts
+
+
+def test_the_sdk_receipt_fixture_is_a_receipt() -> None:
+    fixture = Path("/work/shared/contracts/algenta-reference/sdk-receipt.fixture.json")
+    data = json.loads(fixture.read_text()) if fixture.exists() else RECEIPT
+    outcome = parse_execution_outcome(data)
+    assert isinstance(outcome, ExecutionReceipt)
+    assert outcome.decision_id == data["decision_id"]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "dict",
+        "json",
+        "double_json",
+        "text_result",
+        "structured_result",
+        "structured_result_wrapped",
+        "serialised_call_tool_result",
+        "tool_message_str",
+        "tool_message_blocks",
+        "tool_message_artifact",
+        "content_blocks",
+        "prefixed_text",
+    ],
+)
+def test_a_receipt_in_every_form(form: str) -> None:
+    text = json.dumps(RECEIPT)
+    value: Any = {
+        "dict": RECEIPT,
+        "json": text,
+        "double_json": json.dumps(text),
+        "text_result": text_result(text),
+        "structured_result": CallToolResult(
+            content=[TextContent(type="text", text=text)], structuredContent=RECEIPT
+        ),
+        "structured_result_wrapped": CallToolResult(
+            content=[], structuredContent={"result": RECEIPT}
+        ),
+        "serialised_call_tool_result": json.dumps(
+            {"meta": None, "content": [{"type": "text", "text": text}], "isError": False}
+        ),
+        "tool_message_str": ToolMessage(content=text, tool_call_id="c1"),
+        "tool_message_blocks": ToolMessage(
+            content=[{"type": "text", "text": text}], tool_call_id="c1"
+        ),
+        "tool_message_artifact": ToolMessage(
+            content=[], tool_call_id="c1", artifact={"structured_content": {"result": RECEIPT}}
+        ),
+        "content_blocks": [{"type": "text", "text": text}],
+        "prefixed_text": "Result: " + text,
+    }[form]
+    outcome = parse_execution_outcome(value)
+    assert isinstance(outcome, ExecutionReceipt), outcome
+    assert outcome.model_dump(mode="json") == {"kind": "receipt", **RECEIPT}
+
+
+def test_a_failed_delivery_is_still_a_receipt_and_extra_fields_are_kept() -> None:
+    body = {
+        **RECEIPT,
+        "execution_status": "failed",
+        "response_code": None,
+        "error": "connection refused",
+        "force": False,
+    }
+    outcome = parse_execution_outcome(body)
+    assert isinstance(outcome, ExecutionReceipt)
+    assert outcome.execution_status == "failed"
+    dumped = outcome.model_dump(mode="json")
+    assert dumped["error"] == "connection refused" and dumped["force"] is False
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        {"execution_status": "pending"},
+        {"execution_status": "DELIVERED"},
+        {"response_code": "202"},
+        {"response_code": True},
+        {"safety_overridden": "false"},
+        {"safety_overridden": 0},
+        {"payload_summary": "ship_it"},
+        {"executed_at": "yesterday"},
+        {"executed_at": 1767225600},
+        {"decision_id": ""},
+        {"decision_id": 123},
+        {"webhook_url": None},
+    ],
+)
+def test_a_mistyped_receipt_is_a_failure(mutation: dict[str, Any]) -> None:
+    outcome = parse_execution_outcome({**RECEIPT, **mutation})
+    assert isinstance(outcome, ExecutionFailure)
+    assert "dec_123" in outcome.raw or "decision_id" in outcome.raw
+
+
+@pytest.mark.parametrize("missing", sorted(RECEIPT))
+def test_a_receipt_missing_any_field_is_a_failure(missing: str) -> None:
+    body = {k: v for k, v in RECEIPT.items() if k != missing}
+    assert isinstance(parse_execution_outcome(body), ExecutionFailure)
+
+
+def test_an_error_flagged_result_never_yields_a_receipt() -> None:
+    outcome = parse_execution_outcome(text_result(json.dumps(RECEIPT), is_error=True))
+    assert isinstance(outcome, ExecutionFailure)
+    message = ToolMessage(content=json.dumps(RECEIPT), tool_call_id="c", status="error")
+    assert isinstance(parse_execution_outcome(message), ExecutionFailure)
+
+
+def test_a_receipt_next_to_a_denial_is_a_contradiction() -> None:
+    result = CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(denial_body("confidence")))],
+        structuredContent=RECEIPT,
+    )
+    outcome = parse_execution_outcome(result)
+    assert isinstance(outcome, ExecutionFailure)
+    assert "contradict" in outcome.message
+
+
+# ------------------------------------------------------------------ denials
+
+
+@pytest.mark.parametrize("gate", [*KNOWN_GATES, "approval"])
+def test_is_error_true_with_and_without_the_fastmcp_prefix(gate: str) -> None:
+    body = json.dumps(denial_body(gate))
+    assert_denial(parse_execution_outcome(text_result(body, is_error=True)), gate)
+    prefixed = f"Error executing tool execute_decision: {body}"
+    assert_denial(parse_execution_outcome(text_result(prefixed, is_error=True)), gate)
+
+
+@pytest.mark.parametrize("gate", KNOWN_GATES)
+def test_is_error_false_with_an_error_body(gate: str) -> None:
+    assert_denial(parse_execution_outcome(text_result(json.dumps(denial_body(gate)))), gate)
+
+
+@pytest.mark.parametrize("gate", KNOWN_GATES)
+def test_structured_content_plain_and_result_wrapped(gate: str) -> None:
+    plain = CallToolResult(content=[], structuredContent=denial_body(gate))
+    wrapped = CallToolResult(content=[], structuredContent={"result": denial_body(gate)})
+    assert_denial(parse_execution_outcome(plain), gate)
+    assert_denial(parse_execution_outcome(wrapped), gate)
+
+
+@pytest.mark.parametrize("gate", KNOWN_GATES)
+def test_the_public_algenta_server_form(gate: str) -> None:
+    outcome = parse_execution_outcome(text_result(json.dumps(public_server_body(gate))))
+    assert_denial(outcome, gate)
+    assert isinstance(outcome, ExecutionDenial)
+    assert outcome.status_code == 409
+
+
+def test_the_public_server_form_with_a_fastapi_detail_body() -> None:
+    upstream = {"detail": denial_body("risk_floor")}
+    outcome = parse_execution_outcome(public_server_body("risk_floor", upstream))
+    assert_denial(outcome, "risk_floor")
+
+
+def test_the_public_server_form_with_an_unparseable_message_keeps_the_gate_from_the_code() -> None:
+    body = {
+        "error": {
+            "code": "execution_blocked_idempotency",
+            "message": "API error 409: <html>conflict</html>",
+            "status_code": 409,
+        }
+    }
+    outcome = parse_execution_outcome(body)
+    assert isinstance(outcome, ExecutionDenial)
+    assert outcome.gate == "idempotency"
+    assert outcome.status_code == 409
+    assert "conflict" in outcome.message
+
+
+@pytest.mark.parametrize("gate", KNOWN_GATES)
+def test_double_encoded_denials(gate: str) -> None:
+    once = json.dumps(denial_body(gate))
+    assert_denial(parse_execution_outcome(text_result(json.dumps(once))), gate)
+    assert_denial(parse_execution_outcome(json.dumps(once)), gate)
+    # the error object itself as a JSON string
+    as_string = {"error": json.dumps(denial_body(gate)["error"])}
+    assert_denial(parse_execution_outcome(as_string), gate)
+
+
+@pytest.mark.parametrize("gate", KNOWN_GATES)
+def test_a_tool_message_from_the_adapters_carries_a_denial(gate: str) -> None:
+    blocks = [{"type": "text", "text": json.dumps(denial_body(gate)), "id": "lc_1"}]
+    assert_denial(parse_execution_outcome(ToolMessage(content=blocks, tool_call_id="c")), gate)
+    errored = ToolMessage(content=blocks, tool_call_id="c", status="error")
+    assert_denial(parse_execution_outcome(errored), gate)
+
+
+def test_the_gate_can_come_from_the_code_alone() -> None:
+    outcome = parse_execution_outcome({"error": {"code": "execution_blocked_confidence"}})
+    assert isinstance(outcome, ExecutionDenial)
+    assert outcome.gate == "confidence" and outcome.message
+
+
+def test_an_unknown_gate_is_still_a_denial() -> None:
+    outcome = parse_execution_outcome(denial_body("approval_window"))
+    assert isinstance(outcome, ExecutionDenial)
+    assert outcome.gate == "approval_window" and not outcome.is_known_gate
+
+
+def test_contradicting_gates_are_a_failure() -> None:
+    body = {"error": {"code": "execution_blocked_confidence", "gate": "risk_floor", "message": "x"}}
+    outcome = parse_execution_outcome(body)
+    assert isinstance(outcome, ExecutionFailure)
+    assert "contradicting gates" in outcome.message
+
+
+# ------------------------------------------------------------------ failures
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        (text_result("Error executing tool execute_decision: boom", is_error=True), "boom"),
+        ({"error": {"code": "tool_error", "message": "db down", "status_code": 500}}, "db down"),
+        ({"error": "plain text error"}, "plain text error"),
+        ({"status": "pending"}, "pending"),
+        ("", ""),
+        ("null", "null"),
+        ([], ""),
+        (None, "null"),
+        (42, "42"),
+        (ToolMessage(content="the tool crashed", tool_call_id="c", status="error"), "crashed"),
+    ],
+)
+def test_anything_else_is_a_failure_that_keeps_the_raw_text(value: Any, needle: str) -> None:
+    outcome = parse_execution_outcome(value)
+    assert isinstance(outcome, ExecutionFailure), outcome
+    assert needle in outcome.raw
+    assert outcome.message
+
+
+def test_an_object_that_cannot_even_be_printed_is_a_failure() -> None:
+    class Hostile:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("no")
+
+    assert isinstance(parse_execution_outcome(Hostile()), ExecutionFailure)
+
+
+def test_deeply_nested_json_is_a_failure_not_a_crash() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    assert isinstance(parse_execution_outcome(deep), ExecutionFailure)
+    wrapped: Any = RECEIPT
+    for _ in range(10):  # escaping doubles the size per level
+        wrapped = json.dumps(wrapped)
+    assert isinstance(parse_execution_outcome(wrapped), ExecutionFailure)
+
+
+# ------------------------------------------------------------------ state round trip
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        ExecutionReceipt.model_validate({**RECEIPT, "extra_field": [1, 2]}),
+        ExecutionDenial(gate="confidence", code="execution_blocked_confidence", message="m"),
+        ExecutionFailure(message="m", raw="r"),
+    ],
+)
+def test_dumps_are_json_and_round_trip(outcome: Any) -> None:
+    dumped = outcome.model_dump(mode="json")
+    assert json.loads(json.dumps(dumped)) == dumped
+    assert dumped["kind"] in {"receipt", "denial", "failure"}
+    assert outcome_from_dict(dumped) == outcome
+
+
+def test_outcome_from_dict_rejects_a_non_outcome() -> None:
+    with pytest.raises(ValidationError):
+        outcome_from_dict({"kind": "pending"})
+
+
+# ------------------------------------------------------------------ junk (hypothesis)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from([*RECEIPT, "error", "result", "gate", "code", "message", "detail", "x"])
+            | st.text(max_size=8),
+            children,
+            max_size=6,
+        )
+    ),
+    max_leaves=25,
+)
+
+
+def _forms(value: Any) -> list[Any]:
+    text = json.dumps(value)
+    return [
+        value,
+        text,
+        json.dumps(text),
+        text_result(text),
+        text_result(f"Error executing tool execute_decision: {text}", is_error=True),
+        ToolMessage(content=text, tool_call_id="c"),
+        [{"type": "text", "text": text}],
+        {"error": {"code": "x", "message": f"API error 409: {text}"}},
+    ]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(json_values)
+def test_junk_never_raises_and_never_yields_a_receipt(value: Any) -> None:
+    for form in _forms(value):
+        outcome = parse_execution_outcome(form)
+        assert isinstance(outcome, ExecutionDenial | ExecutionFailure)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text() | st.binary())
+def test_random_text_and_bytes_never_raise(value: str | bytes) -> None:
+    outcome = parse_execution_outcome(value)
+    assert isinstance(outcome, ExecutionDenial | ExecutionFailure)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(sorted(RECEIPT)), json_values, min_size=0, max_size=10),
+)
+def test_a_receipt_needs_every_field_with_the_right_type(partial: dict[str, Any]) -> None:
+    outcome = parse_execution_outcome(partial)
+    if isinstance(outcome, ExecutionReceipt):
+        assert set(RECEIPT) <= set(partial)
+        assert outcome.execution_status in ("delivered", "failed")
