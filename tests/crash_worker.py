@@ -15,8 +15,8 @@ A job::
      "engine_url": "http://127.0.0.1:PORT/mcp", "db": "/tmp/x/checkpoints.sqlite",
      "progress": "/tmp/x/c01-1.jsonl", "durability": "async" | "sync" | null}
 
-Progress events (one JSON line each, flushed at once): ``start`` (``mode``: ``fresh``,
-``resume`` or ``finished``; ``next``), ``update`` (``node``), ``done`` (``receipts``,
+Progress events (one JSON line each, flushed at once): ``start`` (``mode``: ``fresh`` or
+``resume``; ``next``), ``update`` (``node``), ``done`` (``receipts``,
 ``denials``, ``next``) or ``error`` (``error``: the traceback).
 
 :class:`ForkServer` is the test-side client.
@@ -47,7 +47,8 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
     from algenta_graph.models import DemoChatModel
 
     def mark(event: str, **fields: Any) -> None:
-        progress.write(json.dumps({"event": event, "pid": os.getpid(), **fields}) + "\n")
+        line = {"event": event, "pid": os.getpid(), "t": round(time.time(), 4), **fields}
+        progress.write(json.dumps(line) + "\n")
         progress.flush()
 
     async with (
@@ -58,20 +59,18 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
     ):
         config: Any = {"configurable": {"thread_id": job["thread_id"]}}
         snapshot = await graph.aget_state(config)
-        run_input: Any = None
-        if not snapshot.values.get("messages"):
-            mode = "fresh"
-            run_input = {"messages": [HumanMessage(job["prompt"])]}
-        elif snapshot.next:
-            mode = "resume"
+        # Resume whenever the file holds any checkpoint of the thread. ``snapshot.next`` is not
+        # enough: a thread killed right after its input was written (async durability) has
+        # the input's writes pending and ``next == ()``, yet nothing has run.
+        if await saver.aget_tuple(config) is None:
+            mode, run_input = "fresh", {"messages": [HumanMessage(job["prompt"])]}
         else:
-            mode = "finished"
+            mode, run_input = "resume", None
         mark("start", mode=mode, next=list(snapshot.next))
-        if mode != "finished":
-            kwargs = {"durability": job["durability"]} if job.get("durability") else {}
-            async for update in graph.astream(run_input, config, stream_mode="updates", **kwargs):
-                for node in update:
-                    mark("update", node=node)
+        kwargs = {"durability": job["durability"]} if job.get("durability") else {}
+        async for update in graph.astream(run_input, config, stream_mode="updates", **kwargs):
+            for node in update:
+                mark("update", node=node)
         final = await graph.aget_state(config)
         mark(
             "done",

@@ -20,14 +20,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-
-import httpx
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from algenta_graph._net import free_port
 
@@ -288,21 +284,8 @@ def tool_result_json(result: Any) -> Any:
         return {"text": text, "isError": result.isError}
 
 
-@contextlib.asynccontextmanager
-async def raw_mcp(url: str, *, api_key: str | None = None) -> AsyncIterator[ClientSession]:
-    """A plain MCP client session, independent of the code under test (for seeding and reading)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    async with (
-        httpx.AsyncClient(headers=headers, timeout=30) as client,
-        streamable_http_client(url, http_client=client) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
 async def log_decision(
-    session: ClientSession,
+    session: Any,
     *,
     action: str,
     confidence: float = 0.9,
