@@ -15,6 +15,7 @@ import hashlib
 import inspect
 import json
 import math
+import ssl
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection
@@ -78,6 +79,12 @@ Scenario = Annotated[
     ),
 ]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default verifying context, built once (building one costs tens of ms)."""
+    return httpx.create_ssl_context()
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -459,7 +466,7 @@ class GovernedTools:
             # caller cancels: a delivered webhook without a stored receipt would let a retry
             # deliver twice. The timeout bounds how long this can take.
             with anyio.CancelScope(shield=True):
-                async with httpx.AsyncClient(trust_env=False) as client:
+                async with httpx.AsyncClient(trust_env=False, verify=_ssl_context()) as client:
                     result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
                 receipt = {
                     "decision_id": decision_id,
