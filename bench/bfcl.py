@@ -59,9 +59,23 @@ def load_bfcl(root: Path | None = None) -> Bfcl:
                     defs.append(fn)
             text = " ".join(m["content"] for turn in row["question"] for m in turn)
             (gold_name,) = gold[row["id"]][0].keys()
-            queries.append((text, gold_name))
+            queries.append((text, _resolve(gold_name, row["function"])))
     tools = [_merge(name, defs) for name, defs in variants.items()]
     return Bfcl(tools=tools, queries=queries)
+
+
+def _resolve(gold: str, functions: list[dict[str, Any]]) -> str:
+    """The gold name as the catalog spells it.
+
+    One answer (``multiple_185``: ``find_closest``) drops the namespace of the function its
+    query offers (``restaurant_search.find_closest``); resolve it against that query's own
+    candidates when exactly one ends in ``.<gold>``. Every other answer is used unchanged.
+    """
+    names = [fn["name"] for fn in functions]
+    if gold in names:
+        return gold
+    matches = [n for n in names if n.endswith("." + gold)]
+    return matches[0] if len(matches) == 1 else gold
 
 
 def _merge(name: str, defs: list[dict[str, Any]]) -> dict[str, Any]:

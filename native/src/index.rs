@@ -21,7 +21,7 @@ pub const DEFAULT_K1: f32 = 1.2;
 /// Default BM25 length normalisation.
 pub const DEFAULT_B: f32 = 0.75;
 /// Default field weights: name, description, parameter names, parameter text.
-pub const DEFAULT_WEIGHTS: [f32; NUM_FIELDS] = [3.0, 1.0, 2.0, 0.5];
+pub const DEFAULT_WEIGHTS: [f32; NUM_FIELDS] = [2.5, 1.0, 1.25, 0.75];
 
 /// Scoring parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -294,13 +294,13 @@ impl Index {
         if k == 0 || n_docs == 0 || tokens.is_empty() {
             return Vec::new();
         }
-        // Distinct known query terms in first-occurrence order, with their query frequency.
-        let mut query: Vec<(u32, f32)> = Vec::with_capacity(tokens.len());
+        // Distinct known query terms in first-occurrence order. A repeated query word counts
+        // once (BM25's k3 = 0): in tool queries repeats are mostly argument values.
+        let mut query: Vec<u32> = Vec::with_capacity(tokens.len());
         for tok in tokens {
             if let Some(&id) = self.vocab.get(tok.as_str()) {
-                match query.iter_mut().find(|(t, _)| *t == id) {
-                    Some((_, qtf)) => *qtf += 1.0,
-                    None => query.push((id, 1.0)),
+                if !query.contains(&id) {
+                    query.push(id);
                 }
             }
         }
@@ -322,13 +322,13 @@ impl Index {
                 scores.resize(self.docs.len(), 0.0);
             }
             touched.clear();
-            for &(term, qtf) in &query {
+            for &term in &query {
                 let list = &self.postings[term as usize];
                 if list.is_empty() {
                     continue;
                 }
                 let df = list.len() as f64;
-                let idf = ((1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32) * qtf;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
                 for post in list {
                     let slot = post.slot as usize;
                     if let Some(mask) = allow {
