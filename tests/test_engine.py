@@ -3,6 +3,7 @@ every governed tool, the advertised registry, bad input, the call log."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from algenta_graph.engine.delivery import check_webhook_url
 from algenta_graph.engine.errors import EngineToolError
 from algenta_graph.engine.policy import Policy, check
 from algenta_graph.engine.registry import registry_names, registry_tools
-from algenta_graph.engine.tools import IMPLEMENTED_TOOLS
+from algenta_graph.engine.tools import IMPLEMENTED_TOOLS, KeyedLocks
 
 Session = Callable[..., Any]
 
@@ -430,6 +431,22 @@ def test_gate_order_and_thresholds(
         override_safety=override,
     )
     assert (verdict.denial.gate if verdict.denial else None) == expected
+
+
+async def test_keyed_locks_serialise_per_key_and_are_dropped_after_use() -> None:
+    locks = KeyedLocks()
+    order: list[str] = []
+
+    async def worker(key: str, tag: str, pause: float) -> None:
+        async with locks.hold(key):
+            order.append(f"{tag}+")
+            await asyncio.sleep(pause)
+            order.append(f"{tag}-")
+
+    await asyncio.gather(worker("a", "a1", 0.05), worker("a", "a2", 0), worker("b", "b1", 0))
+    assert order.index("a1-") < order.index("a2+")  # same key: one at a time
+    assert order.index("b1+") < order.index("a1-")  # another key does not wait
+    assert len(locks) == 0
 
 
 def test_policy_rejects_nonsense_and_hashes_stably() -> None:

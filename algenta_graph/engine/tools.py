@@ -17,8 +17,8 @@ import json
 import math
 import ssl
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -102,6 +102,30 @@ def _check_size(tool: str, name: str, value: Any, limit: int) -> None:
         raise InvalidArguments(tool, f"{name} is {size} bytes of JSON; the limit is {limit} bytes")
 
 
+class KeyedLocks:
+    """One asyncio lock per key, dropped when nobody holds or waits for it (event-loop local)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class GovernedTools:
     """The implemented tool surface of one engine.
 
@@ -124,7 +148,7 @@ class GovernedTools:
         self.denials = denials
         self.auth_required = auth_required
         self.registry_tool_count = registry_tool_count
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._locks = KeyedLocks()
         store.record_policy(policy.snapshot_id, policy.as_dict())
 
     # -- discovery and data ----------------------------------------------------------------
@@ -438,7 +462,7 @@ class GovernedTools:
             _check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
         decision = await self._require_decision(decision_id)
         check_webhook_url(webhook_url, allowed_hosts=self.allow_webhook_hosts)
-        async with self._locks[decision_id]:
+        async with self._locks.hold(decision_id):
             verdict = check(
                 self.policy,
                 confidence=decision["confidence"],
