@@ -3,7 +3,7 @@
 :class:`GovernedTools` holds the engine's state (store, policy, webhook allow-list) and exposes
 one async method per tool; :func:`register` adds them to a FastMCP server, which derives each
 input schema from the method signature. A method returns a plain ``dict`` (FastMCP sends it as
-JSON text content and as ``structuredContent``) or raises an
+JSON text content, and as ``structuredContent`` unless registered text-only) or raises an
 :class:`~algenta_graph.engine.errors.EngineToolError`.
 """
 
