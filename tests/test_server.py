@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -262,21 +263,12 @@ def _user(text: str) -> dict[str, object]:
     return {"messages": [{"role": "user", "content": text}]}
 
 
-def _last_tool_json(values: Mapping[str, object], tool: str) -> dict[str, object]:
-    import json
-
-    messages = values["messages"]
-    assert isinstance(messages, list)
-    for message in reversed(messages):
+def _last_tool_json(values: Mapping[str, Any], tool: str) -> dict[str, Any]:
+    """The structured result of the latest ``tool`` call in a thread's (JSON) state."""
+    for message in reversed(values["messages"]):
         if message.get("type") == "tool" and message.get("name") == tool:
-            content = message["content"]
-            text = (
-                content
-                if isinstance(content, str)
-                else "".join(part.get("text", "") for part in content if isinstance(part, dict))
-            )
-            data = json.loads(text)
-            return data.get("result", data) if set(data) == {"result"} else data
+            assert message.get("status") != "error", message
+            return dict(message["artifact"]["structured_content"])
     raise AssertionError(f"no {tool} result in the thread")
 
 
