@@ -1,0 +1,815 @@
+"""One connection to an Algenta engine: a persistent MCP session, the governed tool catalog,
+the interceptor that guards every model-originated call, and the operator path.
+
+``EngineConnection`` holds **one** MCP session per server over streamable HTTP
+(``MultiServerMCPClient.session(...)``), opened once and kept inside one dedicated asyncio task
+(anyio cancel scopes must be exited by the task that entered them), instead of the adapters'
+default of a new session for every tool call. Its catalog (:attr:`EngineConnection.tools`) is
+built with ``load_mcp_tools`` and holds
+
+* the engine's tools admitted by the active profile (``observe`` by default), with ``force`` and
+  ``override_safety`` removed from every schema (properties, ``required``, nested objects,
+  ``$defs``);
+* the tools of any ``extra_servers``, under their own names, prefixed ``<server>_`` only when
+  the name is taken (an extra server never lends its tools Algenta's trust).
+
+Every call from the catalog passes :class:`GovernanceInterceptor`: a tool outside the profile is
+refused without contacting the engine, and ``force`` / ``override_safety`` are removed from the
+arguments at any depth, in any spelling, also inside JSON strings; nothing else changes. The
+operator path, :meth:`EngineConnection.execute_as_operator`, is not a tool and is never bound to a
+model: it sends the flags an operator approved, over the same session.
+
+Connection problems raise :class:`~algenta_graph.errors.EngineConnectionError` naming the URL
+(:class:`~algenta_graph.errors.EngineAuthError` for HTTP 401,
+:class:`~algenta_graph.errors.EngineTimeoutError` for timeouts). A session that died (the engine
+was stopped or killed) fails the call in flight; the next call opens a new session.
+
+Example (against a local reference engine)::
+
+    async with EngineConnection("http://127.0.0.1:8000/mcp", profile="execute") as conn:
+        msg = await conn.call_tool("get_contract", {}, tool_call_id="call_1")
+        outcome = await conn.execute_as_operator("dec_1", "https://hooks.example/x", force=True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import os
+import sys
+import unicodedata
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.interceptors import MCPToolCallRequest, MCPToolCallResult
+from langchain_mcp_adapters.tools import load_mcp_tools
+from mcp import ClientSession
+from mcp.shared.exceptions import McpError
+from mcp.types import CONNECTION_CLOSED, CallToolResult, ListToolsResult, Tool
+
+from algenta_graph.contract import (
+    NEVER_MODEL_FACING_FIELDS,
+    Profile,
+    load_contract,
+    resolve_profile,
+)
+from algenta_graph.errors import (
+    AlgentaGraphError,
+    EngineAuthError,
+    EngineConnectionError,
+    EngineTimeoutError,
+    ToolNotInProfileError,
+)
+from algenta_graph.outcomes import ExecutionOutcome, parse_execution_outcome
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = [
+    "ALGENTA_SERVER",
+    "DEFAULT_BASE_URL",
+    "EngineConnection",
+    "GovernanceInterceptor",
+    "resolve_base_url",
+    "scrub_arguments",
+    "scrub_schema",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "http://localhost:8000/mcp"
+"""Where the engine is looked for when neither ``base_url=`` nor ``ALGENTA_BASE_URL`` is set."""
+ALGENTA_SERVER = "algenta"
+"""The server name of the Algenta engine among the connection's MCP servers."""
+EXECUTE_TOOL = "execute_decision"
+GET_DECISION_TOOL = "get_decision"
+_RESERVED_NAMES = frozenset({"search_tools"})  # the graph's own gateway tool
+_CLOSE_TIMEOUT = 5.0
+_MAX_JSON_DEPTH = 8
+
+
+def resolve_base_url(base_url: str | None = None) -> str:
+    """``base_url``, else ``ALGENTA_BASE_URL``, else :data:`DEFAULT_BASE_URL`."""
+    url = base_url or os.environ.get("ALGENTA_BASE_URL") or DEFAULT_BASE_URL
+    return url.strip()
+
+
+# --------------------------------------------------------------------------- the scrub
+
+
+def _flag_key(key: str) -> str:
+    """Spelling-blind form of an argument name: ``Override-Safety`` -> ``overridesafety``."""
+    folded = unicodedata.normalize("NFKC", key).casefold()
+    return "".join(ch for ch in folded if ch.isalnum())
+
+
+_FLAG_KEYS = frozenset(_flag_key(name) for name in NEVER_MODEL_FACING_FIELDS)
+
+
+def is_never_model_facing(key: Any) -> bool:
+    """True when ``key`` spells ``force`` or ``override_safety`` (any case, ``_``/``-``/space)."""
+    return isinstance(key, str) and _flag_key(key) in _FLAG_KEYS
+
+
+def _scrub(value: Any, depth: int) -> tuple[Any, bool]:
+    """(scrubbed value, whether anything was removed); unchanged values are returned as is."""
+    if isinstance(value, Mapping):
+        changed = False
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if is_never_model_facing(key):
+                changed = True
+                continue
+            new, item_changed = _scrub(item, depth)
+            changed = changed or item_changed
+            out[key] = new
+        return (out, True) if changed else (value, False)
+    if isinstance(value, list | tuple):
+        items = [_scrub(item, depth) for item in value]
+        if any(c for _, c in items):
+            return type(value)(v for v, _ in items) if isinstance(value, tuple) else [
+                v for v, _ in items
+            ], True
+        return value, False
+    if isinstance(value, str) and depth < _MAX_JSON_DEPTH and value.strip()[:1] in ("{", "[", '"'):
+        try:
+            decoded = json.loads(value)
+        except (ValueError, RecursionError):
+            return value, False
+        new, changed = _scrub(decoded, depth + 1)
+        return (json.dumps(new), True) if changed else (value, False)
+    return value, False
+
+
+def scrub_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Remove ``force`` / ``override_safety`` from tool arguments, at any depth and in any
+    spelling, also inside JSON strings; everything else is returned unchanged.
+
+    >>> scrub_arguments({"decision_id": "d1", "Force": True, "metadata": {"overrideSafety": 1}})
+    {'decision_id': 'd1', 'metadata': {}}
+    """
+    scrubbed, _ = _scrub(dict(args), 0)
+    return dict(scrubbed)
+
+
+def scrub_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a JSON schema without ``force`` / ``override_safety`` anywhere: in
+    ``properties`` and ``required`` of the root, of nested objects and of ``$defs``."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in node.items():
+                if key in ("properties", "patternProperties") and isinstance(item, Mapping):
+                    out[key] = {k: walk(v) for k, v in item.items() if not is_never_model_facing(k)}
+                elif key == "required" and isinstance(item, list):
+                    out[key] = [r for r in item if not is_never_model_facing(r)]
+                elif key in ("dependentRequired", "dependencies") and isinstance(item, Mapping):
+                    out[key] = {
+                        k: [r for r in v if not is_never_model_facing(r)]
+                        if isinstance(v, list)
+                        else walk(v)
+                        for k, v in item.items()
+                        if not is_never_model_facing(k)
+                    }
+                else:
+                    out[key] = walk(item)
+            return out
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return copy.copy(node)
+
+    return dict(walk(schema))
+
+
+class GovernanceInterceptor:
+    """The tool-call interceptor on every catalog tool (``langchain_mcp_adapters.interceptors``).
+
+    1. refuses a tool the profile does not admit, without calling the engine
+       (:class:`~algenta_graph.errors.ToolNotInProfileError`); ``profile=None`` admits all (extra
+       servers, which are outside the Algenta contract);
+    2. removes ``force`` / ``override_safety`` from the arguments (see :func:`scrub_arguments`);
+    3. changes nothing else.
+    """
+
+    def __init__(self, profile: Profile | None) -> None:
+        self.profile = profile
+
+    async def __call__(
+        self,
+        request: MCPToolCallRequest,
+        handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]],
+    ) -> MCPToolCallResult:
+        if self.profile is not None and not self.profile.allows(request.name):
+            raise ToolNotInProfileError(request.name, self.profile.name)
+        return await handler(request.override(args=scrub_arguments(request.args)))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside ``exc``: group members, causes and contexts, depth first."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(reversed(current.exceptions))
+            continue
+        yield current
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TimeoutException | TimeoutError) or (
+        isinstance(exc, McpError) and exc.error.code == httpx.codes.REQUEST_TIMEOUT
+    )
+
+
+def _is_closed(exc: BaseException) -> bool:
+    return isinstance(exc, McpError) and exc.error.code == CONNECTION_CLOSED
+
+
+def _is_forgotten(exc: BaseException) -> bool:
+    """The server answered HTTP 404 to the session id: it restarted and never ran the request."""
+    return isinstance(exc, McpError) and exc.error.message == "Session terminated"
+
+
+class _SessionForgotten(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@dataclass
+class _Server:
+    """One MCP server of the connection and its persistent session.
+
+    The session is entered and exited by one dedicated task (``_hold``); calls from any task use
+    it. When the task ends (the server went away, or a protocol error broke the stream) the
+    session is gone and :meth:`session` opens a new one.
+    """
+
+    name: str
+    url: str
+    client: MultiServerMCPClient
+    open_timeout: float
+    redact: Callable[[str], str]
+    session_value: ClientSession | None = None
+    task: asyncio.Task[None] | None = None
+    failure: BaseException | None = None
+    opened: int = 0
+    _stop: asyncio.Event | None = None
+    _ready: asyncio.Future[ClientSession] | None = None
+    _lock: asyncio.Lock | None = None
+    _broken: list[BaseException] = field(default_factory=list)
+
+    async def on_message(self, message: Any) -> None:
+        """ClientSession message handler: a transport exception breaks the session."""
+        if isinstance(message, Exception):
+            logger.debug("MCP stream error from %s: %r", self.name, message)
+            self._broken.append(message)
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(message)
+            elif self._stop is not None:
+                self._stop.set()
+
+    @property
+    def alive(self) -> bool:
+        return self.session_value is not None and self.task is not None and not self.task.done()
+
+    async def session(self) -> ClientSession:
+        """The live session, opening a new one when there is none."""
+        if self.alive:
+            assert self.session_value is not None
+            return self.session_value
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not self.alive:
+                await self._open()
+            assert self.session_value is not None
+            return self.session_value
+
+    async def _open(self) -> None:
+        await self._finish_task()
+        self.failure = None
+        self._broken.clear()
+        loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._ready = loop.create_future()
+        self.task = loop.create_task(self._hold(self._ready, self._stop), name=f"mcp-{self.name}")
+        try:
+            self.session_value = await asyncio.wait_for(
+                asyncio.shield(self._ready), self.open_timeout + 5.0
+            )
+        except BaseException as exc:
+            await self._finish_task(cancel=True)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise self.translate(exc, "connecting") from None
+        self.opened += 1
+
+    async def _hold(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+        try:
+            async with self.client.session(self.name) as session:
+                if not ready.done():
+                    ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:  # recorded for the call that finds the session dead
+            self.failure = exc
+            if not ready.done():
+                ready.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.session_value = None
+            if not ready.done():
+                ready.set_exception(EngineConnectionError("session closed", url=self.url))
+            if self._broken and self.failure is None:
+                self.failure = self._broken[0]
+
+    async def _finish_task(self, *, cancel: bool = False) -> None:
+        task, self.task = self.task, None
+        self.session_value = None
+        if task is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        if cancel:
+            task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: it is recorded in self.failure
+
+    def end(self) -> None:
+        """Let the holding task leave the session; the next :meth:`session` opens a new one."""
+        self.session_value = None
+        if self._stop is not None:
+            self._stop.set()
+
+    async def close(self) -> None:
+        await self._finish_task()
+
+    async def cause_of_death(self) -> BaseException | None:
+        """Wait briefly for the holding task to end and return what ended it."""
+        task = self.task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=2.0)
+        return self.failure or (self._broken[0] if self._broken else None)
+
+    def translate(self, exc: BaseException, what: str) -> EngineConnectionError:
+        """One typed error naming the URL for whatever the MCP client raised."""
+        checks = (
+            f"Check: (1) the URL {self.url} (base_url= or ALGENTA_BASE_URL); (2) that the engine "
+            "is running there (e.g. `algenta-graph engine --port 8000`); (3) the API token "
+            "(api_key= or ALGENTA_API_KEY)."
+        )
+        leaves = list(_leaves(exc))
+        for leaf in leaves:
+            if isinstance(leaf, EngineConnectionError):
+                return leaf
+        for leaf in leaves:
+            if isinstance(leaf, httpx.HTTPStatusError):
+                status = leaf.response.status_code
+                if status == 401:
+                    return EngineAuthError(
+                        f"the MCP server {self.name!r} at {self.url} rejected the API token "
+                        f"(HTTP 401) while {what}: set a valid token with api_key= or "
+                        "ALGENTA_API_KEY.",
+                        url=self.url,
+                    )
+                reason = leaf.response.reason_phrase or ""
+                return EngineConnectionError(
+                    f"the MCP server {self.name!r} at {self.url} answered HTTP {status} "
+                    f"{reason} while {what}; is that an Algenta engine's MCP endpoint? {checks}",
+                    url=self.url,
+                )
+        for leaf in leaves:
+            if _is_timeout(leaf):
+                return EngineTimeoutError(
+                    f"{what} the MCP server {self.name!r} at {self.url} timed out: no answer "
+                    f"within {self.open_timeout:g} s (timeout=). {checks}",
+                    url=self.url,
+                )
+        for leaf in leaves:
+            if isinstance(leaf, httpx.TransportError | OSError):
+                detail = self.redact(str(leaf)) or type(leaf).__name__
+                return EngineConnectionError(
+                    f"cannot reach the MCP server {self.name!r} at {self.url} while {what} "
+                    f"({detail}). {checks}",
+                    url=self.url,
+                )
+        first = leaves[0] if leaves else exc
+        detail = self.redact(str(first)) or type(first).__name__
+        return EngineConnectionError(
+            f"the connection to the MCP server {self.name!r} at {self.url} failed while {what} "
+            f"({type(first).__name__}: {detail}). {checks}",
+            url=self.url,
+        )
+
+
+class _SessionView:
+    """What ``load_mcp_tools`` sees as the session: the server's tool list, filtered and
+    scrubbed, and calls sent over the server's current live session (so the tools keep working
+    after a reconnect)."""
+
+    def __init__(self, conn: EngineConnection, server: _Server, keep: Callable[[Tool], bool]):
+        self._conn = conn
+        self._server = server
+        self._keep = keep
+        self.advertised: list[str] = []
+
+    async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
+        session = await self._server.session()
+        page = await self._conn._guard(self._server, "listing tools", session.list_tools(cursor))
+        self.advertised.extend(t.name for t in page.tools)
+        kept = [
+            t.model_copy(update={"inputSchema": scrub_schema(t.inputSchema)})
+            for t in page.tools
+            if self._keep(t)
+        ]
+        return page.model_copy(update={"tools": kept})
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: timedelta | None = None,
+        progress_callback: Any = None,
+        **_: Any,
+    ) -> CallToolResult:
+        return await self._conn._send(self._server, name, arguments or {}, progress_callback)
+
+
+# --------------------------------------------------------------------------- the connection
+
+
+class EngineConnection:
+    """One persistent connection to an Algenta engine (plus optional extra MCP servers).
+
+    Args:
+        base_url: the engine's MCP endpoint; default ``ALGENTA_BASE_URL``, then
+            ``http://localhost:8000/mcp``.
+        api_key: sent as ``Authorization: Bearer <api_key>``; default ``ALGENTA_API_KEY``. Never
+            logged, never in an error message.
+        profile: the tool profile (a name from the contract, or a :class:`Profile`); default
+            ``"observe"``.
+        extra_servers: ``{"name": connection}`` in ``langchain-mcp-adapters`` form; their tools
+            join the catalog (not governed by the profile, never trusted as Algenta's).
+        timeout: seconds for connecting, initialising and listing tools.
+        call_timeout: seconds one tool call may take.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        profile: str | Profile = "observe",
+        extra_servers: Mapping[str, Mapping[str, Any]] | None = None,
+        timeout: float = 30.0,
+        call_timeout: float = 60.0,
+    ) -> None:
+        if timeout <= 0 or call_timeout <= 0:
+            raise ValueError(f"timeouts must be positive, got {timeout=} {call_timeout=}")
+        self.url: str = resolve_base_url(base_url)
+        self.profile: Profile = resolve_profile(profile)
+        self.timeout = float(timeout)
+        self.call_timeout = float(call_timeout)
+        token = api_key if api_key is not None else os.environ.get("ALGENTA_API_KEY")
+        self.__token = token or None
+        extras = dict(extra_servers or {})
+        if ALGENTA_SERVER in extras:
+            raise ValueError(
+                f"extra server name {ALGENTA_SERVER!r} is reserved for the Algenta engine"
+            )
+        for name, spec in extras.items():
+            if not isinstance(spec, Mapping) or "transport" not in spec:
+                raise ValueError(f"extra server {name!r}: a connection dict with 'transport'")
+        self._extra_specs = extras
+        self._servers: dict[str, _Server] = {}
+        self._tools: dict[str, BaseTool] = {}
+        self._algenta_names: frozenset[str] = frozenset()
+        self._advertised: frozenset[str] = frozenset()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        auth = "token" if self.__token else "no token"
+        return f"EngineConnection({self.url!r}, profile={self.profile.name!r}, {auth})"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self.__token, "[redacted]") if self.__token else text
+
+    def _connection_specs(self) -> dict[str, dict[str, Any]]:
+        read = max(300.0, self.call_timeout + self.timeout)  # must outlive any call
+        specs: dict[str, dict[str, Any]] = {
+            ALGENTA_SERVER: {
+                "transport": "streamable_http",
+                "url": self.url,
+                "timeout": self.timeout,
+                "sse_read_timeout": read,
+                "session_kwargs": {},
+            }
+        }
+        if self.__token:
+            specs[ALGENTA_SERVER]["headers"] = {"Authorization": f"Bearer {self.__token}"}
+        for name, spec in self._extra_specs.items():
+            specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
+        return specs
+
+    async def open(self) -> EngineConnection:
+        """Open the sessions and build the catalog (idempotent). Raises EngineConnectionError."""
+        if self._servers:
+            return self
+        if self._closed:
+            raise AlgentaGraphError("this EngineConnection was closed; create a new one")
+        self._loop = asyncio.get_running_loop()
+        specs = self._connection_specs()
+        client = MultiServerMCPClient(specs)  # type: ignore[arg-type]
+        for name, spec in specs.items():
+            url = str(spec.get("url") or spec.get("command") or name)
+            server = _Server(name, url, client, self.timeout, self._redact)
+            spec["session_kwargs"].setdefault(
+                "read_timeout_seconds", timedelta(seconds=self.timeout)
+            )
+            spec["session_kwargs"].setdefault("message_handler", server.on_message)
+            self._servers[name] = server
+        try:
+            await self._build_catalog()
+        except BaseException:
+            await self.aclose()
+            self._closed = False
+            raise
+        return self
+
+    async def _build_catalog(self) -> None:
+        algenta = self._servers[ALGENTA_SERVER]
+        view = _SessionView(self, algenta, lambda t: self.profile.allows(t.name))
+        tools = await load_mcp_tools(
+            view,  # type: ignore[arg-type]
+            tool_interceptors=[GovernanceInterceptor(self.profile)],
+            server_name=ALGENTA_SERVER,
+        )
+        catalog = {t.name: t for t in tools}
+        self._advertised = frozenset(view.advertised)
+        self._algenta_names = frozenset(catalog)
+        taken = set(self._advertised) | set(load_contract().get("mcp_tool_reference", {}))
+        taken |= _RESERVED_NAMES | set(catalog)
+        for name, server in self._servers.items():
+            if name == ALGENTA_SERVER:
+                continue
+            extra_view = _SessionView(self, server, lambda t: True)
+            extra_tools = await load_mcp_tools(
+                extra_view,  # type: ignore[arg-type]
+                tool_interceptors=[GovernanceInterceptor(None)],
+                server_name=name,
+            )
+            for tool in extra_tools:
+                final = tool.name
+                if final in taken:
+                    final = f"{name}_{tool.name}"
+                    n = 2
+                    while final in taken:
+                        final, n = f"{name}_{tool.name}_{n}", n + 1
+                    tool.name = final
+                taken.add(final)
+                catalog[final] = tool
+        self._tools = catalog
+
+    async def aclose(self) -> None:
+        """Close every session (idempotent)."""
+        servers, self._servers = list(self._servers.values()), {}
+        self._closed = True
+        for server in servers:
+            try:
+                await server.close()
+            except Exception:  # closing must not mask the caller's own error
+                logger.debug("closing the session to %s failed", server.name, exc_info=True)
+
+    async def __aenter__(self) -> EngineConnection:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ catalog
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The model-facing catalog: the profile's Algenta tools (scrubbed) + extra servers'."""
+        return list(self._tools.values())
+
+    @property
+    def advertised_tool_names(self) -> frozenset[str]:
+        """Every tool name the engine advertised, inside and outside the profile."""
+        return self._advertised
+
+    def get_tool(self, name: str) -> BaseTool | None:
+        """The catalog tool called ``name`` (its final name), or None."""
+        return self._tools.get(name)
+
+    def is_algenta_tool(self, name: str) -> bool:
+        """True only for the Algenta engine's own catalog tools, never an extra server's."""
+        return name in self._algenta_names
+
+    @property
+    def sessions_opened(self) -> int:
+        """How many MCP sessions this connection has opened so far (reconnects included)."""
+        return sum(s.opened for s in self._servers.values())
+
+    # ------------------------------------------------------------------ calls
+
+    def _server(self, name: str) -> _Server:
+        if not self._servers:
+            raise AlgentaGraphError(
+                "the EngineConnection is not open: use `async with EngineConnection(...)` "
+                "or `await conn.open()` first"
+            )
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise AlgentaGraphError(
+                "the EngineConnection was opened in another event loop; open one per loop"
+            )
+        return self._servers[name]
+
+    async def _guard(self, server: _Server, what: str, call: Coroutine[Any, Any, Any]) -> Any:
+        """Await an MCP request; translate what the client raises into a typed error.
+
+        The request runs as its own task raced against the session's holding task: when the
+        transport fails (connection refused, HTTP 401/500, ...) the mcp client ends the session
+        but leaves the request waiting for its read timeout, so the session's end is the signal.
+        """
+        holder = server.task
+        request = asyncio.ensure_future(call)
+        try:
+            await asyncio.wait(
+                {request} if holder is None else {request, holder},
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+        if not request.done():
+            request.cancel()
+            await asyncio.wait({request})
+            cause = await server.cause_of_death()
+            raise server.translate(
+                cause or EngineConnectionError("the session ended", url=server.url), what
+            ) from None
+        try:
+            return request.result()
+        except McpError as exc:
+            if _is_timeout(exc):
+                raise EngineTimeoutError(
+                    f"{what} on the MCP server {server.name!r} at {server.url} timed out: no "
+                    f"answer within {self._timeout_for(what):g} s",
+                    url=server.url,
+                ) from None
+            if _is_forgotten(exc):
+                server.failure = exc
+                server.end()
+                raise _SessionForgotten() from None
+            if _is_closed(exc):
+                cause = await server.cause_of_death()
+                raise server.translate(cause or exc, what) from None
+            raise AlgentaGraphError(
+                f"the MCP server {server.name!r} at {server.url} answered {what} with error "
+                f"{exc.error.code}: {self._redact(exc.error.message)}"
+            ) from None
+        except (httpx.HTTPError, OSError, BaseExceptionGroup) as exc:
+            raise server.translate(exc, what) from None
+
+    def _timeout_for(self, what: str) -> float:
+        return self.call_timeout if what.startswith("calling") else self.timeout
+
+    async def _send(
+        self,
+        server: _Server,
+        name: str,
+        arguments: dict[str, Any],
+        progress_callback: Any = None,
+    ) -> CallToolResult:
+        """One tools/call over the server's live session (reconnecting when it died)."""
+        self._server(server.name)  # open and in this loop
+        what = f"calling tool {name!r}"
+        for attempt in (1, 2):
+            session = await server.session()
+            try:
+                result: CallToolResult = await self._guard(
+                    server,
+                    what,
+                    session.call_tool(
+                        name,
+                        arguments,
+                        read_timeout_seconds=timedelta(seconds=self.call_timeout),
+                        progress_callback=progress_callback,
+                    ),
+                )
+                return result
+            except _SessionForgotten:
+                # The server answered 404 to our session id: it restarted and never saw the
+                # request, so sending it once more on a new session is safe.
+                if attempt == 2:
+                    break
+        raise EngineConnectionError(
+            f"the MCP server {server.name!r} at {server.url} does not accept this client's "
+            "sessions (it answers HTTP 404 to every new session id)",
+            url=server.url,
+        )
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, Any], *, tool_call_id: str
+    ) -> ToolMessage:
+        """Call a catalog tool as the model would: profile guard, argument scrub, one session.
+
+        Returns the adapters' ``ToolMessage`` (content blocks; ``artifact["structured_content"]``
+        holds structuredContent; ``status="error"`` for an MCP error result). A name outside
+        the catalog raises :class:`ToolNotInProfileError` and nothing is sent.
+        """
+        self._server(ALGENTA_SERVER)
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ToolNotInProfileError(name, self.profile.name)
+        if not isinstance(args, Mapping):
+            raise AlgentaGraphError(f"arguments of {name!r} must be an object, got {args!r}")
+        message = await tool.ainvoke(
+            {"type": "tool_call", "name": name, "args": dict(args), "id": tool_call_id}
+        )
+        if not isinstance(message, ToolMessage):  # pragma: no cover - the adapters' contract
+            raise AlgentaGraphError(f"tool {name!r} returned {type(message).__name__}")
+        return message
+
+    async def _raw_call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        return await self._send(self._server(ALGENTA_SERVER), name, arguments)
+
+    async def execute_as_operator(
+        self,
+        decision_id: str,
+        webhook_url: str,
+        *,
+        force: bool = False,
+        override_safety: bool = False,
+        timeout_seconds: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> ExecutionOutcome:
+        """The operator path: ``execute_decision`` with the flags an operator approved.
+
+        Not a tool and never bound to a model; it bypasses the scrub (and the profile) and
+        returns the parsed outcome. Connection problems raise EngineConnectionError.
+        """
+        if not isinstance(decision_id, str) or not decision_id:
+            raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
+        if not isinstance(webhook_url, str) or not webhook_url:
+            raise ValueError(f"webhook_url must be a non-empty string, got {webhook_url!r}")
+        arguments: dict[str, Any] = {
+            "decision_id": decision_id,
+            "webhook_url": webhook_url,
+            "force": bool(force),
+            "override_safety": bool(override_safety),
+        }
+        if timeout_seconds is not None:
+            arguments["timeout_seconds"] = timeout_seconds
+        if metadata is not None:
+            arguments["metadata"] = dict(metadata)
+        return parse_execution_outcome(await self._raw_call(EXECUTE_TOOL, arguments))
+
+    async def get_decision(self, decision_id: str) -> dict[str, Any]:
+        """The engine's record of a decision and its executions (internal, read-only; outside
+        the profile guard). Raises AlgentaGraphError when the engine answers with an error."""
+        result = await self._raw_call(GET_DECISION_TOOL, {"decision_id": decision_id})
+        body: Any = result.structuredContent
+        if isinstance(body, Mapping) and set(body) == {"result"}:
+            body = body["result"]
+        if body is None:
+            text = "".join(getattr(b, "text", "") for b in result.content)
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = None
+        if result.isError or not isinstance(body, Mapping) or "error" in body:
+            detail = json.dumps(body, default=str) if body is not None else "no JSON body"
+            raise AlgentaGraphError(
+                f"get_decision({decision_id!r}) on {self.url} failed: {detail[:500]}"
+            )
+        return dict(body)
