@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -389,3 +389,29 @@ async def test_langgraph_dev_serves_the_governed_graph(
         assert state["values"]["receipts"] == []
         assert "confidence" in state["values"]["messages"][-1]["content"]
         assert engine.executions(reported) == []
+
+
+@pytest.mark.slow
+async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
+    start_engine: Callable[..., ReferenceEngine], tmp_path: Path
+) -> None:
+    from langgraph_sdk import get_client
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with langgraph_dev(
+        CONFIG, workdir=tmp_path / "server", env={"ALGENTA_BASE_URL": url}
+    ) as server:
+        client = get_client(url=server.url)
+        ask = _user("recommend scenario=restock_inventory")
+        failed = await client.runs.wait(None, "governed_agent", input=ask, raise_error=False)
+        assert failed["__error__"]["error"] == "EngineConnectionError"
+        assert f"cannot reach the MCP server 'algenta' at {url}" in server.log()
+        assert httpx.get(f"{server.url}/ok", timeout=5).status_code == 200
+
+        # nothing was cached from the failed attempt: once the engine is up, runs work
+        start_engine(port=port)
+        done = await client.runs.wait(None, "governed_agent", input=ask)
+        assert "__error__" not in done
+        assert done["selected_tools"][0] == "recommend"
+        assert done["messages"][-1]["type"] == "ai"
