@@ -3,8 +3,9 @@
 Shared by ``bench/bench_retrieval.py`` and ``tests/test_retrieval_bfcl.py``. The whole catalog
 (every function definition of ``BFCL_v3_simple`` and ``BFCL_v3_multiple``) is indexed; each of
 the 600 queries asks for its gold function. A name defined more than once (130 of the 589) is
-merged deliberately into one tool: its distinct descriptions joined, its distinct parameter
-schemas combined under ``anyOf``.
+merged deliberately into one tool: its distinct descriptions joined, its parameters united
+into one object schema (a parameter defined twice keeps every distinct description and enum
+value), a shape every engine reads.
 """
 
 from __future__ import annotations
@@ -80,14 +81,28 @@ def _resolve(gold: str, functions: list[dict[str, Any]]) -> str:
 
 def _merge(name: str, defs: list[dict[str, Any]]) -> dict[str, Any]:
     descriptions: list[str] = []
-    schemas: list[Any] = []
+    properties: dict[str, Any] = {}
     for d in defs:
         if d.get("description") and d["description"] not in descriptions:
             descriptions.append(d["description"])
-        if d.get("parameters") and d["parameters"] not in schemas:
-            schemas.append(d["parameters"])
-    schema: Any = schemas[0] if len(schemas) == 1 else {"anyOf": schemas} if schemas else None
-    return {"name": name, "description": " ".join(descriptions), "input_schema": schema}
+        for key, prop in ((d.get("parameters") or {}).get("properties") or {}).items():
+            properties[key] = _merge_param(properties[key], prop) if key in properties else prop
+    return {
+        "name": name,
+        "description": " ".join(descriptions),
+        "input_schema": {"type": "object", "properties": properties},
+    }
+
+
+def _merge_param(first: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """One parameter defined twice: keep the first, with every distinct description and enum."""
+    merged = dict(first)
+    texts = [t for t in (first.get("description"), other.get("description")) if t]
+    if texts:
+        merged["description"] = " ".join(dict.fromkeys(texts))
+    if "enum" in first or "enum" in other:
+        merged["enum"] = list(dict.fromkeys([*first.get("enum", []), *other.get("enum", [])]))
+    return merged
 
 
 @dataclass(frozen=True)

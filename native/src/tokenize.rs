@@ -5,13 +5,14 @@
 //!    scripts stay as they are.
 //! 2. Split into words at every character that is neither alphanumeric nor an identifier joiner
 //!    (`_`, `.`, `-`); joiners only join when they sit between two alphanumerics.
-//! 3. Split each word into parts at joiners, camelCase humps (`getHTTPResponse` -> `get`, `http`,
-//!    `response`) and letter/digit boundaries (`side1` -> `side`, `1`).
+//! 3. Split each word into parts at joiners and camelCase humps (`getHTTPResponse` -> `get`,
+//!    `http`, `response`; `getV2Users` -> `get`, `v2`, `users`). A part mixing letters and digits
+//!    also yields its letter and digit runs (`side1` -> `side1`, `side`, `1`).
 //! 4. Lowercase. A word of two or more parts also yields its whole identifier, the parts
 //!    concatenated (`get_weather`, `getWeather` and `get-weather` all yield `getweather`).
-//! 5. Drop English stopwords from the parts (never the words tools depend on: `not`, `no`, `off`,
-//!    `on`, `up`, `down`, `out`, `all`, `before`, `after`), then stem purely alphabetic parts with
-//!    the Snowball English stemmer. Whole identifiers are not stemmed.
+//! 5. Drop tokens of one character and bare numbers, and English stopwords (never the words tools
+//!    depend on: `not`, `no`, `off`, `on`, `up`, `down`, `out`, `all`, `before`, `after`); stem
+//!    purely alphabetic parts with the Snowball English stemmer. Whole identifiers are not stemmed.
 //! 6. Drop parts longer than [`MAX_PART_LEN`] bytes and identifiers longer than
 //!    [`MAX_WHOLE_LEN`] bytes (they are never words anybody searches for).
 
@@ -273,20 +274,40 @@ impl Analyzer {
             let whole_len: usize = parts.iter().map(String::len).sum();
             if whole_len <= MAX_WHOLE_LEN {
                 let whole: String = parts.concat();
-                emit(&whole);
+                if is_meaningful(&whole) {
+                    emit(&whole);
+                }
             }
         }
         for p in &parts {
-            if p.len() > MAX_PART_LEN || is_stopword(p) {
-                continue;
-            }
-            if p.bytes().all(|b| b.is_ascii_lowercase()) {
-                emit(self.stem(p));
-            } else {
-                emit(p);
+            self.part(p, emit);
+            let mixed = p.chars().any(char::is_numeric) && p.chars().any(char::is_alphabetic);
+            if mixed {
+                let mut start = 0;
+                let mut prev_digit = None;
+                for (i, c) in p.char_indices() {
+                    let digit = c.is_numeric();
+                    if prev_digit.is_some_and(|d| d != digit) {
+                        self.part(&p[start..i], emit);
+                        start = i;
+                    }
+                    prev_digit = Some(digit);
+                }
+                self.part(&p[start..], emit);
             }
         }
         self.parts = parts;
+    }
+
+    fn part(&mut self, p: &str, emit: &mut impl FnMut(&str)) {
+        if p.len() > MAX_PART_LEN || !is_meaningful(p) || is_stopword(p) {
+            return;
+        }
+        if p.bytes().all(|b| b.is_ascii_lowercase()) {
+            emit(self.stem(p));
+        } else {
+            emit(p);
+        }
     }
 
     fn stem(&mut self, word: &str) -> &str {
@@ -321,7 +342,15 @@ fn kind(c: char) -> Kind {
     }
 }
 
-/// Split one word into lowercase parts at joiners, camelCase humps and letter/digit boundaries.
+/// A token worth indexing: two characters or more, and not a bare number (numbers and single
+/// letters in queries are argument values and variable names, not what a tool is about).
+fn is_meaningful(tok: &str) -> bool {
+    let mut chars = tok.chars();
+    chars.next().is_some() && chars.next().is_some() && !tok.chars().all(char::is_numeric)
+}
+
+/// Split one word into lowercase parts at joiners and camelCase humps (`getV2Users` ->
+/// `get`, `v2`, `users`); letters and digits stay together.
 fn split_parts(w: &[char], parts: &mut Vec<String>) {
     let mut cur = String::new();
     let flush = |cur: &mut String, parts: &mut Vec<String>| {
@@ -339,10 +368,8 @@ fn split_parts(w: &[char], parts: &mut Vec<String>) {
             let here = kind(c);
             let next = w.get(i + 1).map(|&n| kind(n));
             let boundary = match (prev, here) {
-                (Kind::Lower, Kind::Upper) => true,
+                (Kind::Lower, Kind::Upper) | (Kind::Digit, Kind::Upper) => true,
                 (Kind::Upper, Kind::Upper) => next == Some(Kind::Lower),
-                (Kind::Digit, Kind::Digit) => false,
-                (Kind::Digit, _) | (_, Kind::Digit) => true,
                 _ => false,
             };
             if boundary {
@@ -386,8 +413,16 @@ mod tests {
 
     #[test]
     fn digits() {
-        assert_eq!(toks("side1"), ["side1", "side", "1"]);
-        assert_eq!(toks("ipv4 2024"), ["ipv4", "ipv", "4", "2024"]);
+        assert_eq!(toks("side1"), ["side1", "side"]);
+        assert_eq!(toks("ipv4 2024"), ["ipv4", "ipv"]);
+        assert_eq!(toks("s3_upload"), ["s3upload", "s3", "upload"]);
+        assert_eq!(toks("getV2Users"), ["getv2users", "get", "v2", "user"]);
+        assert_eq!(
+            toks("HTTP2Server"),
+            ["http2server", "http2", "http", "server"]
+        );
+        // Bare numbers and single characters are values and variables, not tool words.
+        assert!(toks("x = 3.14, y = 2").is_empty());
     }
 
     #[test]
