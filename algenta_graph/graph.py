@@ -234,7 +234,7 @@ def _dump(outcome: ExecutionOutcome) -> dict[str, Any]:
 
 
 def _tool_message(
-    content: str,
+    content: str | list[Any],
     *,
     name: str,
     tool_call_id: str,
@@ -270,7 +270,18 @@ def _receipt_text(receipt: ExecutionReceipt, note: str = "") -> str:
         f"Executed decision {receipt.decision_id}: {receipt.execution_status}"
         f" (webhook {receipt.webhook_url} answered {receipt.response_code})"
     )
-    return f"{head}{note}. Receipt: {json.dumps(data, sort_keys=True)}"
+    return f"{head}{note}.\nReceipt: {json.dumps(data, sort_keys=True)}"
+
+
+def _plain_content(content: Any) -> str | list[Any]:
+    """MCP text blocks joined into one string; any other content passed through unchanged."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(b, Mapping) and b.get("type") == "text" for b in content
+    ):
+        return "\n".join(str(b.get("text", "")) for b in content)
+    return list(content) if isinstance(content, list) else str(content)
 
 
 class _GovernedNodes:
@@ -478,9 +489,7 @@ class _GovernedNodes:
             "error" if getattr(result, "status", "success") == "error" else "success"
         )
         return _tool_message(
-            cast(str, result.content)
-            if isinstance(result.content, str)
-            else json.dumps(result.content, default=str),
+            _plain_content(result.content),
             name=name,
             tool_call_id=call_id,
             outcome="failed" if status == "error" else "ok",

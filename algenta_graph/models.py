@@ -130,7 +130,8 @@ def _summarise(text: str) -> str:
         if nested:
             body += ("; " if body else "") + "also " + ", ".join(nested[:6])
     else:
-        sentences = re.split(r"(?<=[.!?])\s+", " ".join(text.split()))
+        first_line = text.splitlines()[0] if text else ""
+        sentences = re.split(r"(?<=[.!?])\s+", " ".join(first_line.split()))
         body = " ".join(sentences[:2])
     if len(body) > _SUMMARY_LIMIT:
         body = body[: _SUMMARY_LIMIT - 3] + "..."
