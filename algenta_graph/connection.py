@@ -54,6 +54,7 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
 from mcp.types import CONNECTION_CLOSED, CallToolResult, ListToolsResult, Tool
+from pydantic import ValidationError
 
 from algenta_graph.contract import (
     NEVER_MODEL_FACING_FIELDS,
@@ -376,6 +377,18 @@ class _Server:
             await asyncio.wait({task}, timeout=2.0)
         return self.failure or (self._broken[0] if self._broken else None)
 
+    @property
+    def label(self) -> str:
+        """How messages name this server: the Algenta engine, or an extra MCP server."""
+        return "the Algenta engine" if self.name == ALGENTA_SERVER else f"MCP server {self.name!r}"
+
+    def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
+        return EngineTimeoutError(
+            f"timed out: {self.label} at {self.url} did not answer within {seconds:g} s while "
+            f"{what} (raise {option}= if it is just slow).",
+            url=self.url,
+        )
+
     def translate(self, exc: BaseException, what: str) -> EngineConnectionError:
         """One typed error naming the URL for whatever the MCP client raised."""
         checks = (
@@ -392,36 +405,37 @@ class _Server:
                 status = leaf.response.status_code
                 if status == 401:
                     return EngineAuthError(
-                        f"the MCP server {self.name!r} at {self.url} rejected the API token "
-                        f"(HTTP 401) while {what}: set a valid token with api_key= or "
-                        "ALGENTA_API_KEY.",
+                        f"{self.label} at {self.url} rejected the API token (HTTP 401) while "
+                        f"{what}: pass a valid token with api_key= or ALGENTA_API_KEY.",
                         url=self.url,
                     )
                 reason = leaf.response.reason_phrase or ""
                 return EngineConnectionError(
-                    f"the MCP server {self.name!r} at {self.url} answered HTTP {status} "
-                    f"{reason} while {what}; is that an Algenta engine's MCP endpoint? {checks}",
+                    f"{self.label} at {self.url} answered HTTP {status} {reason} while {what}; "
+                    f"is that an MCP endpoint? {checks}",
                     url=self.url,
                 )
         for leaf in leaves:
             if _is_timeout(leaf):
-                return EngineTimeoutError(
-                    f"{what} the MCP server {self.name!r} at {self.url} timed out: no answer "
-                    f"within {self.open_timeout:g} s (timeout=). {checks}",
-                    url=self.url,
-                )
+                return self.timeout_error(what, self.open_timeout, "timeout")
         for leaf in leaves:
             if isinstance(leaf, httpx.TransportError | OSError):
                 detail = self.redact(str(leaf)) or type(leaf).__name__
                 return EngineConnectionError(
-                    f"cannot reach the MCP server {self.name!r} at {self.url} while {what} "
-                    f"({detail}). {checks}",
+                    f"cannot reach {self.label} at {self.url} while {what} ({detail}). {checks}",
+                    url=self.url,
+                )
+        for leaf in leaves:
+            if isinstance(leaf, ValidationError):
+                return EngineConnectionError(
+                    f"{self.label} at {self.url} sent an answer that is not an MCP JSON-RPC "
+                    f"message while {what}; is that an MCP endpoint? {checks}",
                     url=self.url,
                 )
         first = leaves[0] if leaves else exc
-        detail = self.redact(str(first)) or type(first).__name__
+        detail = " ".join(self.redact(str(first)).split())[:300] or type(first).__name__
         return EngineConnectionError(
-            f"the connection to the MCP server {self.name!r} at {self.url} failed while {what} "
+            f"the connection to {self.label} at {self.url} failed while {what} "
             f"({type(first).__name__}: {detail}). {checks}",
             url=self.url,
         )
@@ -681,10 +695,10 @@ class EngineConnection:
             return request.result()
         except McpError as exc:
             if _is_timeout(exc):
-                raise EngineTimeoutError(
-                    f"{what} on the MCP server {server.name!r} at {server.url} timed out: no "
-                    f"answer within {self._timeout_for(what):g} s",
-                    url=server.url,
+                raise server.timeout_error(
+                    what,
+                    self._timeout_for(what),
+                    "call_timeout" if what.startswith("calling") else "timeout",
                 ) from None
             if _is_forgotten(exc):
                 server.failure = exc
@@ -694,8 +708,8 @@ class EngineConnection:
                 cause = await server.cause_of_death()
                 raise server.translate(cause or exc, what) from None
             raise AlgentaGraphError(
-                f"the MCP server {server.name!r} at {server.url} answered {what} with error "
-                f"{exc.error.code}: {self._redact(exc.error.message)}"
+                f"{server.label} at {server.url} answered with JSON-RPC error "
+                f"{exc.error.code} while {what}: {self._redact(exc.error.message)}"
             ) from None
         except (httpx.HTTPError, OSError, BaseExceptionGroup) as exc:
             raise server.translate(exc, what) from None
@@ -712,7 +726,7 @@ class EngineConnection:
     ) -> CallToolResult:
         """One tools/call over the server's live session (reconnecting when it died)."""
         self._server(server.name)  # open and in this loop
-        what = f"calling tool {name!r}"
+        what = f"calling tool {name!r}"  # _timeout_for keys on "calling"
         for attempt in (1, 2):
             session = await server.session()
             try:
@@ -733,8 +747,8 @@ class EngineConnection:
                 if attempt == 2:
                     break
         raise EngineConnectionError(
-            f"the MCP server {server.name!r} at {server.url} does not accept this client's "
-            "sessions (it answers HTTP 404 to every new session id)",
+            f"{server.label} at {server.url} does not accept this client's sessions (it "
+            "answers HTTP 404 to every new session id)",
             url=server.url,
         )
 
