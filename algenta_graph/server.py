@@ -37,11 +37,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from langgraph.graph.state import CompiledStateGraph
+from pydantic import Field
+from typing_extensions import TypedDict
 
-from algenta_graph.contract import DEFAULT_PROFILE, resolve_profile
+from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES, resolve_profile
 from algenta_graph.graph import POLICIES, create_governed_agent
 from algenta_graph.models import resolve_model
 from algenta_graph.outcomes import KNOWN_GATES
@@ -57,6 +59,7 @@ __all__ = [
     "ENV_ON_DENIAL",
     "ENV_PROFILE",
     "ENV_TOP_K",
+    "RunContext",
     "ServerSettings",
     "aclose_cached",
     "build_graph",
@@ -75,6 +78,29 @@ DEMO_MODEL = "demo"
 """``ALGENTA_MODEL`` value (or absence) that selects the offline demo model."""
 
 OnDenial = str | dict[str, str] | None
+
+
+class RunContext(TypedDict, total=False):
+    """Per-run settings of the governed agent; every one is optional."""
+
+    # The served graph declares this as its context schema, so Studio shows a form for it;
+    # the server mirrors a run's context into config["configurable"], where the graph reads it.
+
+    profile: Annotated[
+        str,
+        Field(
+            description="Narrow the tool profile for this run (never wider than ALGENTA_PROFILE).",
+            json_schema_extra={"enum": list(PROFILE_NAMES)},
+        ),
+    ]
+    top_k: Annotated[int, Field(ge=1, description="How many tools retrieval binds this run.")]
+    on_denial: Annotated[
+        dict[
+            Literal["idempotency", "confidence", "risk_floor"],
+            Literal["report", "escalate", "halt"],
+        ],
+        Field(description="Denial policy per gate for this run, over the server's policies."),
+    ]
 
 
 @dataclass(frozen=True)
@@ -227,6 +253,8 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
                 on_denial=settings.on_denial_policy,
                 checkpointer=None,
             )
+            if graph.context_schema is None:
+                graph = graph.copy(update={"context_schema": RunContext})
             cache.graphs[settings] = graph
     return graph
 

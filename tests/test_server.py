@@ -289,6 +289,10 @@ async def test_langgraph_dev_serves_the_governed_graph(
         client = get_client(url=server.url)
         [assistant] = await client.assistants.search(graph_id="governed_agent")
         aid = assistant["assistant_id"]
+        schemas = await client.assistants.get_schemas(aid)
+        context = schemas["context_schema"]["properties"]
+        assert set(context) == {"profile", "top_k", "on_denial"}
+        assert context["profile"]["enum"] == ["observe", "govern", "execute", "full"]
         thread = (await client.threads.create())["thread_id"]
 
         # a confident decision: logged, then executed to a receipt, streamed node by node
