@@ -72,14 +72,16 @@ import json
 import threading
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, Field, ValidationError
@@ -150,6 +152,7 @@ _NODE_RETRIEVE = "retrieve_tools"
 _NODE_TOOLS = "governed_tool"
 _OUTCOME_KEY = "algenta_outcome"
 _HALT = "halt"
+_BOUND_CACHE = 256
 
 
 def handler_node_name(gate: str) -> str:
@@ -305,6 +308,25 @@ class _GovernedNodes:
         self.system_prompt = system_prompt
         self.tools: dict[str, BaseTool] = {t.name: t for t in connection.tools}
         self.search_tool = _make_search_tool()
+        # the model-facing schemas, converted once per graph; bound models cached per selection
+        self.schemas: dict[str, dict[str, Any]] = {
+            name: convert_to_openai_tool(tool) for name, tool in self.tools.items()
+        }
+        self.schemas[SEARCH_TOOL] = convert_to_openai_tool(self.search_tool)
+        self._bound: OrderedDict[tuple[str, ...], Runnable[Any, BaseMessage]] = OrderedDict()
+
+    def bound_model(self, names: Sequence[str]) -> Runnable[Any, BaseMessage]:
+        """The model bound to ``names`` plus ``search_tools`` (a small LRU per selection)."""
+        key = (*dict.fromkeys(n for n in names if n != SEARCH_TOOL), SEARCH_TOOL)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self.model.bind_tools([self.schemas[n] for n in key])
+            self._bound[key] = bound
+            if len(self._bound) > _BOUND_CACHE:
+                self._bound.popitem(last=False)
+        else:
+            self._bound.move_to_end(key)
+        return bound
 
     # ------------------------------------------------------------------ settings
 
@@ -353,8 +375,7 @@ class _GovernedNodes:
     async def call_model(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
         run = self.settings(config)
         names = [n for n in state.get("selected_tools") or [] if self.allowed(n, run)]
-        tools = [self.tools[n] for n in dict.fromkeys(names)] + [self.search_tool]
-        bound = self.model.bind_tools(tools)
+        bound = self.bound_model(names)
         messages: list[BaseMessage] = list(state.get("messages", []))
         if self.system_prompt:
             messages = [SystemMessage(self.system_prompt), *messages]

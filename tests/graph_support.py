@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from algenta_graph.connection import EngineConnection
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import ScriptedChatModel
