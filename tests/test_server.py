@@ -10,6 +10,7 @@ port when the requested one is taken.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -205,6 +206,15 @@ def test_harness_reads_the_real_url_when_the_port_is_taken(tmp_path: Path) -> No
 # the factory in-process
 
 
+def test_langgraph_json_names_the_factory() -> None:
+    import langgraph_cli.config
+
+    config = langgraph_cli.config.validate_config_file(CONFIG)
+    spec = config["graphs"]["governed_agent"]
+    module, _, name = spec["path"].partition(":")
+    assert importlib.import_module(module).__dict__[name] is make_graph
+
+
 def test_settings_from_env_name_the_bad_variable() -> None:
     assert ServerSettings.from_env({}) == ServerSettings()
     s = ServerSettings.from_env(
@@ -378,8 +388,10 @@ async def test_langgraph_dev_serves_the_governed_graph(
                 "log_decision chosen_action=raise_price expected_value=40 confidence=0.2 "
                 "risk_p5=-0.1 risk_p95=0.5"
             ),
+            context={"top_k": 2},
         )
         state = await client.threads.get_state(other)
+        assert len(state["values"]["selected_tools"]) == 2
         reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
         await client.runs.wait(
             other,
