@@ -24,6 +24,17 @@ Connection problems raise :class:`~algenta_graph.errors.EngineConnectionError` n
 :class:`~algenta_graph.errors.EngineTimeoutError` for timeouts). A session that died (the engine
 was stopped or killed) fails the call in flight; the next call opens a new session.
 
+How failures surface through mcp 1.x's streamable-HTTP client (measured, and each one tested in
+``tests/test_connection.py``): an ``httpx`` error on a POST (connection refused, HTTP 401 or
+500) is raised inside the transport's task group, so the session's ``async with`` ends with an
+``ExceptionGroup`` in the task holding it, while the request that triggered it is left waiting
+for its read timeout. Every request therefore runs as its own task raced against the holding
+task, and the group is flattened to its first meaningful leaf. A body that is not JSON-RPC
+reaches the session's ``message_handler`` as an exception. A request timeout is an ``McpError``
+with code 408. A server restarted between two calls answers HTTP 404 to the old session id,
+which arrives as ``McpError("Session terminated")``; that request never ran, so it is sent once
+more on a new session.
+
 Example (against a local reference engine)::
 
     async with EngineConnection("http://127.0.0.1:8000/mcp", profile="execute") as conn:
@@ -321,6 +332,8 @@ class _Server:
             )
         except BaseException as exc:
             await self._finish_task(cancel=True)
+            if self._ready.done() and not self._ready.cancelled():
+                self._ready.exception()  # retrieved here; translated below
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise self.translate(exc, "connecting") from None

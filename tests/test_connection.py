@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -534,6 +536,82 @@ async def test_an_engine_that_never_answers_times_out_naming_the_url(silent_port
     await conn.aclose()
     assert url in str(info.value) and "timed out" in str(info.value)
     assert "0.5 s" in str(info.value)
+
+
+class _FaultHandler(http.server.BaseHTTPRequestHandler):
+    mode = "500"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.mode == "500":
+            body, status, kind = b"internal error", 500, "text/plain"
+        else:  # HTTP 200 application/json, but not JSON-RPC
+            body, status, kind = b"<html>not json</html>", 200, "application/json"
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_DELETE = do_POST
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def fault_server(mode: str, port: int | None = None) -> Iterator[str]:
+    """A plain HTTP server on ``port`` that answers every request wrongly (``mode``)."""
+    handler = type("Handler", (_FaultHandler,), {"mode": mode})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port or free_port()), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"), [("500", "HTTP 500"), ("malformed", "not an MCP JSON-RPC message")]
+)
+async def test_a_server_that_is_not_an_mcp_endpoint_is_one_clear_error(
+    mode: str, needle: str
+) -> None:
+    with fault_server(mode) as url:
+        conn = EngineConnection(url, api_key=SECRET, timeout=5)
+        with pytest.raises(EngineConnectionError) as info:
+            await conn.open()
+        await conn.aclose()
+    text = str(info.value)
+    assert needle in text and url in text and info.value.url == url
+    assert not isinstance(info.value, EngineTimeoutError | EngineAuthError)
+    assert SECRET not in text and "ExceptionGroup" not in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"), [("500", "HTTP 500"), ("malformed", "not an MCP JSON-RPC message")]
+)
+async def test_a_fault_mid_session_fails_that_call_and_the_next_call_reconnects(
+    mode: str, needle: str
+) -> None:
+    wire = WireServer().start()
+    try:
+        async with EngineConnection(wire.url, timeout=5, call_timeout=20) as c:
+            await c.call_tool("get_contract", {}, tool_call_id="1")
+            await asyncio.to_thread(wire.stop)
+            with fault_server(mode, wire.port), pytest.raises(EngineConnectionError) as info:
+                await c.call_tool("get_contract", {}, tool_call_id="2")
+            # the failure came with the answer, not from waiting out call_timeout
+            assert not isinstance(info.value, EngineTimeoutError)
+            assert needle in str(info.value) and wire.url in str(info.value)
+            await asyncio.to_thread(wire.start)
+            assert (await c.call_tool("get_contract", {}, tool_call_id="3")).status == "success"
+            assert c.sessions_opened == 2
+    finally:
+        wire.stop()
 
 
 async def test_a_slow_call_times_out_naming_the_tool_and_the_session_survives(
