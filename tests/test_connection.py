@@ -113,10 +113,10 @@ async def test_the_default_profile_is_observe(wire: WireServer) -> None:
 
 async def test_no_flag_survives_in_any_advertised_schema(conn: EngineConnection) -> None:
     for tool in conn.tools:
-        schema = tool.args_schema
-        assert isinstance(schema, dict)
-        assert flag_paths(schema) == [], (tool.name, flag_paths(schema))
-        for required in _all_required(schema):
+        advertised = tool.args_schema
+        assert isinstance(advertised, dict)
+        assert flag_paths(advertised) == [], (tool.name, flag_paths(advertised))
+        for required in _all_required(advertised):
             assert not flag_paths({r: 1 for r in required}), (tool.name, required)
     execute = conn.get_tool("execute_decision")
     assert execute is not None
@@ -150,7 +150,7 @@ def _all_required(node: Any) -> Iterator[list[Any]]:
 
 
 def test_scrub_schema_handles_nesting_defs_and_dependencies() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "Force": {"type": "boolean"},

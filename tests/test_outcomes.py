@@ -263,7 +263,9 @@ def test_double_encoded_denials(gate: str) -> None:
 
 @pytest.mark.parametrize("gate", KNOWN_GATES)
 def test_a_tool_message_from_the_adapters_carries_a_denial(gate: str) -> None:
-    blocks = [{"type": "text", "text": json.dumps(denial_body(gate)), "id": "lc_1"}]
+    blocks: list[str | dict[Any, Any]] = [
+        {"type": "text", "text": json.dumps(denial_body(gate)), "id": "lc_1"}
+    ]
     assert_denial(parse_execution_outcome(ToolMessage(content=blocks, tool_call_id="c")), gate)
     errored = ToolMessage(content=blocks, tool_call_id="c", status="error")
     assert_denial(parse_execution_outcome(errored), gate)

@@ -23,7 +23,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel
 
 from algenta_graph._net import free_port
@@ -73,7 +73,7 @@ def receipt_body(decision_id: str, webhook_url: str, *, overridden: bool) -> dic
     }
 
 
-def _text(value: Any) -> list[TextContent]:
+def _text(value: Any) -> list[ContentBlock]:
     return [TextContent(type="text", text=value if isinstance(value, str) else json.dumps(value))]
 
 
