@@ -276,6 +276,13 @@ def _classify(
         if decoded is _NOTHING:
             return None
         return _classify(decoded, depth + 1, errors)
+    if isinstance(value, list) and value and all(_is_text_block(b) for b in value):
+        # a serialised list of content blocks (e.g. a ToolMessage's content dumped to a string)
+        for block in value:
+            found = _classify(block["text"], depth + 1, errors)
+            if found is not None:
+                return found
+        return None
     if not isinstance(value, Mapping):
         return None
     if set(value) == {"result"}:  # FastMCP wraps a non-object return value
@@ -299,6 +306,14 @@ def _classify(
     if _BLOCKED_CODE.match(str(value.get("code", ""))):  # a bare error object
         return _classify_error(value, depth, errors, status=value.get("status_code"))
     return None
+
+
+def _is_text_block(block: Any) -> bool:
+    return (
+        isinstance(block, Mapping)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    )
 
 
 def _receipt(value: Mapping[str, Any]) -> ExecutionReceipt | None:

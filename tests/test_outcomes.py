@@ -104,6 +104,7 @@ def test_the_sdk_receipt_fixture_is_a_receipt() -> None:
         "tool_message_artifact",
         "content_blocks",
         "prefixed_text",
+        "serialised_blocks",
     ],
 )
 def test_a_receipt_in_every_form(form: str) -> None:
@@ -131,6 +132,9 @@ def test_a_receipt_in_every_form(form: str) -> None:
         ),
         "content_blocks": [{"type": "text", "text": text}],
         "prefixed_text": "Result: " + text,
+        "serialised_blocks": ToolMessage(
+            content=json.dumps([{"type": "text", "text": text, "id": "lc_1"}]), tool_call_id="c"
+        ),
     }[form]
     outcome = parse_execution_outcome(value)
     assert isinstance(outcome, ExecutionReceipt), outcome
