@@ -128,8 +128,10 @@ async def run_demo(
 
     from algenta_graph.engine import ReferenceEngine, WebhookReceiver
     from algenta_graph.graph import governed_agent
+    from algenta_graph.models import resolve_model
 
     out = out or sys.stdout
+    chat_model = resolve_model(model)  # an unusable --model fails here, before anything starts
     tmp: str | None = None
     if db is None:
         tmp = tempfile.mkdtemp(prefix="algenta-demo-")
@@ -148,7 +150,7 @@ async def run_demo(
             async with (
                 AsyncSqliteSaver.from_conn_string(db) as saver,
                 governed_agent(
-                    model, base_url=engine.url, profile="execute", checkpointer=saver
+                    chat_model, base_url=engine.url, profile="execute", checkpointer=saver
                 ) as graph,
             ):
                 w = _Walkthrough(graph, out)

@@ -334,10 +334,15 @@ def add_receipts_parser(sub: Any) -> None:
 
 def _demo_handler(args: argparse.Namespace) -> int:
     from algenta_graph.demo import run_demo
+    from algenta_graph.errors import AlgentaGraphError
 
-    return asyncio.run(
-        run_demo(model=args.model, db=args.db, keep=args.keep, webhook_log=args.webhook_log)
-    )
+    try:
+        return asyncio.run(
+            run_demo(model=args.model, db=args.db, keep=args.keep, webhook_log=args.webhook_log)
+        )
+    except (AlgentaGraphError, ImportError, ValueError) as exc:  # e.g. an unusable --model
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def add_demo_parser(sub: Any) -> None:

@@ -14,7 +14,9 @@ Record shapes (dicts):
   override) or ``"recovered"`` (a delivery the checkpoint missed, read back from the engine).
 - denial: the fields of :class:`~algenta_graph.outcomes.ExecutionDenial` (``gate``, ``code``,
   ``message``, ``override_hint``) plus ``decision_id``, ``webhook_url``, ``tool_call_id`` and
-  ``source`` (``"model"`` or ``"operator"``).
+  ``source``: ``"model"`` (the engine denied the model's call), ``"operator"`` (the engine
+  denied an operator override) or ``"thread_receipts"`` (the thread had already delivered the
+  decision, so the graph did not send it to the engine: an idempotency denial).
 - operator decision: :class:`OperatorDecision` dumped to JSON.
 """
 
