@@ -273,9 +273,11 @@ def _classify(
         return None
     if isinstance(value, str):
         decoded = _decode_json(value)
-        if decoded is _NOTHING:
-            return None
-        return _classify(decoded, depth + 1, errors)
+        if decoded is not _NOTHING:
+            return _classify(decoded, depth + 1, errors)
+        embedded = _decode_json(value, lenient=True)  # JSON inside prose: a denial, never more
+        found = None if embedded is _NOTHING else _classify(embedded, depth + 1, errors)
+        return found if isinstance(found, ExecutionDenial) else None
     if isinstance(value, list) and value and all(_is_text_block(b) for b in value):
         # a serialised list of content blocks (e.g. a ToolMessage's content dumped to a string)
         for block in value:
@@ -327,7 +329,7 @@ def _classify_error(
     error: Any, depth: int, errors: list[str], *, status: Any
 ) -> ExecutionDenial | None:
     if isinstance(error, str):
-        decoded = _decode_json(error)
+        decoded = _decode_json(error, lenient=True)
         if isinstance(decoded, Mapping) and depth < _MAX_DEPTH:
             if "error" in decoded or "detail" in decoded:
                 found = _classify(decoded, depth + 1, errors)
@@ -352,7 +354,7 @@ def _classify_error(
     inner: ExecutionDenial | None = None
     if message is not None and depth < _MAX_DEPTH:
         api = _API_ERROR_PREFIX.match(message)
-        embedded = _decode_json(message[api.end() :] if api else message)
+        embedded = _decode_json(message[api.end() :] if api else message, lenient=True)
         if isinstance(embedded, Mapping):
             found = _classify(embedded, depth + 1, [])
             if isinstance(found, ExecutionDenial):
@@ -395,30 +397,29 @@ class _Nothing:
 _NOTHING: Any = _Nothing()
 
 
-def _decode_json(text: str) -> Any:
-    """Decode JSON from ``text``, tolerating a leading tool-error prefix; ``_NOTHING`` if none."""
+def _decode_json(text: str, *, lenient: bool = False) -> Any:
+    """Decode the JSON that ``text`` is (after a FastMCP tool-error prefix); ``_NOTHING`` if
+    none. ``lenient`` also finds a JSON object inside surrounding prose (used for denials only:
+    a receipt must be the whole text)."""
     stripped = text.strip()
     if not stripped:
         return _NOTHING
     prefix = _TOOL_ERROR_PREFIX.match(stripped)
     if prefix:
         stripped = stripped[prefix.end() :]
-    if stripped[:1] not in '{["':
-        start = stripped.find("{")
-        if start < 0:
-            return _NOTHING
-        stripped = stripped[start:]
     try:
         return json.loads(stripped)
     except (ValueError, RecursionError):
-        pass
-    if stripped[:1] == "{":  # JSON followed by trailing text
-        try:
-            value, _ = json.JSONDecoder().raw_decode(stripped)
-            return value
-        except (ValueError, RecursionError):
+        if not lenient:
             return _NOTHING
-    return _NOTHING
+    start = stripped.find("{")
+    if start < 0:
+        return _NOTHING
+    try:  # the first JSON object, ignoring text around it
+        value, _ = json.JSONDecoder().raw_decode(stripped[start:])
+        return value
+    except (ValueError, RecursionError):
+        return _NOTHING
 
 
 def _cap(text: str) -> str:

@@ -103,7 +103,6 @@ def test_the_sdk_receipt_fixture_is_a_receipt() -> None:
         "tool_message_blocks",
         "tool_message_artifact",
         "content_blocks",
-        "prefixed_text",
         "serialised_blocks",
     ],
 )
@@ -131,7 +130,6 @@ def test_a_receipt_in_every_form(form: str) -> None:
             content=[], tool_call_id="c1", artifact={"structured_content": {"result": RECEIPT}}
         ),
         "content_blocks": [{"type": "text", "text": text}],
-        "prefixed_text": "Result: " + text,
         "serialised_blocks": ToolMessage(
             content=json.dumps([{"type": "text", "text": text, "id": "lc_1"}]), tool_call_id="c"
         ),
@@ -139,6 +137,14 @@ def test_a_receipt_in_every_form(form: str) -> None:
     outcome = parse_execution_outcome(value)
     assert isinstance(outcome, ExecutionReceipt), outcome
     assert outcome.model_dump(mode="json") == {"kind": "receipt", **RECEIPT}
+
+
+def test_a_receipt_inside_prose_is_not_a_receipt_but_a_denial_inside_prose_is_a_denial() -> None:
+    prose = f"Result: {json.dumps(RECEIPT)} (cached from an earlier call)"
+    assert isinstance(parse_execution_outcome(prose), ExecutionFailure)
+    assert isinstance(parse_execution_outcome(text_result(prose)), ExecutionFailure)
+    denial = f"upstream said {json.dumps(denial_body('risk_floor'))} -- giving up"
+    assert_denial(parse_execution_outcome(text_result(denial)), "risk_floor")
 
 
 def test_a_failed_delivery_is_still_a_receipt_and_extra_fields_are_kept() -> None:
