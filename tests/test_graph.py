@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from graph_support import (
@@ -348,7 +349,9 @@ async def test_unknown_gate_takes_the_halt_way(tmp_path: Path) -> None:
         return {"engine": "future"}
 
     @server.tool()
-    def execute_decision(decision_id: str, webhook_url: str, metadata: dict | None = None) -> dict:  # type: ignore[type-arg]
+    def execute_decision(
+        decision_id: str, webhook_url: str, metadata: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Dispatch a decision."""
         body = {
             "code": "execution_blocked_quorum",
