@@ -175,3 +175,31 @@ async def test_resume_in_a_new_process_keeps_receipts_and_never_re_executes(
     assert len(engine.executions(ok_decision)) == 1  # never re-executed
     assert len(engine.executions(low_decision)) == 1
     assert sorted(b["decision_id"] for b in webhook.received) == sorted([ok_decision, low_decision])
+
+
+async def test_run_command_asks_the_operator_in_the_terminal(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+    db = tmp_path / "cli.sqlite"
+    answers = "approve\nana\nfirst try\noverride\nana\nsigned off in OPS-7\n"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "algenta_graph.cli", "run",
+            f"execute_decision decision_id={decision} webhook_url={webhook.url}",
+            "--thread", "t", "--db", str(db), "--base-url", engine.url,
+            "--profile", "execute", "--interactive",
+        ],
+        input=answers, capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "ESCALATION: the confidence gate denied decision" in proc.stdout
+    assert "previous answer rejected: invalid resume payload" in proc.stdout
+    assert "[operator] ana chose override on the confidence gate" in proc.stdout
+    [execution] = engine.executions(decision)
+    assert execution["override_safety"] is True
+    assert [b["decision_id"] for b in webhook.received] == [decision]
