@@ -98,3 +98,37 @@ async def test_another_threads_delivery_is_not_claimed(
             out = await graph.ainvoke({"messages": [("user", "go")]}, config("other"))
     assert out["receipts"] == []
     assert out["denials"][0]["gate"] == "idempotency"
+
+
+async def test_override_delivered_before_a_crash_is_not_delivered_twice(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    from langgraph.types import Command
+
+    db = tmp_path / "cp.sqlite"
+    resume = Command(resume={"action": "override", "operator": "ana", "reason": "approved"})
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+        replies = [execute(decision, webhook.url, "c1")]
+        async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+            graph = await create_governed_agent(
+                ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+            )
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+        async with CrashBeforeReceiptIsSaved.from_conn_string(str(db)) as saver:
+            graph = await create_governed_agent(
+                ScriptedChatModel(replies=[]), connection=conn, checkpointer=saver
+            )
+            with pytest.raises(SimulatedCrash):
+                await graph.ainvoke(resume, config("t"))
+    assert len(webhook.received) == 1  # the override was delivered, its checkpoint lost
+    async with open_connection(engine) as conn2, AsyncSqliteSaver.from_conn_string(str(db)) as s2:
+        graph2 = await create_governed_agent(
+            ScriptedChatModel(replies=["done"]), connection=conn2, checkpointer=s2
+        )
+        assert (await graph2.aget_state(config("t"))).interrupts  # still waiting
+        out = await graph2.ainvoke(resume, config("t"))
+    assert len(webhook.received) == 1 and len(engine.executions(decision)) == 1
+    [receipt] = out["receipts"]
+    assert receipt["safety_overridden"] is True and receipt["source"] == "operator"
+    assert out["operator_decisions"][0]["result"] == "receipt"
