@@ -150,7 +150,11 @@ class ToolIndex:
                 f"add() takes an iterable of tools, got a single {type(tools).__name__}; "
                 "wrap it in a list"
             )
-        self._index.add([_parts(tool) for tool in tools])
+        # Plain dicts go to the native side as they are (it reads the same keys); anything else
+        # is reduced to a (name, description, schema) tuple here.
+        self._index.add(
+            [t if type(t) is dict and "name" in t else _parts(t) for t in tools]
+        )
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether it was indexed."""

@@ -263,7 +263,7 @@ def test_tool_without_schema_or_description() -> None:
         ({"name": ""}, "non-empty"),
         ({"name": "   "}, "non-empty"),
         ({"description": "no name"}, "needs a string 'name'"),
-        ({"name": 5}, "needs a string 'name'"),
+        ({"name": 5}, "name must be a string, got int"),
         (object(), "unsupported tool of type object"),
         ("get_weather", "unsupported tool of type str"),
     ],

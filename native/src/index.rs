@@ -13,8 +13,13 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
-use crate::project::{Projection, NUM_FIELDS};
-use crate::tokenize::Analyzer;
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::project::{Field, NUM_FIELDS};
+use crate::tokenize::{is_stemmable, is_stopword, Analyzer, Kind, Tokenizer};
+
+/// Batches of at least this many tools release the spare capacity of postings lists.
+const COMPACT_BATCH: usize = 1024;
 
 /// Default BM25 term-frequency saturation.
 pub const DEFAULT_K1: f32 = 1.2;
@@ -65,40 +70,49 @@ impl Params {
     }
 }
 
-/// A tool after tokenization: its name, its distinct terms with per-field counts, field lengths.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AnalyzedTool {
-    pub name: String,
-    pub terms: Vec<(String, [u8; NUM_FIELDS])>,
-    pub lens: [u32; NUM_FIELDS],
+/// Tools staged for insertion: every text in one arena, tagged with its field. Building the
+/// stage can fail (a bad schema); inserting a stage cannot, which makes `add` all or nothing.
+#[derive(Debug, Default)]
+pub struct Staged {
+    arena: String,
+    texts: Vec<(usize, usize, Field)>,
+    tools: Vec<(usize, usize, usize)>, // name end in the arena, first text, end of texts
 }
 
-/// Tokenize every field of a projection.
-pub fn analyze(name: &str, projection: &Projection, analyzer: &mut Analyzer) -> AnalyzedTool {
-    let mut pos: FxHashMap<String, usize> = FxHashMap::default();
-    let mut terms: Vec<(String, [u8; NUM_FIELDS])> = Vec::new();
-    let mut lens = [0u32; NUM_FIELDS];
-    for (f, texts) in projection.fields.iter().enumerate() {
-        for text in texts {
-            analyzer.for_each_token(text, |tok| {
-                lens[f] = lens[f].saturating_add(1);
-                let i = match pos.get(tok) {
-                    Some(&i) => i,
-                    None => {
-                        pos.insert(tok.to_owned(), terms.len());
-                        terms.push((tok.to_owned(), [0; NUM_FIELDS]));
-                        terms.len() - 1
-                    }
-                };
-                let tf = &mut terms[i].1[f];
-                *tf = tf.saturating_add(1);
-            });
+impl Staged {
+    /// Start a tool: its name is its first text.
+    pub fn begin(&mut self, name: &str) {
+        let start = self.arena.len();
+        self.arena.push_str(name);
+        self.tools
+            .push((self.arena.len(), self.texts.len(), self.texts.len() + 1));
+        self.texts.push((start, self.arena.len(), Field::Name));
+    }
+
+    /// A text of the tool begun last.
+    pub fn text(&mut self, field: Field, text: &str) {
+        let start = self.arena.len();
+        self.arena.push_str(text);
+        self.texts.push((start, self.arena.len(), field));
+        if let Some(last) = self.tools.last_mut() {
+            last.2 = self.texts.len();
         }
     }
-    AnalyzedTool {
-        name: name.to_owned(),
-        terms,
-        lens,
+
+    /// Every staged text with its field, in order.
+    pub fn texts(&self) -> impl Iterator<Item = (Field, &str)> {
+        self.texts
+            .iter()
+            .map(|&(from, to, f)| (f, &self.arena[from..to]))
+    }
+
+    /// Number of tools staged.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
     }
 }
 
@@ -136,6 +150,21 @@ thread_local! {
 struct Scratch {
     scores: Vec<f32>,
     touched: Vec<u32>,
+}
+
+/// The id of `term`, added to the vocabulary (with an empty postings list) if new.
+fn intern(
+    vocab: &mut FxHashMap<Box<str>, u32>,
+    postings: &mut Vec<Vec<Posting>>,
+    term: &str,
+) -> u32 {
+    if let Some(&id) = vocab.get(term) {
+        return id;
+    }
+    let id = postings.len() as u32;
+    postings.push(Vec::new());
+    vocab.insert(term.into(), id);
+    id
 }
 
 /// Tokenize a query with this thread's analyzer.
@@ -210,9 +239,78 @@ impl Index {
         postings + vocab + docs + names + self.lens.capacity() * 4 * NUM_FIELDS
     }
 
-    /// Add or replace a tool (by name).
-    pub fn insert(&mut self, tool: AnalyzedTool) {
-        self.remove(&tool.name);
+    /// Add or replace (by name) every staged tool, in order.
+    pub fn add_staged(&mut self, staged: &Staged) {
+        let mut tokenizer = Tokenizer::default();
+        let stemmer = Stemmer::create(Algorithm::English);
+        // Part as written -> id of its stem (STOP for a stopword), for this batch: one hash
+        // lookup per repeated part.
+        const STOP: u32 = u32::MAX;
+        let mut part_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
+        let mut occurrences: Vec<(u32, u8)> = Vec::new();
+        let mut terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
+        let mut name_start = 0;
+        for &(name_end, first, end) in &staged.tools {
+            occurrences.clear();
+            let mut lens = [0u32; NUM_FIELDS];
+            for &(from, to, field) in &staged.texts[first..end] {
+                let f = field as usize;
+                let Index {
+                    vocab, postings, ..
+                } = self;
+                tokenizer.for_each(&staged.arena[from..to], |tok, kind| {
+                    let id = match kind {
+                        Kind::Whole => intern(vocab, postings, tok),
+                        Kind::Part => match part_ids.get(tok) {
+                            Some(&id) => id,
+                            None => {
+                                let id = if is_stopword(tok) {
+                                    STOP
+                                } else if is_stemmable(tok) {
+                                    intern(vocab, postings, &stemmer.stem(tok))
+                                } else {
+                                    intern(vocab, postings, tok)
+                                };
+                                part_ids.insert(tok.into(), id);
+                                id
+                            }
+                        },
+                    };
+                    if id != STOP {
+                        occurrences.push((id, f as u8));
+                        lens[f] = lens[f].saturating_add(1);
+                    }
+                });
+            }
+            occurrences.sort_unstable();
+            terms.clear();
+            for &(id, f) in &occurrences {
+                match terms.last_mut() {
+                    Some((last, tf)) if *last == id => {
+                        tf[f as usize] = tf[f as usize].saturating_add(1)
+                    }
+                    _ => {
+                        let mut tf = [0u8; NUM_FIELDS];
+                        tf[f as usize] = 1;
+                        terms.push((id, tf));
+                    }
+                }
+            }
+            self.insert(&staged.arena[name_start..name_end], &terms, lens);
+            name_start = staged.texts.get(end).map_or(0, |t| t.0);
+        }
+        if staged.len() >= COMPACT_BATCH {
+            for list in &mut self.postings {
+                if list.capacity() > list.len() + list.len() / 4 + 4 {
+                    list.shrink_to_fit();
+                }
+            }
+        }
+    }
+
+    /// Add or replace a tool given its distinct term ids (ascending) with per-field counts.
+    fn insert(&mut self, name: &str, terms: &[(u32, [u8; NUM_FIELDS])], lens: [u32; NUM_FIELDS]) {
+        self.remove(name);
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -221,30 +319,17 @@ impl Index {
                 (self.docs.len() - 1) as u32
             }
         };
-        let mut term_ids = Vec::with_capacity(tool.terms.len());
-        for (text, tf) in tool.terms {
-            let id = match self.vocab.get(text.as_str()) {
-                Some(&id) => id,
-                None => {
-                    let id = self.postings.len() as u32;
-                    self.postings.push(Vec::new());
-                    self.vocab.insert(text.into_boxed_str(), id);
-                    id
-                }
-            };
+        for &(id, tf) in terms {
             self.postings[id as usize].push(Posting { slot, tf });
-            term_ids.push(id);
         }
-        for (total, len) in self.sum_len.iter_mut().zip(tool.lens) {
+        for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);
         }
-        self.lens[slot as usize] = tool.lens;
-        let name: Box<str> = tool.name.into_boxed_str();
+        self.lens[slot as usize] = lens;
+        let name: Box<str> = name.into();
         self.by_name.insert(name.clone(), slot);
-        self.docs[slot as usize] = Some(Doc {
-            name,
-            terms: term_ids.into_boxed_slice(),
-        });
+        let ids: Box<[u32]> = terms.iter().map(|&(id, _)| id).collect();
+        self.docs[slot as usize] = Some(Doc { name, terms: ids });
     }
 
     /// Remove a tool; returns whether it was present.
@@ -431,15 +516,30 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::project::project;
+    use crate::project::project_schema;
     use serde_json::json;
 
-    fn tool(name: &str, desc: &str, schema: serde_json::Value) -> AnalyzedTool {
-        let p = project(name, desc, Some(&schema)).unwrap();
-        analyze(name, &p, &mut Analyzer::new())
+    type Tool = (&'static str, &'static str, serde_json::Value);
+
+    fn tool(name: &'static str, desc: &'static str, schema: serde_json::Value) -> Tool {
+        (name, desc, schema)
     }
 
-    fn catalog() -> Vec<AnalyzedTool> {
+    fn stage(tools: impl IntoIterator<Item = Tool>) -> Staged {
+        let mut staged = Staged::default();
+        for (name, desc, schema) in tools {
+            staged.begin(name);
+            staged.text(Field::Description, desc);
+            project_schema(Some(&&schema), &mut |f, t| staged.text(f, t)).unwrap();
+        }
+        staged
+    }
+
+    fn add(ix: &mut Index, tools: impl IntoIterator<Item = Tool>) {
+        ix.add_staged(&stage(tools));
+    }
+
+    fn catalog() -> Vec<Tool> {
         vec![
             tool(
                 "get_weather",
@@ -468,9 +568,7 @@ mod tests {
     #[test]
     fn ranks_by_name_and_params() {
         let mut ix = Index::new(Params::default()).unwrap();
-        for t in catalog() {
-            ix.insert(t);
-        }
+        add(&mut ix, catalog());
         assert_eq!(ix.len(), 4);
         let hits = search(&ix, "weather in celsius", 5);
         assert_eq!(hits[0].0, "get_weather");
@@ -486,22 +584,26 @@ mod tests {
     fn incremental_equals_fresh() {
         let mut inc = Index::new(Params::default()).unwrap();
         for t in catalog() {
-            inc.insert(t);
+            add(&mut inc, [t]);
         }
-        inc.insert(tool("zzz", "temporary weather thing", json!({})));
+        add(
+            &mut inc,
+            [tool("zzz", "temporary weather thing", json!({}))],
+        );
         assert!(inc.remove("send_email"));
         assert!(!inc.remove("send_email"));
-        inc.insert(tool(
-            "send_email",
-            "Send an email message",
-            json!({"properties": {"to": {}}}),
-        ));
+        add(
+            &mut inc,
+            [tool(
+                "send_email",
+                "Send an email message",
+                json!({"properties": {"to": {}}}),
+            )],
+        );
         assert!(inc.remove("zzz"));
 
         let mut fresh = Index::new(Params::default()).unwrap();
-        for t in catalog() {
-            fresh.insert(t);
-        }
+        add(&mut fresh, catalog());
         for q in [
             "weather",
             "send email to",
@@ -518,7 +620,7 @@ mod tests {
     fn ties_break_by_name_and_heap_is_bounded() {
         let mut ix = Index::new(Params::default()).unwrap();
         for name in ["d_tool", "b_tool", "a_tool", "c_tool", "e_tool"] {
-            ix.insert(tool(name, "shared words", json!({})));
+            add(&mut ix, [tool(name, "shared words", json!({}))]);
         }
         let hits = search(&ix, "shared words", 3);
         let names: Vec<_> = hits.iter().map(|h| h.0.as_str()).collect();
@@ -531,9 +633,7 @@ mod tests {
     #[test]
     fn allow_mask_filters() {
         let mut ix = Index::new(Params::default()).unwrap();
-        for t in catalog() {
-            ix.insert(t);
-        }
+        add(&mut ix, catalog());
         let mask = ix.allow_mask(["weather_alerts", "unknown"]);
         let hits = ix.search_tokens(&analyze_query("weather"), 5, Some(&mask));
         assert_eq!(hits.len(), 1);

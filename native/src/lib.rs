@@ -1,8 +1,9 @@
 //! `algenta_graph._native`: the Python binding of the BM25F tool index.
 //!
-//! The pure-Rust parts (`tokenize`, `project`, `index`) never touch Python; this module converts
-//! arguments, releases the GIL around tokenization and search, and turns every failure (a Rust
-//! panic included) into a `ValueError`.
+//! The pure-Rust parts (`tokenize`, `project`, `index`) never touch Python. This module walks
+//! Python schemas (through [`project::Json`]) into a [`index::Staged`] arena with the GIL held,
+//! then tokenizes and indexes, and searches, with the GIL released; every failure (a Rust panic
+//! included) becomes a `ValueError`.
 
 pub mod index;
 pub mod project;
@@ -12,17 +13,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{PoisonError, RwLock};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use rayon::prelude::*;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
-use crate::index::{analyze, analyze_query, AnalyzedTool, Index, Params};
-use crate::project::{project, Field, MAX_DEPTH};
-use crate::tokenize::Analyzer;
-
-/// Batches at least this large are tokenized on the rayon pool.
-const PARALLEL_BATCH: usize = 256;
+use crate::index::{analyze_query, Index, Params, Staged};
+use crate::project::{project_schema, Field, Json, JsonKind, ProjectError};
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -58,76 +55,108 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// Convert a JSON-like Python value (dict, list, tuple, str, int, float, bool, None) to JSON.
-fn to_json(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("input schema nests deeper than {MAX_DEPTH} levels"));
-    }
-    if obj.is_none() {
-        return Ok(Value::Null);
-    }
-    if let Ok(s) = obj.cast::<PyString>() {
-        return s
-            .to_str()
-            .map(|s| Value::String(s.to_owned()))
-            .map_err(|e| e.to_string());
-    }
-    if let Ok(b) = obj.cast::<PyBool>() {
-        return Ok(Value::Bool(b.is_true()));
-    }
-    if obj.cast::<PyInt>().is_ok() {
-        if let Ok(i) = obj.extract::<i64>() {
-            return Ok(Value::Number(i.into()));
+/// Python values walked in place: dict, list, tuple, str, int, float, bool, None.
+impl<'py> Json for Bound<'py, PyAny> {
+    fn kind(&self) -> JsonKind {
+        if self.is_none() {
+            JsonKind::Null
+        } else if self.is_instance_of::<PyDict>() {
+            JsonKind::Object
+        } else if self.is_instance_of::<PyString>() {
+            JsonKind::String
+        } else if self.is_instance_of::<PyBool>() {
+            JsonKind::Bool
+        } else if self.is_instance_of::<PyInt>() || self.is_instance_of::<PyFloat>() {
+            JsonKind::Number
+        } else if self.is_instance_of::<PyList>() || self.is_instance_of::<PyTuple>() {
+            JsonKind::Array
+        } else {
+            JsonKind::Other(type_name(self))
         }
-        if let Ok(u) = obj.extract::<u64>() {
-            return Ok(Value::Number(u.into()));
+    }
+
+    fn for_each_entry(
+        &self,
+        f: &mut dyn FnMut(&str, Self) -> Result<(), ProjectError>,
+    ) -> Result<(), ProjectError> {
+        if let Ok(d) = self.cast::<PyDict>() {
+            for (k, v) in d.iter() {
+                let key = k
+                    .cast::<PyString>()
+                    .map_err(|_| ProjectError::NonStringKey(type_name(&k)))?;
+                let key = key
+                    .to_str()
+                    .map_err(|_| ProjectError::Unsupported("str with lone surrogates".into()))?;
+                f(key, v)?;
+            }
         }
-        let f: f64 = obj.extract().map_err(|e: PyErr| e.to_string())?;
-        return Ok(Number::from_f64(f)
-            .map(Value::Number)
-            .unwrap_or(Value::Null));
+        Ok(())
     }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(Number::from_f64(f.value())
-            .map(Value::Number)
-            .unwrap_or(Value::Null));
-    }
-    if let Ok(d) = obj.cast::<PyDict>() {
-        let mut map = Map::new();
-        for (k, v) in d.iter() {
-            let key = k
-                .cast::<PyString>()
-                .map_err(|_| format!("input schema keys must be strings, got {}", type_name(&k)))?;
-            let key = key.to_str().map_err(|e| e.to_string())?.to_owned();
-            map.insert(key, to_json(&v, depth + 1)?);
+
+    fn for_each_item(
+        &self,
+        f: &mut dyn FnMut(Self) -> Result<(), ProjectError>,
+    ) -> Result<(), ProjectError> {
+        if let Ok(l) = self.cast::<PyList>() {
+            for v in l.iter() {
+                f(v)?;
+            }
+        } else if let Ok(t) = self.cast::<PyTuple>() {
+            for v in t.iter() {
+                f(v)?;
+            }
         }
-        return Ok(Value::Object(map));
+        Ok(())
     }
-    if let Ok(l) = obj.cast::<PyList>() {
-        return l
-            .iter()
-            .map(|v| to_json(&v, depth + 1))
-            .collect::<Result<_, _>>()
-            .map(Value::Array);
+
+    fn get(&self, key: &str) -> Option<Self> {
+        self.cast::<PyDict>().ok()?.get_item(key).ok().flatten()
     }
-    if let Ok(t) = obj.cast::<PyTuple>() {
-        return t
-            .iter()
-            .map(|v| to_json(&v, depth + 1))
-            .collect::<Result<_, _>>()
-            .map(Value::Array);
+
+    fn at(&self, i: usize) -> Option<Self> {
+        if let Ok(l) = self.cast::<PyList>() {
+            l.get_item(i).ok()
+        } else {
+            self.cast::<PyTuple>().ok()?.get_item(i).ok()
+        }
     }
-    Err(format!(
-        "input schema holds a value of unsupported type {}",
-        type_name(obj)
-    ))
+
+    fn with_text(&self, f: &mut dyn FnMut(&str)) -> Result<(), ProjectError> {
+        if let Ok(s) = self.cast::<PyString>() {
+            let s = s
+                .to_str()
+                .map_err(|_| ProjectError::Unsupported("str with lone surrogates".into()))?;
+            f(s);
+        } else if self.is_instance_of::<PyBool>() {
+            f(if self.is_truthy().unwrap_or(false) {
+                "true"
+            } else {
+                "false"
+            });
+        } else if self.is_instance_of::<PyInt>() || self.is_instance_of::<PyFloat>() {
+            if let Ok(text) = self.str() {
+                f(&text.to_string_lossy());
+            }
+        }
+        Ok(())
+    }
 }
 
-/// One tool as handed over by Python, before tokenization.
-struct RawTool {
-    name: String,
-    description: String,
-    schema: Option<Value>,
+/// Project a Python schema: None, JSON text, or a JSON-like value.
+fn project_py_schema(
+    schema: Option<&Bound<'_, PyAny>>,
+    sink: &mut dyn FnMut(Field, &str),
+) -> Result<(), String> {
+    let Some(schema) = schema.filter(|s| !s.is_none()) else {
+        return Ok(());
+    };
+    if let Ok(text) = schema.cast::<PyString>() {
+        let text = text.to_str().map_err(|e| e.to_string())?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| format!("input schema is not valid JSON: {e}"))?;
+        return project_schema(Some(&&value), sink).map_err(|e| e.to_string());
+    }
+    project_schema(Some(schema), sink).map_err(|e| e.to_string())
 }
 
 fn check_name(name: &str) -> Result<(), String> {
@@ -139,63 +168,71 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn raw_tool(item: &Bound<'_, PyAny>) -> Result<RawTool, String> {
-    let (name, description, schema): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) =
-        item.extract().map_err(|_| {
-            format!(
-                "each tool must be a (name, description, schema) tuple, got {}",
-                type_name(item)
-            )
-        })?;
-    let name: String = name
-        .extract()
+/// The name, description and schema objects of a `(name, description, schema)` tuple or of a
+/// `{"name", "description", "input_schema" | "inputSchema" | "parameters"}` dict.
+#[allow(clippy::type_complexity)]
+fn tool_parts<'py>(
+    item: &Bound<'py, PyAny>,
+) -> Result<
+    (
+        Bound<'py, PyAny>,
+        Option<Bound<'py, PyAny>>,
+        Option<Bound<'py, PyAny>>,
+    ),
+    String,
+> {
+    let py = item.py();
+    if let Ok(d) = item.cast::<PyDict>() {
+        let get = |key: &Bound<'py, PyString>| d.get_item(key).ok().flatten();
+        let name = get(intern!(py, "name"))
+            .ok_or_else(|| "tool dict needs a string 'name', got a dict without one".to_owned())?;
+        let description = get(intern!(py, "description"));
+        let schema = [
+            intern!(py, "input_schema"),
+            intern!(py, "inputSchema"),
+            intern!(py, "parameters"),
+            intern!(py, "args_schema"),
+        ]
+        .into_iter()
+        .find_map(get);
+        return Ok((name, description, schema));
+    }
+    match item.cast::<PyTuple>() {
+        Ok(t) if t.len() == 3 => Ok((
+            t.get_item(0).map_err(|e| e.to_string())?,
+            t.get_item(1).ok(),
+            t.get_item(2).ok(),
+        )),
+        _ => Err(format!(
+            "each tool must be a (name, description, schema) tuple or a dict, got {}",
+            type_name(item)
+        )),
+    }
+}
+
+/// Validate one tool and append its texts to `staged`; the error names the tool.
+fn stage_tool(item: &Bound<'_, PyAny>, staged: &mut Staged) -> Result<(), String> {
+    let (name, description, schema) = tool_parts(item)?;
+    let name = name
+        .cast::<PyString>()
         .map_err(|_| format!("tool name must be a string, got {}", type_name(&name)))?;
-    check_name(&name)?;
+    let name = name.to_str().map_err(|e| e.to_string())?;
+    check_name(name)?;
     let with_name = |msg: String| format!("tool '{name}': {msg}");
-    let description: String = if description.is_none() {
-        String::new()
-    } else {
-        description.extract().map_err(|_| {
+    staged.begin(name);
+    if let Some(d) = description.filter(|d| !d.is_none()) {
+        let d = d.cast::<PyString>().map_err(|_| {
             with_name(format!(
                 "description must be a string, got {}",
-                type_name(&description)
+                type_name(&d)
             ))
-        })?
-    };
-    let schema = if schema.is_none() {
-        None
-    } else if let Ok(text) = schema.cast::<PyString>() {
-        let text = text.to_str().map_err(|e| with_name(e.to_string()))?;
-        Some(
-            serde_json::from_str(text)
-                .map_err(|e| with_name(format!("input schema is not valid JSON: {e}")))?,
-        )
-    } else {
-        Some(to_json(&schema, 0).map_err(with_name)?)
-    };
-    Ok(RawTool {
-        name,
-        description,
-        schema,
-    })
-}
-
-fn analyze_raw(raw: &RawTool, analyzer: &mut Analyzer) -> Result<AnalyzedTool, String> {
-    let projection = project(&raw.name, &raw.description, raw.schema.as_ref())
-        .map_err(|e| format!("tool '{}': {e}", raw.name))?;
-    Ok(analyze(&raw.name, &projection, analyzer))
-}
-
-fn analyze_all(raws: &[RawTool]) -> Result<Vec<AnalyzedTool>, String> {
-    let results: Vec<Result<AnalyzedTool, String>> = if raws.len() >= PARALLEL_BATCH {
-        raws.par_iter()
-            .map_init(Analyzer::new, |a, raw| analyze_raw(raw, a))
-            .collect()
-    } else {
-        let mut a = Analyzer::new();
-        raws.iter().map(|raw| analyze_raw(raw, &mut a)).collect()
-    };
-    results.into_iter().collect()
+        })?;
+        let d = d.to_str().map_err(|e| with_name(e.to_string()))?;
+        if !d.is_empty() {
+            staged.text(Field::Description, d);
+        }
+    }
+    project_py_schema(schema.as_ref(), &mut |f, t| staged.text(f, t)).map_err(with_name)
 }
 
 fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
@@ -277,17 +314,14 @@ impl PyIndex {
     /// Add or replace tools given as `(name, description, schema)` tuples; `schema` is a JSON
     /// object as a dict or as JSON text, or None. All or nothing: on a bad tool nothing changes.
     fn add(&self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut raws = Vec::new();
+        let mut staged = Staged::default();
         for item in tools.try_iter()? {
-            raws.push(raw_tool(&item?).map_err(PyValueError::new_err)?);
+            let item = item?;
+            guarded(|| stage_tool(&item, &mut staged))?;
         }
         py.detach(|| {
             guarded(|| {
-                let analyzed = analyze_all(&raws)?;
-                let mut index = self.write();
-                for tool in analyzed {
-                    index.insert(tool);
-                }
+                self.write().add_staged(&staged);
                 Ok(())
             })
         })
@@ -425,14 +459,15 @@ fn project_tool<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let none = py.None().into_bound(py);
     let item = PyTuple::new(py, [name, description, schema.unwrap_or(&none)])?;
-    let raw = raw_tool(item.as_any()).map_err(PyValueError::new_err)?;
-    let projection = guarded(|| {
-        project(&raw.name, &raw.description, raw.schema.as_ref())
-            .map_err(|e| format!("tool '{}': {e}", raw.name))
-    })?;
+    let mut staged = Staged::default();
+    guarded(|| stage_tool(item.as_any(), &mut staged))?;
+    let mut fields: [Vec<&str>; project::NUM_FIELDS] = Default::default();
+    for (field, text) in staged.texts() {
+        fields[field as usize].push(text);
+    }
     let d = PyDict::new(py);
     for f in Field::ALL {
-        d.set_item(f.key(), &projection.fields[f as usize])?;
+        d.set_item(f.key(), &fields[f as usize])?;
     }
     Ok(d)
 }

@@ -3,8 +3,8 @@
 //! A tool is its name, its description and its input JSON schema. The schema is walked from the
 //! root through `properties`, `items` (a schema or a list of schemas), `prefixItems`,
 //! `additionalProperties`, `patternProperties`, `anyOf`, `oneOf`, `allOf` and local `$ref`s
-//! (`#/$defs/X`, `#/definitions/X`, any local JSON pointer). Every `$ref` target is expanded at
-//! most once per tool, which makes cycles harmless. Collected:
+//! (`#`, `#/$defs/X`, `#/definitions/X`, any local JSON pointer). Every `$ref` target is expanded
+//! at most once per tool, which makes cycles harmless. Collected:
 //!
 //! * [`Field::ParamNames`]: every property name, at any depth;
 //! * [`Field::ParamText`]: every non-root `description`, every `enum` value and `const` value.
@@ -12,9 +12,11 @@
 //! Titles are skipped (generators such as pydantic copy the property name into them) and so are
 //! the root `description` and `title` (they repeat the tool's own). Unreferenced `$defs` are not
 //! part of the tool's input and are not indexed.
+//!
+//! The walk is generic over [`Json`], implemented here for `serde_json::Value` and in `lib.rs`
+//! for Python objects, so a Python schema is projected without first being copied into a tree.
 
-use std::collections::HashSet;
-
+use rustc_hash::FxHashSet;
 use serde_json::Value;
 
 /// Number of indexed fields.
@@ -50,19 +52,17 @@ impl Field {
 /// Deepest schema nesting accepted (counting `$ref` expansions); deeper is an error.
 pub const MAX_DEPTH: usize = 256;
 
-/// The text of one tool, per field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Projection {
-    pub fields: [Vec<String>; NUM_FIELDS],
-}
-
 /// Why a tool could not be projected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProjectError {
     /// The schema is neither an object, a boolean, nor null.
-    NotAnObject(&'static str),
-    /// The schema nests deeper than [`MAX_DEPTH`].
+    NotAnObject(String),
+    /// The schema nests deeper than [`MAX_DEPTH`] (or contains itself).
     TooDeep,
+    /// A value that JSON has no counterpart for (a Python set, a custom object, ...).
+    Unsupported(String),
+    /// An object key that is not a string.
+    NonStringKey(String),
 }
 
 impl std::fmt::Display for ProjectError {
@@ -72,134 +72,230 @@ impl std::fmt::Display for ProjectError {
                 write!(f, "input schema must be a JSON object, got {kind}")
             }
             ProjectError::TooDeep => write!(f, "input schema nests deeper than {MAX_DEPTH} levels"),
+            ProjectError::Unsupported(kind) => {
+                write!(f, "input schema holds a value of unsupported type {kind}")
+            }
+            ProjectError::NonStringKey(kind) => {
+                write!(f, "input schema keys must be strings, got {kind}")
+            }
         }
     }
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The shape of a JSON-like value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JsonKind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+    /// Not JSON; the type's name.
+    Other(String),
+}
+
+impl JsonKind {
+    /// "an object", "a string", ... for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            JsonKind::Null => "null".into(),
+            JsonKind::Bool => "a boolean".into(),
+            JsonKind::Number => "a number".into(),
+            JsonKind::String => "a string".into(),
+            JsonKind::Array => "an array".into(),
+            JsonKind::Object => "an object".into(),
+            JsonKind::Other(t) => t.clone(),
+        }
     }
 }
 
-/// Project a tool. `schema` may be `None` (no parameters), `null`, a boolean schema, or an object.
-pub fn project(
+type Step = Result<(), ProjectError>;
+
+/// A JSON-like value the projection can walk.
+pub trait Json: Sized + Clone {
+    fn kind(&self) -> JsonKind;
+    /// Every (key, value) of an object (nothing for other kinds).
+    fn for_each_entry(&self, f: &mut dyn FnMut(&str, Self) -> Step) -> Step;
+    /// Every item of an array (nothing for other kinds).
+    fn for_each_item(&self, f: &mut dyn FnMut(Self) -> Step) -> Step;
+    /// `self[key]` of an object.
+    fn get(&self, key: &str) -> Option<Self>;
+    /// `self[i]` of an array.
+    fn at(&self, i: usize) -> Option<Self>;
+    /// The text of a string, number or boolean, passed to `f`.
+    fn with_text(&self, f: &mut dyn FnMut(&str)) -> Step;
+}
+
+impl Json for &Value {
+    fn kind(&self) -> JsonKind {
+        match self {
+            Value::Null => JsonKind::Null,
+            Value::Bool(_) => JsonKind::Bool,
+            Value::Number(_) => JsonKind::Number,
+            Value::String(_) => JsonKind::String,
+            Value::Array(_) => JsonKind::Array,
+            Value::Object(_) => JsonKind::Object,
+        }
+    }
+
+    fn for_each_entry(&self, f: &mut dyn FnMut(&str, Self) -> Step) -> Step {
+        if let Value::Object(map) = self {
+            for (k, v) in map {
+                f(k, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn for_each_item(&self, f: &mut dyn FnMut(Self) -> Step) -> Step {
+        if let Value::Array(items) = self {
+            for v in items {
+                f(v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<Self> {
+        self.as_object()?.get(key)
+    }
+
+    fn at(&self, i: usize) -> Option<Self> {
+        self.as_array()?.get(i)
+    }
+
+    fn with_text(&self, f: &mut dyn FnMut(&str)) -> Step {
+        match self {
+            Value::String(s) => f(s),
+            Value::Number(n) => f(&n.to_string()),
+            Value::Bool(b) => f(if *b { "true" } else { "false" }),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Project a tool's schema, calling `sink` with each text and its field. `schema` may be
+/// `None` (no parameters), null, a boolean schema, or an object. The name and description are
+/// the caller's to emit.
+pub fn project_schema<J: Json>(schema: Option<&J>, sink: &mut dyn FnMut(Field, &str)) -> Step {
+    let Some(root) = schema else { return Ok(()) };
+    match root.kind() {
+        JsonKind::Null | JsonKind::Bool => Ok(()),
+        JsonKind::Object => {
+            let mut walker = Walker {
+                root: root.clone(),
+                seen_refs: FxHashSet::default(),
+                sink,
+            };
+            walker.walk(root.clone(), 0, true)
+        }
+        JsonKind::Other(t) => Err(ProjectError::Unsupported(t)),
+        other => Err(ProjectError::NotAnObject(other.describe())),
+    }
+}
+
+/// The text of one tool, per field (for inspection and tests).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Projection {
+    pub fields: [Vec<String>; NUM_FIELDS],
+}
+
+/// Project a whole tool into a [`Projection`].
+pub fn project<J: Json>(
     name: &str,
     description: &str,
-    schema: Option<&Value>,
+    schema: Option<&J>,
 ) -> Result<Projection, ProjectError> {
     let mut p = Projection::default();
     p.fields[Field::Name as usize].push(name.to_owned());
     if !description.is_empty() {
         p.fields[Field::Description as usize].push(description.to_owned());
     }
-    match schema {
-        None | Some(Value::Null) | Some(Value::Bool(_)) => {}
-        Some(root @ Value::Object(_)) => {
-            let mut walker = Walker {
-                root,
-                seen_refs: HashSet::new(),
-                out: &mut p,
-            };
-            walker.walk(root, 0, true)?;
-        }
-        Some(other) => return Err(ProjectError::NotAnObject(kind_of(other))),
-    }
+    project_schema(schema, &mut |f, text| {
+        p.fields[f as usize].push(text.to_owned())
+    })?;
     Ok(p)
 }
 
-struct Walker<'a> {
-    root: &'a Value,
-    seen_refs: HashSet<&'a str>,
-    out: &'a mut Projection,
+struct Walker<'s, J> {
+    root: J,
+    seen_refs: FxHashSet<String>,
+    sink: &'s mut dyn FnMut(Field, &str),
 }
 
-impl<'a> Walker<'a> {
-    fn resolve(&self, reference: &str) -> Option<&'a Value> {
+impl<J: Json> Walker<'_, J> {
+    fn resolve(&self, reference: &str) -> Option<J> {
         let pointer = reference.strip_prefix('#')?;
+        let mut node = self.root.clone();
         if pointer.is_empty() {
-            return Some(self.root);
+            return Some(node);
         }
-        self.root.pointer(pointer)
+        for token in pointer.strip_prefix('/')?.split('/') {
+            let token = token.replace("~1", "/").replace("~0", "~");
+            node = match node.kind() {
+                JsonKind::Object => node.get(&token)?,
+                JsonKind::Array => node.at(token.parse().ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(node)
     }
 
-    fn push(&mut self, field: Field, text: String) {
-        self.out.fields[field as usize].push(text);
+    fn walk_sub(&mut self, sub: J, depth: usize) -> Step {
+        match sub.kind() {
+            JsonKind::Array => sub.for_each_item(&mut |s| self.walk(s, depth + 1, false)),
+            _ => self.walk(sub, depth + 1, false),
+        }
     }
 
-    fn walk(&mut self, node: &'a Value, depth: usize, is_root: bool) -> Result<(), ProjectError> {
+    fn walk(&mut self, node: J, depth: usize, is_root: bool) -> Step {
         if depth > MAX_DEPTH {
             return Err(ProjectError::TooDeep);
         }
-        let Value::Object(obj) = node else {
-            return Ok(()); // boolean sub-schemas and stray values carry no text
-        };
-        if let Some(Value::String(reference)) = obj.get("$ref") {
-            if self.seen_refs.insert(reference.as_str()) {
-                if let Some(target) = self.resolve(reference) {
-                    self.walk(target, depth + 1, false)?;
-                }
-            }
+        match node.kind() {
+            JsonKind::Object => {}
+            JsonKind::Other(t) => return Err(ProjectError::Unsupported(t)),
+            _ => return Ok(()), // boolean sub-schemas and stray values carry no text
         }
-        if !is_root {
-            if let Some(Value::String(d)) = obj.get("description") {
-                if !d.is_empty() {
-                    self.push(Field::ParamText, d.clone());
-                }
-            }
-        }
-        if let Some(Value::Array(values)) = obj.get("enum") {
-            for v in values {
-                self.push_value(v);
-            }
-        }
-        if let Some(v) = obj.get("const") {
-            self.push_value(v);
-        }
-        if let Some(Value::Object(props)) = obj.get("properties") {
-            for (key, sub) in props {
-                self.push(Field::ParamNames, key.clone());
-                self.walk(sub, depth + 1, false)?;
-            }
-        }
-        if let Some(Value::Object(props)) = obj.get("patternProperties") {
-            for sub in props.values() {
-                self.walk(sub, depth + 1, false)?;
-            }
-        }
-        for key in [
-            "items",
-            "additionalProperties",
-            "prefixItems",
-            "anyOf",
-            "oneOf",
-            "allOf",
-        ] {
-            match obj.get(key) {
-                Some(Value::Array(subs)) => {
-                    for sub in subs {
-                        self.walk(sub, depth + 1, false)?;
+        node.for_each_entry(&mut |key, value| match key {
+            "$ref" => {
+                let mut reference = None;
+                value.with_text(&mut |r| reference = Some(r.to_owned()))?;
+                if let Some(r) = reference {
+                    if let Some(target) = self.resolve(&r) {
+                        if self.seen_refs.insert(r) {
+                            self.walk(target, depth + 1, false)?;
+                        }
                     }
                 }
-                Some(sub @ Value::Object(_)) => self.walk(sub, depth + 1, false)?,
-                _ => {}
+                Ok(())
             }
-        }
-        Ok(())
-    }
-
-    fn push_value(&mut self, v: &Value) {
-        match v {
-            Value::String(s) => self.push(Field::ParamText, s.clone()),
-            Value::Number(n) => self.push(Field::ParamText, n.to_string()),
-            Value::Bool(b) => self.push(Field::ParamText, b.to_string()),
-            _ => {}
-        }
+            "description" if !is_root && value.kind() == JsonKind::String => {
+                value.with_text(&mut |d| {
+                    if !d.is_empty() {
+                        (self.sink)(Field::ParamText, d);
+                    }
+                })
+            }
+            "enum" => value.for_each_item(&mut |v| match v.kind() {
+                JsonKind::Other(t) => Err(ProjectError::Unsupported(t)),
+                _ => v.with_text(&mut |t| (self.sink)(Field::ParamText, t)),
+            }),
+            "const" => value.with_text(&mut |t| (self.sink)(Field::ParamText, t)),
+            "properties" => value.for_each_entry(&mut |prop, sub| {
+                (self.sink)(Field::ParamNames, prop);
+                self.walk(sub, depth + 1, false)
+            }),
+            "patternProperties" => {
+                value.for_each_entry(&mut |_, sub| self.walk(sub, depth + 1, false))
+            }
+            "items" | "additionalProperties" | "prefixItems" | "anyOf" | "oneOf" | "allOf" => {
+                self.walk_sub(value, depth)
+            }
+            _ => Ok(()),
+        })
     }
 }
 
@@ -224,7 +320,7 @@ mod tests {
                 }}}
             }
         });
-        let p = project("get_weather", "Weather now", Some(&schema)).unwrap();
+        let p = project("get_weather", "Weather now", Some(&&schema)).unwrap();
         assert_eq!(field(&p, Field::Name), ["get_weather"]);
         assert_eq!(field(&p, Field::Description), ["Weather now"]);
         // serde_json objects iterate in key order.
@@ -246,7 +342,7 @@ mod tests {
             }},
             "Unused": {"properties": {"ghost": {}}}}
         });
-        let p = project("tree", "", Some(&schema)).unwrap();
+        let p = project("tree", "", Some(&&schema)).unwrap();
         // Node is expanded once, however often and however cyclically it is referenced.
         assert_eq!(
             field(&p, Field::ParamNames),
@@ -259,22 +355,22 @@ mod tests {
     #[test]
     fn self_reference_to_root() {
         let schema = json!({"properties": {"again": {"$ref": "#"}}});
-        let p = project("t", "", Some(&schema)).unwrap();
+        let p = project("t", "", Some(&&schema)).unwrap();
         assert_eq!(field(&p, Field::ParamNames), ["again", "again"]);
     }
 
     #[test]
     fn bad_schemas() {
         assert_eq!(
-            project("t", "", Some(&json!([1, 2]))).unwrap_err(),
-            ProjectError::NotAnObject("an array")
+            project("t", "", Some(&&json!([1, 2]))).unwrap_err(),
+            ProjectError::NotAnObject("an array".into())
         );
         assert_eq!(
-            project("t", "", Some(&json!("x"))).unwrap_err(),
-            ProjectError::NotAnObject("a string")
+            project("t", "", Some(&&json!("x"))).unwrap_err(),
+            ProjectError::NotAnObject("a string".into())
         );
-        assert!(project("t", "", Some(&json!(true))).is_ok());
-        assert!(project("t", "", None).is_ok());
+        assert!(project("t", "", Some(&&json!(true))).is_ok());
+        assert!(project::<&Value>("t", "", None).is_ok());
     }
 
     #[test]
@@ -284,7 +380,7 @@ mod tests {
             v = json!({"items": v});
         }
         assert_eq!(
-            project("t", "", Some(&v)).unwrap_err(),
+            project("t", "", Some(&&v)).unwrap_err(),
             ProjectError::TooDeep
         );
     }

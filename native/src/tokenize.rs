@@ -16,9 +16,8 @@
 //! 6. Drop parts longer than [`MAX_PART_LEN`] bytes and identifiers longer than
 //!    [`MAX_WHOLE_LEN`] bytes (they are never words anybody searches for).
 
-use std::collections::HashMap;
-
 use rust_stemmers::{Algorithm, Stemmer};
+use rustc_hash::FxHashMap;
 use unicode_normalization::char::{decompose_compatible, is_combining_mark};
 
 /// Parts longer than this many bytes are dropped.
@@ -26,7 +25,7 @@ pub const MAX_PART_LEN: usize = 64;
 /// Whole identifiers longer than this many bytes are dropped (their parts are kept).
 pub const MAX_WHOLE_LEN: usize = 128;
 /// The stem cache of one analyzer is cleared when it grows past this many words.
-const STEM_CACHE_LIMIT: usize = 200_000;
+const STEM_CACHE_LIMIT: usize = 100_000;
 
 /// English stopwords (the Snowball list, minus the words tools depend on).
 pub const STOPWORDS: &[&str] = &[
@@ -155,8 +154,9 @@ pub const KEPT_WORDS: &[&str] = &[
     "not", "no", "off", "on", "up", "down", "out", "all", "before", "after",
 ];
 
-fn is_stopword(word: &str) -> bool {
-    STOPWORDS.binary_search(&word).is_ok()
+/// Whether a (lowercase, unstemmed) part is a stopword.
+pub fn is_stopword(word: &str) -> bool {
+    word.len() <= 10 && STOPWORDS.binary_search(&word).is_ok()
 }
 
 fn is_joiner(c: char) -> bool {
@@ -164,7 +164,7 @@ fn is_joiner(c: char) -> bool {
 }
 
 /// Append the ASCII folding of `c` to `out` (keeping case; other scripts pass through).
-fn fold_char(c: char, out: &mut Vec<char>) {
+fn fold_char(c: char, out: &mut String) {
     if c.is_ascii() {
         out.push(c);
         return;
@@ -188,7 +188,7 @@ fn fold_char(c: char, out: &mut Vec<char>) {
         _ => None,
     };
     if let Some(s) = special {
-        out.extend(s.chars());
+        out.push_str(s);
         return;
     }
     decompose_compatible(c, |d| {
@@ -198,147 +198,98 @@ fn fold_char(c: char, out: &mut Vec<char>) {
     });
 }
 
-/// The tokenizer with its stemmer and a word -> stem cache. Not shared between threads.
-pub struct Analyzer {
-    stemmer: Stemmer,
-    cache: HashMap<String, String>,
-    folded: Vec<char>,
-    parts: Vec<String>,
+/// What a token is: a whole identifier (never stemmed) or a part (which the consumer drops if
+/// it is a stopword and stems otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Whole,
+    Part,
 }
 
-impl Default for Analyzer {
-    fn default() -> Self {
-        Self::new()
-    }
+/// Whether a part is stemmed: only parts made of ASCII lowercase letters are.
+pub fn is_stemmable(part: &str) -> bool {
+    part.bytes().all(|b| b.is_ascii_lowercase())
 }
 
-impl Analyzer {
-    pub fn new() -> Self {
-        Analyzer {
-            stemmer: Stemmer::create(Algorithm::English),
-            cache: HashMap::new(),
-            folded: Vec::new(),
-            parts: Vec::new(),
-        }
-    }
+/// The tokenizer without stemming: steps 1-7 of the recipe. Reuses its buffers; not shared
+/// between threads.
+#[derive(Default)]
+pub struct Tokenizer {
+    folded: String,
+    word: Vec<char>,
+    lower: String,
+    ends: Vec<usize>,
+}
 
-    /// Tokenize `text`, calling `emit` with every token in text order.
-    pub fn for_each_token(&mut self, text: &str, mut emit: impl FnMut(&str)) {
-        self.folded.clear();
-        for c in text.chars() {
-            fold_char(c, &mut self.folded);
-        }
-        let folded = std::mem::take(&mut self.folded);
-        let n = folded.len();
-        let mut i = 0;
-        while i < n {
-            // Skip to the start of a word.
-            while i < n && !folded[i].is_alphanumeric() {
-                i += 1;
-            }
-            if i >= n {
-                break;
-            }
-            let start = i;
-            // A word: alphanumerics, with joiners only between two alphanumerics.
-            let mut end = i;
-            while i < n {
-                let c = folded[i];
-                if c.is_alphanumeric() {
-                    i += 1;
-                    end = i;
-                } else if is_joiner(c) && i + 1 < n && folded[i + 1].is_alphanumeric() {
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            self.word(&folded[start..end], &mut emit);
-            i = end.max(i);
-        }
-        self.folded = folded;
-    }
-
-    /// Tokenize `text` into a vector (convenience for tests and queries).
-    pub fn tokenize(&mut self, text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        self.for_each_token(text, |t| out.push(t.to_owned()));
-        out
-    }
-
-    fn word(&mut self, w: &[char], emit: &mut impl FnMut(&str)) {
-        let mut parts = std::mem::take(&mut self.parts);
-        parts.clear();
-        split_parts(w, &mut parts);
-        if parts.len() > 1 {
-            let whole_len: usize = parts.iter().map(String::len).sum();
-            if whole_len <= MAX_WHOLE_LEN {
-                let whole: String = parts.concat();
-                if is_meaningful(&whole) {
-                    emit(&whole);
-                }
-            }
-        }
-        for p in &parts {
-            self.part(p, emit);
-            let mixed = p.chars().any(char::is_numeric) && p.chars().any(char::is_alphabetic);
-            if mixed {
-                let mut start = 0;
-                let mut prev_digit = None;
-                for (i, c) in p.char_indices() {
-                    let digit = c.is_numeric();
-                    if prev_digit.is_some_and(|d| d != digit) {
-                        self.part(&p[start..i], emit);
-                        start = i;
-                    }
-                    prev_digit = Some(digit);
-                }
-                self.part(&p[start..], emit);
-            }
-        }
-        self.parts = parts;
-    }
-
-    fn part(&mut self, p: &str, emit: &mut impl FnMut(&str)) {
-        if p.len() > MAX_PART_LEN || !is_meaningful(p) || is_stopword(p) {
-            return;
-        }
-        if p.bytes().all(|b| b.is_ascii_lowercase()) {
-            emit(self.stem(p));
+impl Tokenizer {
+    /// Call `emit` with every token of `text`, in text order. Parts are filtered by length and
+    /// numbers; stopwords and stemming are the consumer's (see [`Analyzer`]).
+    pub fn for_each(&mut self, text: &str, mut emit: impl FnMut(&str, Kind)) {
+        let Tokenizer {
+            folded,
+            word,
+            lower,
+            ends,
+        } = self;
+        let src: &str = if text.is_ascii() {
+            text
         } else {
-            emit(p);
+            folded.clear();
+            for c in text.chars() {
+                fold_char(c, folded);
+            }
+            folded
+        };
+        word.clear();
+        let mut joiner = None;
+        for c in src.chars() {
+            if c.is_alphanumeric() {
+                if let Some(j) = joiner.take() {
+                    word.push(j);
+                }
+                word.push(c);
+            } else if is_joiner(c) && !word.is_empty() {
+                joiner = Some(c);
+            } else {
+                joiner = None;
+                if !word.is_empty() {
+                    emit_word(word, lower, ends, &mut emit);
+                    word.clear();
+                }
+            }
         }
-    }
-
-    fn stem(&mut self, word: &str) -> &str {
-        if self.cache.len() >= STEM_CACHE_LIMIT && !self.cache.contains_key(word) {
-            self.cache.clear();
+        if !word.is_empty() {
+            emit_word(word, lower, ends, &mut emit);
+            word.clear();
         }
-        if !self.cache.contains_key(word) {
-            let stem = self.stemmer.stem(word).into_owned();
-            self.cache.insert(word.to_owned(), stem);
-        }
-        self.cache.get(word).map(String::as_str).unwrap_or("")
     }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum CharKind {
     Lower,
     Upper,
     Digit,
     Other,
 }
 
-fn kind(c: char) -> Kind {
+fn char_kind(c: char) -> CharKind {
+    if c.is_ascii() {
+        return match c {
+            'a'..='z' => CharKind::Lower,
+            'A'..='Z' => CharKind::Upper,
+            '0'..='9' => CharKind::Digit,
+            _ => CharKind::Other,
+        };
+    }
     if c.is_numeric() {
-        Kind::Digit
+        CharKind::Digit
     } else if c.is_uppercase() {
-        Kind::Upper
+        CharKind::Upper
     } else if c.is_lowercase() {
-        Kind::Lower
+        CharKind::Lower
     } else {
-        Kind::Other
+        CharKind::Other
     }
 }
 
@@ -350,35 +301,133 @@ fn is_meaningful(tok: &str) -> bool {
 }
 
 /// Split one word into lowercase parts at joiners and camelCase humps (`getV2Users` ->
-/// `get`, `v2`, `users`); letters and digits stay together.
-fn split_parts(w: &[char], parts: &mut Vec<String>) {
-    let mut cur = String::new();
-    let flush = |cur: &mut String, parts: &mut Vec<String>| {
-        if !cur.is_empty() {
-            parts.push(std::mem::take(cur));
-        }
-    };
+/// `get`, `v2`, `users`; letters and digits stay together), appended to `lower` with their end
+/// offsets in `ends`; then emit the whole identifier and the parts.
+fn emit_word(
+    w: &[char],
+    lower: &mut String,
+    ends: &mut Vec<usize>,
+    emit: &mut impl FnMut(&str, Kind),
+) {
+    lower.clear();
+    ends.clear();
+    let mut start = 0;
     for (i, &c) in w.iter().enumerate() {
         if is_joiner(c) {
-            flush(&mut cur, parts);
+            if lower.len() > start {
+                ends.push(lower.len());
+                start = lower.len();
+            }
             continue;
         }
-        if i > 0 && !cur.is_empty() {
-            let prev = kind(w[i - 1]);
-            let here = kind(c);
-            let next = w.get(i + 1).map(|&n| kind(n));
+        if lower.len() > start {
+            let prev = char_kind(w[i - 1]);
+            let here = char_kind(c);
             let boundary = match (prev, here) {
-                (Kind::Lower, Kind::Upper) | (Kind::Digit, Kind::Upper) => true,
-                (Kind::Upper, Kind::Upper) => next == Some(Kind::Lower),
+                (CharKind::Lower, CharKind::Upper) | (CharKind::Digit, CharKind::Upper) => true,
+                (CharKind::Upper, CharKind::Upper) => w
+                    .get(i + 1)
+                    .is_some_and(|&n| char_kind(n) == CharKind::Lower),
                 _ => false,
             };
             if boundary {
-                flush(&mut cur, parts);
+                ends.push(lower.len());
+                start = lower.len();
             }
         }
-        cur.extend(c.to_lowercase());
+        if c.is_ascii() {
+            lower.push(c.to_ascii_lowercase());
+        } else {
+            lower.extend(c.to_lowercase());
+        }
     }
-    flush(&mut cur, parts);
+    if lower.len() > start {
+        ends.push(lower.len());
+    }
+    if ends.len() > 1 && lower.len() <= MAX_WHOLE_LEN && is_meaningful(lower) {
+        emit(lower, Kind::Whole);
+    }
+    let mut from = 0;
+    for &to in ends.iter() {
+        let part = &lower[from..to];
+        emit_part(part, emit);
+        let has_digit = part.chars().any(char::is_numeric);
+        if has_digit && part.chars().any(char::is_alphabetic) {
+            let mut run = 0;
+            let mut prev_digit = None;
+            for (i, c) in part.char_indices() {
+                let digit = c.is_numeric();
+                if prev_digit.is_some_and(|d| d != digit) {
+                    emit_part(&part[run..i], emit);
+                    run = i;
+                }
+                prev_digit = Some(digit);
+            }
+            emit_part(&part[run..], emit);
+        }
+        from = to;
+    }
+}
+
+fn emit_part(part: &str, emit: &mut impl FnMut(&str, Kind)) {
+    if part.len() <= MAX_PART_LEN && is_meaningful(part) {
+        emit(part, Kind::Part);
+    }
+}
+
+/// The full tokenizer (steps 1-8), with a word -> stem cache. Not shared between threads.
+pub struct Analyzer {
+    tokenizer: Tokenizer,
+    stemmer: Stemmer,
+    cache: FxHashMap<Box<str>, Box<str>>,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Analyzer {
+    pub fn new() -> Self {
+        Analyzer {
+            tokenizer: Tokenizer::default(),
+            stemmer: Stemmer::create(Algorithm::English),
+            cache: FxHashMap::default(),
+        }
+    }
+
+    /// Call `emit` with every (stemmed) token of `text`, in text order.
+    pub fn for_each_token(&mut self, text: &str, mut emit: impl FnMut(&str)) {
+        let Analyzer {
+            tokenizer,
+            stemmer,
+            cache,
+        } = self;
+        tokenizer.for_each(text, |tok, kind| {
+            if kind == Kind::Part && is_stopword(tok) {
+                return;
+            }
+            if kind == Kind::Part && is_stemmable(tok) {
+                if cache.len() >= STEM_CACHE_LIMIT && !cache.contains_key(tok) {
+                    cache.clear();
+                }
+                if !cache.contains_key(tok) {
+                    cache.insert(tok.into(), stemmer.stem(tok).into());
+                }
+                emit(&cache[tok]);
+            } else {
+                emit(tok);
+            }
+        });
+    }
+
+    /// Tokenize `text` into a vector.
+    pub fn tokenize(&mut self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        self.for_each_token(text, |t| out.push(t.to_owned()));
+        out
+    }
 }
 
 #[cfg(test)]
