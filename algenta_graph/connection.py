@@ -51,7 +51,7 @@ import logging
 import os
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -268,6 +268,46 @@ class _SessionForgotten(Exception):
 # --------------------------------------------------------------------------- sessions
 
 
+class _WatchedStream(httpx.AsyncByteStream):
+    """A response body that reports a connection lost mid-answer before re-raising it.
+
+    mcp's client swallows such an error on a POST's SSE answer and leaves the request waiting
+    for its read timeout; reporting it ends the session so the call fails at once.
+    """
+
+    def __init__(self, inner: Any, on_lost: Callable[[BaseException], None]) -> None:
+        self._inner = inner
+        self._on_lost = on_lost
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            self._on_lost(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _WatchedTransport(httpx.AsyncBaseTransport):
+    def __init__(
+        self, inner: httpx.AsyncBaseTransport, on_lost: Callable[[BaseException], None]
+    ) -> None:
+        self._inner = inner
+        self._on_lost = on_lost
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST":  # the answers to our requests, not the GET event stream
+            response.stream = _WatchedStream(response.stream, self._on_lost)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @dataclass
 class _Server:
     """One MCP server of the connection and its persistent session.
@@ -294,12 +334,31 @@ class _Server:
     async def on_message(self, message: Any) -> None:
         """ClientSession message handler: a transport exception breaks the session."""
         if isinstance(message, Exception):
-            logger.debug("MCP stream error from %s: %r", self.name, message)
-            self._broken.append(message)
-            if self._ready is not None and not self._ready.done():
-                self._ready.set_exception(message)
-            elif self._stop is not None:
-                self._stop.set()
+            self.broken(message)
+
+    def broken(self, exc: BaseException) -> None:
+        """The session can no longer be trusted: end it (calls in flight fail with ``exc``)."""
+        logger.debug("MCP stream error from %s: %r", self.name, exc)
+        self._broken.append(exc)
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(exc)
+        elif self._stop is not None:
+            self._stop.set()
+
+    def http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+        auth: httpx.Auth | None = None,
+    ) -> httpx.AsyncClient:
+        """The adapters' ``httpx_client_factory``: an ``AsyncClient`` whose POST responses are
+        watched, so a connection lost in the middle of an answer ends the session at once."""
+        return httpx.AsyncClient(
+            headers=headers,
+            timeout=timeout,
+            auth=auth,
+            transport=_WatchedTransport(httpx.AsyncHTTPTransport(), self.broken),
+        )
 
     @property
     def alive(self) -> bool:
@@ -431,6 +490,15 @@ class _Server:
         for leaf in leaves:
             if _is_timeout(leaf):
                 return self.timeout_error(what, self.open_timeout, "timeout")
+        for leaf in leaves:
+            if isinstance(leaf, httpx.RemoteProtocolError | httpx.ReadError):
+                detail = self.redact(str(leaf)) or type(leaf).__name__
+                return EngineConnectionError(
+                    f"lost the connection to {self.label} at {self.url} while {what} "
+                    f"({detail}); the engine may or may not have acted on the request (read "
+                    "its record before retrying). The next call reconnects.",
+                    url=self.url,
+                )
         for leaf in leaves:
             if isinstance(leaf, httpx.TransportError | OSError):
                 detail = self.redact(str(leaf)) or type(leaf).__name__
@@ -582,6 +650,8 @@ class EngineConnection:
                 "read_timeout_seconds", timedelta(seconds=self.timeout)
             )
             spec["session_kwargs"].setdefault("message_handler", server.on_message)
+            if spec["transport"] in ("streamable_http", "streamable-http", "http", "sse"):
+                spec.setdefault("httpx_client_factory", server.http_client)
             self._servers[name] = server
         try:
             await self._build_catalog()

@@ -740,6 +740,41 @@ async def test_a_killed_engine_fails_the_call_and_the_thread_can_resume(tmp_path
             proc.wait(timeout=15)
 
 
+@pytest.mark.slow
+async def test_an_engine_killed_mid_answer_fails_that_call_at_once(
+    tmp_path: Path, webhook: WebhookReceiver
+) -> None:
+    # the engine holds execute_decision open on a slow webhook; SIGKILL it mid-answer
+    port = free_port()
+    db = tmp_path / "engine.sqlite"
+    proc = await asyncio.to_thread(_engine_process, port, db)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with EngineConnection(url, profile="execute", call_timeout=120) as c:
+            decision = await _log(c)
+            args = {"decision_id": decision, "webhook_url": webhook.url_for_delay(60)}
+            call = asyncio.ensure_future(c.call_tool("execute_decision", args, tool_call_id="e"))
+            for _ in range(1200):  # wait until the engine is inside the call
+                if webhook.requests:
+                    break
+                await asyncio.sleep(0.05)
+            assert webhook.requests, "the engine never reached the webhook"
+            os.kill(proc.pid, signal.SIGKILL)
+            with pytest.raises(EngineConnectionError) as info:
+                await call
+            # it failed on the lost connection, not by waiting out call_timeout
+            assert not isinstance(info.value, EngineTimeoutError)
+            assert "lost the connection" in str(info.value) and url in str(info.value)
+            proc.wait(timeout=10)
+            proc = await asyncio.to_thread(_engine_process, port, db)
+            back = await c.call_tool("get_contract", {}, tool_call_id="3")
+            assert back.status == "success" and c.sessions_opened == 2
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=15)
+
+
 # --------------------------------------------------------------------------- reference engine
 
 
