@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from langchain_mcp_adapters.interceptors import MCPToolCallRequest
 from mcp.types import CallToolResult, TextContent
@@ -282,6 +284,41 @@ def test_scrub_arguments_changes_nothing_without_flags() -> None:
     out = scrub_arguments(args)
     assert out == args
     assert out["s"] is args["s"] and out["a"] is args["a"]
+
+
+FLAG_SPELLINGS = st.sampled_from(
+    ["force", "Force", "FORCE", "override_safety", "overrideSafety", "Override-Safety", "o_f"]
+)
+PLAIN_KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
+json_leaves = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+
+
+def _nested(keys: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        json_leaves,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(keys, inner, max_size=4)
+            | st.dictionaries(keys, inner, max_size=3).map(json.dumps)
+        ),
+        max_leaves=20,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(PLAIN_KEYS | FLAG_SPELLINGS, _nested(PLAIN_KEYS | FLAG_SPELLINGS)))
+def test_scrubbed_arguments_never_hold_a_flag_and_scrubbing_twice_changes_nothing(
+    args: dict[str, Any],
+) -> None:
+    once = scrub_arguments(args)
+    assert flag_paths(once) == []
+    assert scrub_arguments(once) == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(PLAIN_KEYS, _nested(PLAIN_KEYS)))
+def test_arguments_without_flags_pass_unchanged(args: dict[str, Any]) -> None:
+    assert scrub_arguments(args) == args
 
 
 # --------------------------------------------------------------------------- wire forms
