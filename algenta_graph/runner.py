@@ -56,7 +56,21 @@ def print_update(node: str, update: Any, out: TextIO = sys.stdout) -> None:
     if node == "__interrupt__":
         for item in update or ():
             value = getattr(item, "value", item)
-            print(f"  [escalation] {_short(value, 400)}", file=out)
+            if isinstance(value, Mapping) and "gate" in value:
+                print(
+                    f"  [escalation] the {value.get('gate')} gate denied decision "
+                    f"{value.get('decision_id')}: {value.get('message')}; an override would set "
+                    f"{value.get('override_flag')}=true. Waiting for an operator"
+                    + (
+                        f" (previous answer rejected: {value['error']})"
+                        if value.get("error")
+                        else ""
+                    )
+                    + ".",
+                    file=out,
+                )
+            else:
+                print(f"  [escalation] {_short(value, 400)}", file=out)
         return
     if not isinstance(update, Mapping):
         return
@@ -172,7 +186,7 @@ def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]
     if not rows:
         return "(no receipts, denials or operator decisions)"
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(out)
