@@ -15,18 +15,28 @@ escapes the graph.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from guarantee_support import figure
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable
+from langgraph.checkpoint.memory import InMemorySaver
+from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, ImageContent, TextContent
 
+from algenta_graph.connection import EngineConnection
+from algenta_graph.engine._serve import BackgroundServer
+from algenta_graph.graph import build_governed_graph, create_governed_agent
+from algenta_graph.models import DemoChatModel
 from algenta_graph.outcomes import (
     ExecutionDenial,
     ExecutionFailure,
@@ -343,20 +353,23 @@ def parser_inputs(case: Case) -> list[Any]:
 
 # --------------------------------------------------------------------------- 1. the parser
 
-PARSER_EXAMPLES = 1500
+PARSER_EXAMPLES = 1000
+NODE_EXAMPLES = 1000
+GRAPH_EXAMPLES = 150
+REPORT_ALL = {"idempotency": "report", "confidence": "report", "risk_floor": "report"}
+FUZZ_SETTINGS = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def test_fuzz_parser_never_yields_a_false_receipt() -> None:
     seen: dict[str, int] = {"cases": 0, "inputs": 0, "receipt": 0, "denial": 0, "failure": 0}
     labels: dict[str, int] = {}
 
-    @settings(
-        max_examples=PARSER_EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @settings(FUZZ_SETTINGS, max_examples=PARSER_EXAMPLES)
     @given(cases())
     def run(case: Case) -> None:
         seen["cases"] += 1
@@ -378,3 +391,178 @@ def test_fuzz_parser_never_yields_a_false_receipt() -> None:
     )
     assert seen["cases"] >= 1000
     assert len(labels) == 13, labels  # every kind of answer was generated
+
+
+# --------------------------------------------------------------------------- 2. the graph
+
+
+class HostileEngine:
+    """A real MCP server over HTTP whose ``execute_decision`` answers with the current case.
+
+    ``get_decision`` (the graph's read-back after an idempotency denial) answers with an
+    execution that carries another thread's tag, or with junk, so recovery must find nothing.
+    """
+
+    def __init__(self) -> None:
+        self.answer: CallToolResult = CallToolResult(content=[])
+        self.calls = 0
+        server: FastMCP = FastMCP("hostile-engine", log_level="WARNING")
+
+        @server.tool(name="execute_decision")
+        def execute_decision(
+            decision_id: str,
+            webhook_url: str,
+            timeout_seconds: float = 10.0,
+            metadata: dict[str, Any] | None = None,
+        ) -> CallToolResult:
+            """Dispatch a logged decision to its webhook (hostile test double)."""
+            self.calls += 1
+            return self.answer
+
+        @server.tool(name="get_decision")
+        def get_decision(decision_id: str) -> CallToolResult:
+            """Read a decision and its executions (hostile test double)."""
+            body = {
+                "decision": {"decision_id": decision_id},
+                "executions": [
+                    {"decision_id": decision_id, "metadata": {"algenta_graph": {"thread_id": "x"}}},
+                    "junk",
+                    None,
+                ],
+            }
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))])
+
+        self.server = BackgroundServer(server.streamable_http_app(), name="hostile-engine")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}/mcp"
+
+
+@contextlib.contextmanager
+def hostile_connection() -> Iterator[
+    tuple[HostileEngine, EngineConnection, asyncio.AbstractEventLoop]
+]:
+    """The hostile engine, an open connection to it, and the loop that connection lives on."""
+    hostile = HostileEngine()
+    hostile.server.start()
+    loop = asyncio.new_event_loop()
+    conn = EngineConnection(hostile.url, profile="execute")
+    try:
+        loop.run_until_complete(conn.open())
+        yield hostile, conn, loop
+    finally:
+        loop.run_until_complete(conn.aclose())
+        loop.close()
+        hostile.server.stop()
+
+
+def check_update(
+    case: Case,
+    receipts: list[dict[str, Any]],
+    denials: list[dict[str, Any]],
+    answers: list[ToolMessage],
+) -> str:
+    """Assert what the graph recorded for ``case``; return the outcome's kind."""
+    assert len(answers) == 1, answers
+    if case.expect == "receipt":
+        assert [r["decision_id"] for r in receipts] == [case.decision_id], (case, receipts)
+        assert receipts[0]["safety_overridden"] is case.overridden
+        assert denials == []
+        return "receipt"
+    assert receipts == [], (case, receipts)
+    assert answers[0].status == "error", (case, answers[0])
+    if case.expect == "denial":
+        assert [d["gate"] for d in denials] == [case.gate], (case, denials)
+        return "denial"
+    return "denial" if denials else "failure"
+
+
+def test_fuzz_governed_tool_node_never_records_a_false_receipt() -> None:
+    """1,000 hostile answers through the real ``governed_tool`` node over real MCP."""
+    seen = {"cases": 0, "receipt": 0, "denial": 0, "failure": 0}
+    with hostile_connection() as (hostile, conn, loop):
+        builder = build_governed_graph(conn, DemoChatModel(), on_denial=REPORT_ALL)
+        node = cast(Runnable[Any, Any], builder.nodes["governed_tool"].runnable)
+
+        @settings(FUZZ_SETTINGS, max_examples=NODE_EXAMPLES)
+        @given(cases())
+        def run(case: Case) -> None:
+            seen["cases"] += 1
+            hostile.answer = case.wire.call_tool_result()
+            call = {
+                "name": "execute_decision",
+                "args": {"decision_id": case.decision_id, "webhook_url": case.webhook_url},
+                "id": f"call_{seen['cases']}",
+                "type": "tool_call",
+            }
+            state = {
+                "messages": [HumanMessage("execute"), AIMessage("", tool_calls=[call])],
+                "selected_tools": ["execute_decision"],
+                "receipts": [],
+                "denials": [],
+                "operator_decisions": [],
+            }
+            config: Any = {"configurable": {"thread_id": f"node-{seen['cases']}"}}
+            calls_before = hostile.calls
+            update = loop.run_until_complete(node.ainvoke(state, config))
+            assert hostile.calls == calls_before + 1
+            answers = [m for m in update["messages"] if isinstance(m, ToolMessage)]
+            kind = check_update(
+                case, update.get("receipts", []), update.get("denials", []), answers
+            )
+            seen[kind] += 1
+
+        run()
+    figure(
+        "fuzz_governed_tool",
+        cases=seen["cases"],
+        receipts=seen["receipt"],
+        denials=seen["denial"],
+        failures=seen["failure"],
+        false_receipts=0,
+        exceptions=0,
+    )
+    assert seen["cases"] >= NODE_EXAMPLES
+
+
+def test_fuzz_compiled_graph_never_lets_an_exception_escape() -> None:
+    """Hostile answers through the whole compiled graph, checkpointed: no exception escapes."""
+    seen = {"cases": 0, "receipt": 0, "denial": 0, "failure": 0}
+    with hostile_connection() as (hostile, conn, loop):
+        graph = loop.run_until_complete(
+            create_governed_agent(
+                DemoChatModel(), connection=conn, checkpointer=InMemorySaver(), on_denial=REPORT_ALL
+            )
+        )
+
+        @settings(FUZZ_SETTINGS, max_examples=GRAPH_EXAMPLES)
+        @given(cases())
+        def run(case: Case) -> None:
+            seen["cases"] += 1
+            hostile.answer = case.wire.call_tool_result()
+            prompt = f"execute decision_id={case.decision_id} webhook_url={case.webhook_url}"
+            config: Any = {"configurable": {"thread_id": f"graph-{seen['cases']}"}}
+            calls_before = hostile.calls
+            # ainvoke returning (not raising) is part of the property
+            state = loop.run_until_complete(graph.ainvoke({"messages": [("user", prompt)]}, config))
+            assert hostile.calls == calls_before + 1
+            answers = [
+                m
+                for m in state["messages"]
+                if isinstance(m, ToolMessage) and m.name == "execute_decision"
+            ]
+            seen[check_update(case, state["receipts"], state["denials"], answers)] += 1
+            assert not loop.run_until_complete(graph.aget_state(config)).next
+
+        run()
+    figure(
+        "fuzz_graph",
+        cases=seen["cases"],
+        receipts=seen["receipt"],
+        denials=seen["denial"],
+        failures=seen["failure"],
+        false_receipts=0,
+        escaped_exceptions=0,
+    )
+    assert seen["cases"] >= GRAPH_EXAMPLES
