@@ -90,6 +90,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "EngineConnection",
     "GovernanceInterceptor",
+    "is_never_model_facing",
     "resolve_base_url",
     "scrub_arguments",
     "scrub_schema",
@@ -147,9 +148,7 @@ def _scrub(value: Any, depth: int) -> tuple[Any, bool]:
     if isinstance(value, list | tuple):
         items = [_scrub(item, depth) for item in value]
         if any(c for _, c in items):
-            return type(value)(v for v, _ in items) if isinstance(value, tuple) else [
-                v for v, _ in items
-            ], True
+            return [v for v, _ in items], True
         return value, False
     if isinstance(value, str) and depth < _MAX_JSON_DEPTH and value.strip()[:1] in ("{", "[", '"'):
         try:
@@ -413,7 +412,12 @@ class _Server:
         finally:
             self.session_value = None
             if not ready.done():
-                ready.set_exception(EngineConnectionError("session closed", url=self.url))
+                ready.set_exception(
+                    EngineConnectionError(
+                        f"the session to {self.label} at {self.url} closed before it was ready",
+                        url=self.url,
+                    )
+                )
             if self._broken and self.failure is None:
                 self.failure = self._broken[0]
 
@@ -771,9 +775,12 @@ class EngineConnection:
             request.cancel()
             await asyncio.wait({request})
             cause = await server.cause_of_death()
-            raise server.translate(
-                cause or EngineConnectionError("the session ended", url=server.url), what
-            ) from None
+            ended = EngineConnectionError(
+                f"the session to {server.label} at {server.url} ended while {what} (the "
+                "connection was closed); the next call reconnects",
+                url=server.url,
+            )
+            raise server.translate(cause or ended, what) from None
         try:
             return request.result()
         except McpError as exc:
