@@ -698,6 +698,35 @@ async def test_one_session_serves_every_call(wire: WireServer) -> None:
     assert len({r["session"] for r in calls}) == 1 and calls[0]["session"]
 
 
+async def test_closing_the_connection_fails_a_call_in_flight_clearly(wire: WireServer) -> None:
+    c = await EngineConnection(wire.url, profile="full", call_timeout=60).open()
+    call = asyncio.ensure_future(c.call_tool("slow", {"seconds": 30}, tool_call_id="s"))
+    for _ in range(600):  # wait until the request is at the server
+        if wire.tool_calls("slow"):
+            break
+        await asyncio.sleep(0.02)
+    await c.aclose()
+    with pytest.raises(EngineConnectionError) as info:
+        await call
+    assert not isinstance(info.value, EngineTimeoutError)
+    assert wire.url in str(info.value)
+
+
+async def test_concurrent_calls_after_a_restart_share_one_new_session(wire: WireServer) -> None:
+    async with EngineConnection(wire.url, timeout=5) as c:
+        await c.call_tool("get_contract", {}, tool_call_id="0")
+        await asyncio.to_thread(wire.stop)
+        with pytest.raises(EngineConnectionError):
+            await c.call_tool("get_contract", {}, tool_call_id="down")
+        await asyncio.to_thread(wire.start)
+        answers = await asyncio.gather(
+            *(c.call_tool("get_contract", {}, tool_call_id=f"c{i}") for i in range(8))
+        )
+        assert all(a.status == "success" for a in answers)
+        assert c.sessions_opened == 2
+    assert len(wire.methods("initialize")) == 2
+
+
 async def test_get_decision_reads_outside_the_profile(wire: WireServer) -> None:
     async with EngineConnection(wire.url, profile="observe") as c:
         assert c.get_tool("get_decision") is None
@@ -863,6 +892,8 @@ async def test_the_reference_engine_gates_in_every_wire_form(
         assert isinstance(forced, ExecutionReceipt) and forced.decision_id == good
         record = await c.get_decision(good)
         assert len(record["executions"]) == 2
+        with pytest.raises(AlgentaGraphError, match="dec_missing"):
+            await c.get_decision("dec_missing")
     model_calls = [e for e in engine.call_log() if e["name"] == "execute_decision"]
     assert [flag_paths(e["arguments"]) for e in model_calls[:4]] == [[]] * 4
     assert model_calls[1]["arguments"]["metadata"] == {"k": "v"}
