@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from guarantee_support import figure, log_decision
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -27,6 +28,8 @@ from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import DemoChatModel
+
+pytestmark = pytest.mark.slow
 
 THREADS = 8
 DECISIONS_PER_THREAD = 3

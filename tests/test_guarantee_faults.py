@@ -43,6 +43,8 @@ from algenta_graph.errors import EngineConnectionError, EngineTimeoutError
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import DemoChatModel
 
+pytestmark = pytest.mark.slow
+
 SECRET = "sk-guarantee-test-not-a-real-key"
 TRACE_WORDS = ("Traceback", "ExceptionGroup", "TaskGroup", "unhandled errors")
 

@@ -22,9 +22,10 @@ import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-from guarantee_support import figure
+import pytest
+from guarantee_support import figure, smuggled_flags
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -34,15 +35,18 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 from algenta_graph.connection import EngineConnection
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine._serve import BackgroundServer
 from algenta_graph.graph import build_governed_graph, create_governed_agent
-from algenta_graph.models import DemoChatModel
+from algenta_graph.models import DemoChatModel, ScriptedChatModel
 from algenta_graph.outcomes import (
     ExecutionDenial,
     ExecutionFailure,
     ExecutionReceipt,
     parse_execution_outcome,
 )
+
+pytestmark = pytest.mark.slow
 
 GATES = ("idempotency", "confidence", "risk_floor")
 TOOL_ERROR_PREFIX = "Error executing tool execute_decision: "
@@ -90,17 +94,21 @@ class Case:
 
 # --------------------------------------------------------------------------- strategies
 
+# Any character but lone surrogates; no ``codec=`` (hypothesis builds that table at start-up).
+SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
+ANY_CHAR = st.characters(exclude_categories=SURROGATES)
 JSON_LEAF = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(-(10**9), 10**9),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=16),
+    st.text(ANY_CHAR, max_size=16),
 )
 JSON_VALUE = st.recursive(
     JSON_LEAF,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(ANY_CHAR, max_size=10), inner, max_size=4),
     ),
     max_leaves=12,
 )
@@ -305,7 +313,7 @@ def cases(draw: st.DrawFn) -> Case:
         )
         return Case(kind, wire, "not_receipt")
     if kind == "random-text":
-        texts = tuple(draw(st.lists(st.text(max_size=80), max_size=3)))
+        texts = tuple(draw(st.lists(st.text(ANY_CHAR, max_size=80), max_size=3)))
         return Case(kind, Wire(texts, is_error=draw(st.booleans())), "not_receipt")
     return Case(kind, Wire((), images=draw(st.integers(1, 2))), "not_receipt")
 
@@ -566,3 +574,141 @@ def test_fuzz_compiled_graph_never_lets_an_exception_escape() -> None:
         escaped_exceptions=0,
     )
     assert seen["cases"] >= GRAPH_EXAMPLES
+
+
+# --------------------------------------------------------------------------- 3. a hostile model
+
+MODEL_EXAMPLES = 150
+HASHABLE_JSON = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(ANY_CHAR, max_size=30),
+)
+MODEL_ARGS = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "decision_id": HASHABLE_JSON,
+            "webhook_url": st.one_of(URL, JSON_LEAF),
+            "timeout_seconds": JSON_LEAF,
+            "metadata": JSON_VALUE,
+            "force": JSON_LEAF,
+            "Override-Safety": JSON_LEAF,
+        },
+    ),
+    st.dictionaries(st.text(ANY_CHAR, max_size=12), JSON_VALUE, max_size=4),
+)
+
+
+def _one_call(args: dict[str, Any]) -> ScriptedChatModel:
+    call = {"name": "execute_decision", "args": args, "id": "call_hostile"}
+    return ScriptedChatModel(replies=[{"content": "", "tool_calls": [call]}] + ["done"] * 3)
+
+
+def test_fuzz_model_arguments_never_crash_the_graph_nor_reach_the_engine_with_a_flag(
+    engine: ReferenceEngine,
+) -> None:
+    """Arbitrary ``execute_decision`` arguments from the model, against the reference engine:
+    the run ends normally with one error answer, no receipt, and no flag at the engine."""
+    seen = {"cases": 0, "engine_calls": 0}
+    loop = asyncio.new_event_loop()
+    conn = EngineConnection(engine.url, profile="execute")
+    log_before = len(engine.call_log())
+    try:
+        loop.run_until_complete(conn.open())
+
+        @settings(FUZZ_SETTINGS, max_examples=MODEL_EXAMPLES)
+        @given(MODEL_ARGS)
+        def run(args: dict[str, Any]) -> None:
+            seen["cases"] += 1
+            graph = loop.run_until_complete(
+                create_governed_agent(
+                    _one_call(args), connection=conn, checkpointer=InMemorySaver()
+                )
+            )
+            config: Any = {"configurable": {"thread_id": f"model-{seen['cases']}"}}
+            state = loop.run_until_complete(graph.ainvoke({"messages": [("user", "go")]}, config))
+            answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+            assert len(answers) == 1 and answers[0].status == "error", answers
+            assert state["receipts"] == []
+
+        run()
+    finally:
+        loop.run_until_complete(conn.aclose())
+        loop.close()
+    calls = [c for c in engine.call_log()[log_before:] if c["name"] == "execute_decision"]
+    flagged = [p for c in calls for p in smuggled_flags(c["arguments"])]
+    figure(
+        "fuzz_model_arguments",
+        cases=seen["cases"],
+        execute_calls_at_engine=len(calls),
+        flags_at_engine=len(flagged),
+        executions=len(engine.executions()),
+        escaped_exceptions=0,
+    )
+    assert seen["cases"] >= MODEL_EXAMPLES
+    assert flagged == []
+    assert engine.executions() == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason=(
+        "graph.py _GovernedNodes._execute: `decision_id in delivered` (a set) raises "
+        "TypeError('unhashable type') out of the graph when the model passes a list or dict "
+        "as execute_decision's decision_id"
+    ),
+)
+@pytest.mark.parametrize("decision_id", [["dec_1"], {"id": "dec_1"}], ids=["list", "dict"])
+async def test_an_unhashable_decision_id_from_the_model_does_not_crash_the_graph(
+    engine: ReferenceEngine, webhook: WebhookReceiver, decision_id: Any
+) -> None:
+    async with EngineConnection(engine.url, profile="execute") as conn:
+        graph = await create_governed_agent(
+            _one_call({"decision_id": decision_id, "webhook_url": webhook.url}),
+            connection=conn,
+            checkpointer=InMemorySaver(),
+        )
+        state = await graph.ainvoke(
+            {"messages": [("user", "go")]}, {"configurable": {"thread_id": "unhashable"}}
+        )
+    answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(answers) == 1 and answers[0].status == "error"
+    assert state["receipts"] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "graph.py _GovernedNodes._execute records a receipt whose decision_id is not the "
+        "decision it executed; the thread then refuses that other decision as 'already "
+        "delivered in this thread' without ever contacting the engine"
+    ),
+)
+def test_a_receipt_for_another_decision_is_not_recorded_as_this_ones() -> None:
+    other = {
+        "decision_id": "dec_other",
+        "webhook_url": "http://127.0.0.1:9/hook",
+        "execution_status": "delivered",
+        "response_code": 200,
+        "executed_at": "2026-01-01T00:00:00Z",
+        "policy_snapshot_id": None,
+        "schema_snapshot_id": None,
+        "manifest_version": None,
+        "payload_summary": {},
+        "safety_overridden": False,
+    }
+    with hostile_connection() as (hostile, conn, loop):
+        hostile.answer = Wire((json.dumps(other),)).call_tool_result()
+        graph = loop.run_until_complete(
+            create_governed_agent(
+                DemoChatModel(), connection=conn, checkpointer=InMemorySaver(), on_denial=REPORT_ALL
+            )
+        )
+        config: Any = {"configurable": {"thread_id": "mismatch"}}
+        prompt = "execute decision_id=dec_mine webhook_url=http://127.0.0.1:9/hook"
+        state = loop.run_until_complete(graph.ainvoke({"messages": [("user", prompt)]}, config))
+    assert state["receipts"] == [], state["receipts"]

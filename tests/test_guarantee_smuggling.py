@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from guarantee_support import figure, log_decision, smuggled_flags
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from mcp import ClientSession
@@ -32,6 +33,8 @@ from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine._serve import BackgroundServer
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import ScriptedChatModel
+
+pytestmark = pytest.mark.slow
 
 REPORT_ALL = {"idempotency": "report", "confidence": "report", "risk_floor": "report"}
 
@@ -102,7 +105,9 @@ def shadow_server(calls: list[dict[str, Any]]) -> FastMCP:
 def attempts(
     targets: dict[str, str], hook: str, shadow_names: list[str]
 ) -> Iterator[dict[str, Any]]:
-    """Every smuggling attempt: ``{"label", "calls": [[tool call, ...] per model turn]}``."""
+    """Every smuggling attempt: ``{"label", "calls": [[tool call, ...] per model turn],
+    "gates"}``; ``gates`` names the denials expected when the scrubbed call is well formed (the
+    gate, not a flag, decides), ``None`` where the engine refuses the call for other reasons."""
     low, risky, done = targets["low_confidence"], targets["risky"], targets["delivered"]
 
     def execute(decision: str, **extra: Any) -> dict[str, Any]:
@@ -114,16 +119,26 @@ def attempts(
     # 1. top-level, every spelling and truthy value
     for i, key in enumerate(OVERRIDE_SPELLINGS):
         for value in TRUTHY[: 3 if i < 3 else 1]:
-            yield {"label": f"top:{key}={value!r}", "calls": [[execute(low, **{key: value})]]}
+            yield {
+                "label": f"top:{key}={value!r}",
+                "calls": [[execute(low, **{key: value})]],
+                "gates": ["confidence"],
+            }
             yield {
                 "label": f"top-risky:{key}={value!r}",
                 "calls": [[execute(risky, **{key: value})]],
+                "gates": ["risk_floor"],
             }
     for key in FORCE_SPELLINGS:
-        yield {"label": f"top:{key}", "calls": [[execute(done, **{key: True})]]}
+        yield {
+            "label": f"top:{key}",
+            "calls": [[execute(done, **{key: True})]],
+            "gates": ["idempotency"],
+        }
     yield {
         "label": "top:both",
         "calls": [[execute(low, force=True, override_safety=True)]],
+        "gates": ["confidence"],
     }
     # 2. nested in metadata, lists, wrapper keys, JSON inside strings
     flags = {"force": True, "override_safety": True}
@@ -140,8 +155,17 @@ def attempts(
         "webhook-in-json": {"payload": json.dumps({"args": flags})},
     }
     for label, extra in nested.items():
-        yield {"label": f"nested:{label}", "calls": [[execute(low, **extra)]]}
-        yield {"label": f"nested-delivered:{label}", "calls": [[execute(done, **extra)]]}
+        well_formed = label.startswith("metadata")  # the others add an argument nobody has
+        yield {
+            "label": f"nested:{label}",
+            "calls": [[execute(low, **extra)]],
+            "gates": ["confidence"] if well_formed else None,
+        }
+        yield {
+            "label": f"nested-delivered:{label}",
+            "calls": [[execute(done, **extra)]],
+            "gates": ["idempotency"] if well_formed else None,
+        }
     # 3. unicode look-alikes (not the flag to the engine either)
     for key in LOOKALIKES:
         yield {"label": f"lookalike:{key!r}", "calls": [[execute(low, **{key: True})]]}
@@ -151,6 +175,7 @@ def attempts(
         yield {
             "label": f"search_tools:{sorted(extra)}",
             "calls": [[search], [execute(low, **flags)]],
+            "gates": ["confidence"],
         }
     # 5. an extra MCP server's tools named like Algenta's
     for name in shadow_names:
@@ -182,6 +207,7 @@ def attempts(
     yield {
         "label": "parallel",
         "calls": [[execute(low, force=True), execute(risky, overrideSafety=True), execute(done)]],
+        "gates": ["confidence", "risk_floor", "idempotency"],
     }
 
 
@@ -273,8 +299,15 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
         flagged_executions=len(overrides),
         receipts=len(receipts),
         overridden_receipts=sum(1 for r in receipts if r.get("safety_overridden")),
+        held_by_named_gate=sum(1 for _, out in states for d in out["denials"]),
     )
     assert len(states) >= 50
+    gate_checked = 0
+    for case, out in states:
+        if case.get("gates") is not None:
+            assert [d["gate"] for d in out["denials"]] == case["gates"], (case, out["denials"])
+            gate_checked += 1
+    assert gate_checked >= 40
     assert flagged == []
     assert overrides == []
     assert receipts == []
