@@ -56,6 +56,23 @@ class Hit:
     score: float
 
 
+# Hits are built on every search: set the two slots directly (what the frozen dataclass's
+# __init__ does through object.__setattr__, at about half the cost).
+_new_hit = object.__new__
+_set_tool_id = vars(Hit)["tool_id"].__set__
+_set_score = vars(Hit)["score"].__set__
+
+
+def _hits(raw: list[tuple[str, float]]) -> list[Hit]:
+    hits = []
+    for name, score in raw:
+        hit = _new_hit(Hit)
+        _set_tool_id(hit, name)
+        _set_score(hit, score)
+        hits.append(hit)
+    return hits
+
+
 def _describe(tool: object) -> str:
     text = repr(tool)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -152,9 +169,7 @@ class ToolIndex:
             )
         # Plain dicts go to the native side as they are (it reads the same keys); anything else
         # is reduced to a (name, description, schema) tuple here.
-        self._index.add(
-            [t if type(t) is dict and "name" in t else _parts(t) for t in tools]
-        )
+        self._index.add([t if type(t) is dict and "name" in t else _parts(t) for t in tools])
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether it was indexed."""
@@ -166,9 +181,10 @@ class ToolIndex:
         ``allow`` restricts the hits to those tool names (unknown names are ignored). A query
         with no indexed word gives ``[]``.
         """
-        _check_query(query)
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
         _check_k(k)
-        return [Hit(name, score) for name, score in self._index.search(query, k, allow)]
+        return _hits(self._index.search(query, k, allow))
 
     def search_many(
         self, queries: Iterable[str], k: int = 5, allow: Collection[str] | None = None
@@ -178,10 +194,7 @@ class ToolIndex:
         for query in queries:
             _check_query(query)
         _check_k(k)
-        return [
-            [Hit(name, score) for name, score in hits]
-            for hits in self._index.search_many(queries, k, allow)
-        ]
+        return [_hits(hits) for hits in self._index.search_many(queries, k, allow)]
 
     @property
     def tool_names(self) -> list[str]:

@@ -18,8 +18,8 @@ use rust_stemmers::{Algorithm, Stemmer};
 use crate::project::{Field, NUM_FIELDS};
 use crate::tokenize::{is_stemmable, is_stopword, Analyzer, Kind, Tokenizer};
 
-/// Batches of at least this many tools release the spare capacity of postings lists.
-const COMPACT_BATCH: usize = 1024;
+/// Parameter texts up to this many bytes are tokenized once per batch and remembered.
+const MEMO_TEXT_LEN: usize = 256;
 
 /// Default BM25 term-frequency saturation.
 pub const DEFAULT_K1: f32 = 1.2;
@@ -76,7 +76,7 @@ impl Params {
 pub struct Staged {
     arena: String,
     texts: Vec<(usize, usize, Field)>,
-    tools: Vec<(usize, usize, usize)>, // name end in the arena, first text, end of texts
+    tools: Vec<(usize, usize)>, // first text (the name) and end of its texts
 }
 
 impl Staged {
@@ -84,8 +84,7 @@ impl Staged {
     pub fn begin(&mut self, name: &str) {
         let start = self.arena.len();
         self.arena.push_str(name);
-        self.tools
-            .push((self.arena.len(), self.texts.len(), self.texts.len() + 1));
+        self.tools.push((self.texts.len(), self.texts.len() + 1));
         self.texts.push((start, self.arena.len(), Field::Name));
     }
 
@@ -95,7 +94,7 @@ impl Staged {
         self.arena.push_str(text);
         self.texts.push((start, self.arena.len(), field));
         if let Some(last) = self.tools.last_mut() {
-            last.2 = self.texts.len();
+            last.1 = self.texts.len();
         }
     }
 
@@ -150,6 +149,52 @@ thread_local! {
 struct Scratch {
     scores: Vec<f32>,
     touched: Vec<u32>,
+    kth: Vec<f32>,
+}
+
+/// BM25F scoring of one posting, with the per-search constants.
+struct Scorer {
+    weights: [f32; NUM_FIELDS],
+    norm_b: [f32; NUM_FIELDS],
+    one_minus_b: f32,
+    k1: f32,
+}
+
+impl Scorer {
+    fn new(p: &Params, sum_len: &[u64; NUM_FIELDS], n: f64) -> Self {
+        let mut norm_b = [0f32; NUM_FIELDS];
+        for (nb, &total) in norm_b.iter_mut().zip(sum_len) {
+            if total > 0 {
+                *nb = (f64::from(p.b) * n / total as f64) as f32;
+            }
+        }
+        Scorer {
+            weights: p.weights,
+            norm_b,
+            one_minus_b: 1.0 - p.b,
+            k1: p.k1,
+        }
+    }
+
+    #[inline]
+    fn score(&self, idf: f32, post: &Posting, lens: &[u32; NUM_FIELDS]) -> f32 {
+        let mut tfw = 0f32;
+        let fields = post
+            .tf
+            .iter()
+            .zip(&self.weights)
+            .zip(&self.norm_b)
+            .zip(lens);
+        for (((&tf, &w), &norm_b), &len) in fields {
+            if tf != 0 {
+                tfw += w * f32::from(tf) / (self.one_minus_b + norm_b * len as f32);
+            }
+        }
+        if tfw <= 0.0 {
+            return 0.0;
+        }
+        idf * tfw * (self.k1 + 1.0) / (tfw + self.k1)
+    }
 }
 
 /// The id of `term`, added to the vocabulary (with an empty postings list) if new.
@@ -241,70 +286,97 @@ impl Index {
 
     /// Add or replace (by name) every staged tool, in order.
     pub fn add_staged(&mut self, staged: &Staged) {
+        const STOP: u32 = u32::MAX;
         let mut tokenizer = Tokenizer::default();
         let stemmer = Stemmer::create(Algorithm::English);
-        // Part as written -> id of its stem (STOP for a stopword), for this batch: one hash
-        // lookup per repeated part.
-        const STOP: u32 = u32::MAX;
+        // Part as written -> id of its stem (STOP for a stopword): one hash lookup per repeated
+        // part. Short parameter texts (names, enum values, stock descriptions) repeat across a
+        // catalog: their term ids are remembered per text. Both live for this batch only.
         let mut part_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
+        let mut text_ids: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
+        let mut memo: Vec<u32> = Vec::new();
+        let mut ids: Vec<u32> = Vec::new();
         let mut occurrences: Vec<(u32, u8)> = Vec::new();
-        let mut terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
-        let mut name_start = 0;
-        for &(name_end, first, end) in &staged.tools {
+        // Pass 1: every tool's distinct terms, in one buffer, and how many postings each term
+        // gains, so that pass 2 sizes every postings list once.
+        let mut all_terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
+        let mut tools: Vec<(usize, usize, [u32; NUM_FIELDS])> = Vec::with_capacity(staged.len());
+        let mut gained: Vec<u32> = Vec::new();
+        for &(first, end) in &staged.tools {
             occurrences.clear();
             let mut lens = [0u32; NUM_FIELDS];
             for &(from, to, field) in &staged.texts[first..end] {
-                let f = field as usize;
-                let Index {
-                    vocab, postings, ..
-                } = self;
-                tokenizer.for_each(&staged.arena[from..to], |tok, kind| {
-                    let id = match kind {
-                        Kind::Whole => intern(vocab, postings, tok),
-                        Kind::Part => match part_ids.get(tok) {
-                            Some(&id) => id,
-                            None => {
-                                let id = if is_stopword(tok) {
-                                    STOP
-                                } else if is_stemmable(tok) {
-                                    intern(vocab, postings, &stemmer.stem(tok))
-                                } else {
-                                    intern(vocab, postings, tok)
-                                };
-                                part_ids.insert(tok.into(), id);
-                                id
-                            }
-                        },
-                    };
-                    if id != STOP {
-                        occurrences.push((id, f as u8));
-                        lens[f] = lens[f].saturating_add(1);
+                let text = &staged.arena[from..to];
+                let remembered = matches!(field, Field::ParamNames | Field::ParamText)
+                    && text.len() <= MEMO_TEXT_LEN;
+                if let Some(&(at, n)) = remembered.then(|| text_ids.get(text)).flatten() {
+                    ids.clear();
+                    ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
+                } else {
+                    ids.clear();
+                    let Index {
+                        vocab, postings, ..
+                    } = self;
+                    tokenizer.for_each(text, |tok, kind| {
+                        let id = match kind {
+                            Kind::Whole => intern(vocab, postings, tok),
+                            Kind::Part => match part_ids.get(tok) {
+                                Some(&id) => id,
+                                None => {
+                                    let id = if is_stopword(tok) {
+                                        STOP
+                                    } else if is_stemmable(tok) {
+                                        intern(vocab, postings, &stemmer.stem(tok))
+                                    } else {
+                                        intern(vocab, postings, tok)
+                                    };
+                                    part_ids.insert(tok.into(), id);
+                                    id
+                                }
+                            },
+                        };
+                        if id != STOP {
+                            ids.push(id);
+                        }
+                    });
+                    if remembered {
+                        text_ids.insert(text, (memo.len() as u32, ids.len() as u32));
+                        memo.extend_from_slice(&ids);
                     }
-                });
+                }
+                let f = field as usize;
+                lens[f] = lens[f].saturating_add(ids.len() as u32);
+                occurrences.extend(ids.iter().map(|&id| (id, f as u8)));
             }
             occurrences.sort_unstable();
-            terms.clear();
+            let start = all_terms.len();
             for &(id, f) in &occurrences {
-                match terms.last_mut() {
+                match all_terms[start..].last_mut() {
                     Some((last, tf)) if *last == id => {
                         tf[f as usize] = tf[f as usize].saturating_add(1)
                     }
                     _ => {
                         let mut tf = [0u8; NUM_FIELDS];
                         tf[f as usize] = 1;
-                        terms.push((id, tf));
+                        all_terms.push((id, tf));
+                        if gained.len() <= id as usize {
+                            gained.resize(id as usize + 1, 0);
+                        }
+                        gained[id as usize] += 1;
                     }
                 }
             }
-            self.insert(&staged.arena[name_start..name_end], &terms, lens);
-            name_start = staged.texts.get(end).map_or(0, |t| t.0);
+            tools.push((start, all_terms.len(), lens));
         }
-        if staged.len() >= COMPACT_BATCH {
-            for list in &mut self.postings {
-                if list.capacity() > list.len() + list.len() / 4 + 4 {
-                    list.shrink_to_fit();
-                }
+        for (list, &n) in self.postings.iter_mut().zip(&gained) {
+            if n > 0 {
+                list.reserve_exact(n as usize);
             }
+        }
+        // Pass 2: insert.
+        for (&(first, _), &(start, end, lens)) in staged.tools.iter().zip(&tools) {
+            let (from, to, _) = staged.texts[first];
+            self.insert(&staged.arena[from..to], &all_terms[start..end], lens);
         }
     }
 
@@ -320,7 +392,16 @@ impl Index {
             }
         };
         for &(id, tf) in terms {
-            self.postings[id as usize].push(Posting { slot, tf });
+            // Postings stay sorted by slot (binary search in `search_tokens`); a bulk add
+            // appends, a reused slot is inserted in place.
+            let list = &mut self.postings[id as usize];
+            match list.last() {
+                Some(last) if last.slot > slot => {
+                    let at = list.partition_point(|p| p.slot < slot);
+                    list.insert(at, Posting { slot, tf });
+                }
+                _ => list.push(Posting { slot, tf }),
+            }
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);
@@ -342,8 +423,8 @@ impl Index {
             .expect("slot of a named tool is occupied");
         for &t in doc.terms.iter() {
             let list = &mut self.postings[t as usize];
-            if let Some(i) = list.iter().position(|p| p.slot == slot) {
-                list.swap_remove(i);
+            if let Ok(i) = list.binary_search_by_key(&slot, |p| p.slot) {
+                list.remove(i);
             }
             if list.is_empty() {
                 *list = Vec::new(); // release the memory of a term that no tool uses any more
@@ -391,55 +472,109 @@ impl Index {
         }
         let p = &self.params;
         let n = n_docs as f64;
-        let mut norm_b = [0f32; NUM_FIELDS];
-        for (nb, &total) in norm_b.iter_mut().zip(&self.sum_len) {
-            if total > 0 {
-                *nb = (f64::from(p.b) * n / total as f64) as f32;
-            }
+        let scorer = Scorer::new(p, &self.sum_len, n);
+        // Terms by decreasing upper bound of their contribution (idf * (k1 + 1)): MaxScore
+        // (Turtle & Flood 1995). Ties keep query order, so the order is deterministic.
+        let mut terms: Vec<(u32, f32, f32)> = query
+            .iter()
+            .filter(|&&t| !self.postings[t as usize].is_empty())
+            .map(|&t| {
+                let df = self.postings[t as usize].len() as f64;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+                // The bound has a margin for rounding: it must never be below a real score.
+                (t, idf, idf * (p.k1 + 1.0) * 1.001)
+            })
+            .collect();
+        terms.sort_by(|a, b| b.2.total_cmp(&a.2));
+        // rest[i]: the most the terms from i on can add to any score.
+        let mut rest = vec![0f32; terms.len() + 1];
+        for i in (0..terms.len()).rev() {
+            rest[i] = rest[i + 1] + terms[i].2;
         }
-        let one_minus_b = 1.0 - p.b;
-        let k1 = p.k1;
-        let w = p.weights;
+        let allowed = |slot: u32| match allow {
+            Some(mask) => mask[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0,
+            None => true,
+        };
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let Scratch { scores, touched } = &mut *scratch;
+            let Scratch {
+                scores,
+                touched,
+                kth,
+            } = &mut *scratch;
             if scores.len() < self.docs.len() {
                 scores.resize(self.docs.len(), 0.0);
             }
             touched.clear();
-            for &term in &query {
-                let list = &self.postings[term as usize];
-                if list.is_empty() {
-                    continue;
+            // Phase 1: accumulate whole postings lists while a tool that no term has matched
+            // yet could still reach the top k.
+            let mut i = 0;
+            while i < terms.len() {
+                if i > 0 && touched.len() >= k {
+                    kth.clear();
+                    kth.extend(touched.iter().map(|&t| scores[t as usize]));
+                    let (_, &mut threshold, _) =
+                        kth.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+                    if rest[i] < threshold {
+                        break;
+                    }
                 }
-                let df = list.len() as f64;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
-                for post in list {
-                    let slot = post.slot as usize;
-                    if let Some(mask) = allow {
-                        if mask[slot / 64] & (1u64 << (slot % 64)) == 0 {
-                            continue;
-                        }
-                    }
-                    let lens = &self.lens[slot];
-                    let mut tfw = 0f32;
-                    for f in 0..NUM_FIELDS {
-                        let tf = post.tf[f];
-                        if tf != 0 {
-                            tfw +=
-                                w[f] * f32::from(tf) / (one_minus_b + norm_b[f] * lens[f] as f32);
-                        }
-                    }
-                    if tfw <= 0.0 {
+                let (term, idf, _) = terms[i];
+                for post in &self.postings[term as usize] {
+                    if !allowed(post.slot) {
                         continue;
                     }
-                    let s = idf * tfw * (k1 + 1.0) / (tfw + k1);
-                    let cell = &mut scores[slot];
+                    let s = scorer.score(idf, post, &self.lens[post.slot as usize]);
+                    if s <= 0.0 {
+                        continue;
+                    }
+                    let cell = &mut scores[post.slot as usize];
                     if *cell == 0.0 {
                         touched.push(post.slot);
                     }
                     *cell += s;
                 }
+                i += 1;
+            }
+            // Phase 2: only tools already matched can still reach the top k; the remaining
+            // terms are looked up for them (postings are sorted by slot). Every tool that can
+            // make the top k gets every term, in the same order as without pruning, so scores
+            // are exactly those of a full evaluation.
+            if i < terms.len() {
+                kth.clear();
+                kth.extend(touched.iter().map(|&t| scores[t as usize]));
+                let (_, &mut threshold, _) =
+                    kth.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+                let bound = rest[i];
+                let mut candidates: Vec<u32> = touched
+                    .iter()
+                    .copied()
+                    .filter(|&t| scores[t as usize] + bound >= threshold)
+                    .collect();
+                candidates.sort_unstable();
+                for &(term, idf, _) in &terms[i..] {
+                    let list = &self.postings[term as usize];
+                    let mut lo = 0;
+                    for &slot in &candidates {
+                        match list[lo..].binary_search_by_key(&slot, |p| p.slot) {
+                            Ok(j) => {
+                                let post = &list[lo + j];
+                                scores[slot as usize] +=
+                                    scorer.score(idf, post, &self.lens[slot as usize]);
+                                lo += j + 1;
+                            }
+                            Err(j) => lo += j,
+                        }
+                        if lo >= list.len() {
+                            break;
+                        }
+                    }
+                }
+                let top = self.top_k(scores, &candidates, k);
+                for &t in touched.iter() {
+                    scores[t as usize] = 0.0;
+                }
+                return top;
             }
             let top = self.top_k(scores, touched, k);
             for &t in touched.iter() {
