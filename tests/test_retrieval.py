@@ -369,3 +369,21 @@ def test_incremental_ranks_exactly_like_fresh_build(ops: list[Any], query: list[
     q = " ".join(query)
     assert incremental.search(q, k=50) == fresh.search(q, k=50)
     assert incremental.stats() == fresh.stats() | {"heap_bytes": incremental.stats()["heap_bytes"]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tools=st.lists(tool_st, min_size=1, max_size=30),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+    allowed=st.sets(st.sampled_from([f"tool_{w}" for w in WORDS] + ["getAlpha", "x-y"])),
+    k=st.integers(min_value=1, max_value=8),
+)
+def test_allow_is_the_filtered_full_ranking(
+    tools: list[dict[str, Any]], query: list[str], allowed: set[str], k: int
+) -> None:
+    ix = ToolIndex()
+    ix.add(tools)
+    q = " ".join(query)
+    everything = ix.search(q, k=len(ix))
+    assert ix.search(q, k, allow=allowed) == [h for h in everything if h.tool_id in allowed][:k]
+    assert ix.search(q, k) == everything[:k]

@@ -145,6 +145,12 @@ thread_local! {
     static QUERY_ANALYZER: RefCell<Analyzer> = RefCell::new(Analyzer::new());
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Searches that skipped postings (MaxScore phase 2), to check the tests exercise it.
+    static PRUNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 #[derive(Default)]
 struct Scratch {
     scores: Vec<f32>,
@@ -541,6 +547,8 @@ impl Index {
             // make the top k gets every term, in the same order as without pruning, so scores
             // are exactly those of a full evaluation.
             if i < terms.len() {
+                #[cfg(test)]
+                PRUNED.with(|p| p.set(p.get() + 1));
                 kth.clear();
                 kth.extend(touched.iter().map(|&t| scores[t as usize]));
                 let (_, &mut threshold, _) =
@@ -801,5 +809,119 @@ mod tests {
             ..Params::default()
         })
         .is_err());
+    }
+
+    /// Every tool's full score, by brute force over all tools and terms (no pruning), in the
+    /// same term order as `search_tokens`, ranked the same way.
+    fn brute_force(ix: &Index, q: &str, k: usize) -> Vec<(String, f32)> {
+        let n = ix.len() as f64;
+        let scorer = Scorer::new(&ix.params, &ix.sum_len, n);
+        let mut terms: Vec<(u32, f32, f32)> = Vec::new();
+        for tok in analyze_query(q) {
+            if let Some(&t) = ix.vocab.get(tok.as_str()) {
+                let df = ix.postings[t as usize].len() as f64;
+                if df == 0.0 || terms.iter().any(|x| x.0 == t) {
+                    continue;
+                }
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+                terms.push((t, idf, idf * (ix.params.k1 + 1.0) * 1.001));
+            }
+        }
+        terms.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let mut all: Vec<(String, f32)> = Vec::new();
+        for (slot, doc) in ix.docs.iter().enumerate() {
+            let Some(doc) = doc else { continue };
+            let mut score = 0f32;
+            for &(t, idf, _) in &terms {
+                if let Some(p) = ix.postings[t as usize]
+                    .iter()
+                    .find(|p| p.slot as usize == slot)
+                {
+                    score += scorer.score(idf, p, &ix.lens[slot]);
+                }
+            }
+            if score > 0.0 {
+                all.push((doc.name.to_string(), score));
+            }
+        }
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
+    #[test]
+    fn pruned_search_equals_brute_force() {
+        // A deterministic pseudo-random catalog with skewed word frequencies.
+        let words = [
+            "get",
+            "list",
+            "create",
+            "issue",
+            "repo",
+            "github",
+            "slack",
+            "message",
+            "open",
+            "closed",
+            "user",
+            "team",
+            "invoice",
+            "stripe",
+            "payment",
+            "refund",
+            "file",
+            "drive",
+            "share",
+            "folder",
+            "weather",
+            "city",
+            "forecast",
+            "alert",
+            "metric",
+            "dashboard",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |m: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % m as u64) as usize
+        };
+        let mut staged = Staged::default();
+        for i in 0..600 {
+            let pick = |next: &mut dyn FnMut(usize) -> usize| {
+                // Square the draw: low-index words are much more frequent.
+                let r = next(words.len() * words.len());
+                words[(r as f64).sqrt() as usize]
+            };
+            let name = format!("{}_{}_{i}", pick(&mut next), pick(&mut next));
+            staged.begin(&name);
+            let desc: Vec<&str> = (0..next(12)).map(|_| pick(&mut next)).collect();
+            staged.text(Field::Description, &desc.join(" "));
+            for _ in 0..next(4) {
+                staged.text(Field::ParamNames, pick(&mut next));
+                staged.text(
+                    Field::ParamText,
+                    &format!("{} {}", pick(&mut next), pick(&mut next)),
+                );
+            }
+        }
+        let mut ix = Index::new(Params::default()).unwrap();
+        ix.add_staged(&staged);
+        let mut pruned_some = 0;
+        for _ in 0..400 {
+            let q: Vec<&str> = (0..1 + next(6)).map(|_| words[next(words.len())]).collect();
+            let q = q.join(" ");
+            for k in [1, 3, 5, 20] {
+                let got = ix.search_tokens(&analyze_query(&q), k, None);
+                assert_eq!(got, brute_force(&ix, &q, k), "query {q:?} k {k}");
+                pruned_some += usize::from(got.len() == k);
+            }
+        }
+        assert!(pruned_some > 100);
+        assert!(
+            PRUNED.with(|p| p.get()) > 100,
+            "pruning was never exercised"
+        );
     }
 }
