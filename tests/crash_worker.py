@@ -13,11 +13,16 @@ A job::
 
     {"job": "c01-1", "thread_id": "t01", "prompt": "execute decision_id=... webhook_url=...",
      "engine_url": "http://127.0.0.1:PORT/mcp", "db": "/tmp/x/checkpoints.sqlite",
-     "progress": "/tmp/x/c01-1.jsonl", "durability": "async" | "sync" | null}
+     "progress": "/tmp/x/c01-1.jsonl", "durability": "async" | "sync" | null,
+     "resume_command": {"action": "override", "operator": ..., "reason": ...} | absent}
 
-Progress events (one JSON line each, flushed at once): ``start`` (``mode``: ``fresh`` or
-``resume``; ``next``), ``update`` (``node``), ``done`` (``receipts``,
-``denials``, ``next``) or ``error`` (``error``: the traceback).
+A job resumes its thread from whatever checkpoint the file holds; when the thread waits at an
+escalation and the job carries ``resume_command``, it answers the escalation with it.
+
+Progress events (one JSON line each, flushed at once): ``start`` (``mode``: ``fresh``,
+``answer`` or ``resume``; ``next``), ``update`` (``node``), ``done`` (``receipts``,
+``denials``, ``operator_decisions``, ``interrupts``, ``next``) or ``error`` (``error``: the
+traceback).
 
 :class:`ForkServer` is the test-side client.
 """
@@ -42,6 +47,7 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
     """Run or resume one thread of the governed graph, reporting progress."""
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.types import Command
 
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
@@ -62,8 +68,13 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
         # Resume whenever the file holds any checkpoint of the thread. ``snapshot.next`` is not
         # enough: a thread killed right after its input was written (async durability) has
         # the input's writes pending and ``next == ()``, yet nothing has run.
+        # A pending escalation is answered with the job's operator answer (the same answer
+        # again after a crash: the handler runs again from its start).
+        run_input: Any
         if await saver.aget_tuple(config) is None:
             mode, run_input = "fresh", {"messages": [HumanMessage(job["prompt"])]}
+        elif snapshot.interrupts and job.get("resume_command"):
+            mode, run_input = "answer", Command(resume=job["resume_command"])
         else:
             mode, run_input = "resume", None
         mark("start", mode=mode, next=list(snapshot.next))
@@ -76,6 +87,8 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
             "done",
             receipts=final.values.get("receipts", []),
             denials=final.values.get("denials", []),
+            operator_decisions=final.values.get("operator_decisions", []),
+            interrupts=len(final.interrupts),
             next=list(final.next),
         )
 
@@ -99,9 +112,9 @@ def _child(job: dict[str, Any]) -> int:
 def serve() -> None:
     """The fork server's loop: read a job, fork, report the PID, wait, report the exit."""
     # Import the whole stack once, before any fork, so every child starts warm.
-    import algenta_graph.connection
     import langgraph.checkpoint.sqlite.aio  # noqa: F401
 
+    import algenta_graph.connection
     import algenta_graph.graph
     import algenta_graph.models
     import algenta_graph.retrieval  # noqa: F401
