@@ -203,7 +203,23 @@ def attempts(
             "label": f"name:{name!r}",
             "calls": [[{"name": name, "args": {"decision_id": low, "webhook_url": hook, **flags}}]],
         }
-    # 7. several smuggling calls in one model turn
+    # 7. the flags on the other governed tools (the scrub is not only for execute_decision)
+    decision = {
+        "chosen_action": "smuggled",
+        "expected_value": 1.0,
+        "confidence": 0.9,
+        "risk_p5": 0.0,
+        "risk_p95": 1.0,
+    }
+    for name, args in (
+        ("log_decision", {**decision, "force": True}),
+        ("log_decision", {**decision, "rationale": json.dumps(flags)}),
+        ("plan_decision", {"scenario": {"name": "x", "override_safety": True}}),
+        ("simulate", {"scenario": "restock", "overrideSafety": "true"}),
+        ("recommend", {"scenario": {"options": [{"force": 1}]}}),
+    ):
+        yield {"label": f"other-tool:{name}", "calls": [[{"name": name, "args": args}]]}
+    # 8. several smuggling calls in one model turn
     yield {
         "label": "parallel",
         "calls": [[execute(low, force=True), execute(risky, overrideSafety=True), execute(done)]],
@@ -293,6 +309,7 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
         "smuggling",
         attempts=len(states),
         tool_calls=sum(len(t) for c in states for t in c[0]["calls"]),
+        calls_at_engine=len(engine_calls),
         execute_calls_at_engine=len(reached),
         shadow_calls=len(shadow_calls),
         flags_at_engine=len(flagged),
