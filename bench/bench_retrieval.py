@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -453,6 +453,19 @@ def measure_threads(engine: Engine, queries: list[str], threads: int) -> float:
     return len(queries) / (time.perf_counter() - start)
 
 
+TRIALS = 5
+
+
+def best_of(trials: int, rate: Callable[[int], float]) -> tuple[float, float]:
+    """Best 1-thread and best 2-thread throughput over alternating trials: the machine is
+    shared, and the best trial is the one least disturbed by other processes."""
+    one = two = 0.0
+    for _ in range(trials):
+        one = max(one, rate(1))
+        two = max(two, rate(2))
+    return one, two
+
+
 def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
     all_tools, intents = generate_catalog(size + 20)
     tools, extra = all_tools[:size], all_tools[size:]
@@ -485,8 +498,7 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
         engine.search(q, K)
         adds.append((time.perf_counter_ns() - t0) / 1e6)
     thread_queries = queries * max(1, 2000 // len(queries)) if engine_name == "algenta" else queries
-    one = measure_threads(engine, thread_queries, 1)
-    two = measure_threads(engine, thread_queries, 2)
+    one, two = best_of(TRIALS, lambda t: measure_threads(engine, thread_queries, t))
     result: dict[str, Any] = {
         "engine": engine_name,
         "size": size,
@@ -502,14 +514,27 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
     }
     if engine_name == "algenta":
         result["heap_mb"] = engine.index.stats()["heap_bytes"] / 2**20  # type: ignore[attr-defined]
-        result["many_qps"] = _search_many_qps(engine, thread_queries)
+        many = best_of(TRIALS, lambda t: _search_many_qps(engine, thread_queries, t))
+        result["many_qps_1"], result["many_qps_2"] = many
     return result
 
 
-def _search_many_qps(engine: Engine, queries: list[str]) -> float:
+def _search_many_qps(engine: Engine, queries: list[str], threads: int) -> float:
+    """Queries per second through ``search_many`` (batches of 50) on ``threads`` threads."""
     index = engine.index  # type: ignore[attr-defined]
+    batches = [queries[i : i + 50] for i in range(0, len(queries), 50)]
+    chunks = [batches[i::threads] for i in range(threads)]
+
+    def work(chunk: list[list[str]]) -> None:
+        for batch in chunk:
+            index.search_many(batch, K)
+
+    pool = [threading.Thread(target=work, args=(c,)) for c in chunks]
     start = time.perf_counter()
-    index.search_many(queries, K)
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
     return len(queries) / (time.perf_counter() - start)
 
 
@@ -612,10 +637,15 @@ def main(argv: list[str] | None = None) -> int:
                 log("    " + line)
                 print(line)
     extra = [r for r in results if r.get("engine") == "algenta" and "heap_mb" in r]
+    if extra:
+        print(
+            "\n| algenta | index heap estimate MB | search_many 1 thread q/s | "
+            "2 threads q/s | 2T/1T |\n|---|---|---|---|---|"
+        )
     for r in extra:
         print(
-            f"\nalgenta @ {r['size']:,}: index heap estimate {r['heap_mb']:.1f} MB; "
-            f"search_many {r['many_qps']:,.0f} q/s"
+            f"| {r['size']:,} tools | {r['heap_mb']:.1f} | {r['many_qps_1']:,.0f} | "
+            f"{r['many_qps_2']:,.0f} | {r['many_qps_2'] / r['many_qps_1']:.2f}x |"
         )
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2))
