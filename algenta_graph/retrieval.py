@@ -183,8 +183,7 @@ class ToolIndex:
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
-        _check_k(k)
-        return _hits(self._index.search(query, k, allow))
+        return _hits(self._index.search(query, _check_k(k), allow))
 
     def search_many(
         self, queries: Iterable[str], k: int = 5, allow: Collection[str] | None = None
@@ -193,8 +192,7 @@ class ToolIndex:
         queries = list(queries)
         for query in queries:
             _check_query(query)
-        _check_k(k)
-        return [_hits(hits) for hits in self._index.search_many(queries, k, allow)]
+        return [_hits(hits) for hits in self._index.search_many(queries, _check_k(k), allow)]
 
     @property
     def tool_names(self) -> list[str]:
@@ -220,8 +218,10 @@ def _check_query(query: object) -> None:
         raise TypeError(f"query must be a string, got {type(query).__name__}")
 
 
-def _check_k(k: object) -> None:
+def _check_k(k: object) -> int:
+    """``k`` checked, and capped at 2**32 (no index holds more tools)."""
     if isinstance(k, bool) or not isinstance(k, int):
         raise TypeError(f"k must be an integer, got {type(k).__name__}")
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
+    return min(k, 1 << 32)

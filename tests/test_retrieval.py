@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -79,6 +80,7 @@ def test_k_bounds(index: ToolIndex) -> None:
     assert index.search("weather", k=0) == []
     assert len(index.search("weather", k=1)) == 1
     assert len(index.search("weather", k=100)) == 2
+    assert len(index.search("weather", k=10**30)) == 2
 
 
 def test_empty_and_unknown_queries(index: ToolIndex) -> None:
@@ -387,3 +389,71 @@ def test_allow_is_the_filtered_full_ranking(
     everything = ix.search(q, k=len(ix))
     assert ix.search(q, k, allow=allowed) == [h for h in everything if h.tool_id in allowed][:k]
     assert ix.search(q, k) == everything[:k]
+
+
+def _random_catalog(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    vocab = [f"{a}{b}" for a in ("get", "set", "list", "sync", "open") for b in WORDS]
+    return [
+        {
+            "name": f"{rng.choice(WORDS)}_{rng.choice(vocab)}_{i}",
+            "description": " ".join(rng.choices(vocab + WORDS, k=rng.randint(0, 12))),
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    rng.choice(vocab): {"type": "string", "description": rng.choice(WORDS)}
+                    for _ in range(rng.randint(0, 4))
+                },
+            },
+        }
+        for i in range(n)
+    ]
+
+
+def test_batches_removals_and_readds_rank_like_one_build() -> None:
+    tools = _random_catalog(3000, seed=11)
+    chunked = ToolIndex()
+    for start in range(0, len(tools), 700):
+        chunked.add(tools[start : start + 700])
+    for t in tools[::7]:
+        assert chunked.remove(t["name"])
+    chunked.add(tools[::7][::-1])  # re-added into reused slots, in another order
+    fresh = ToolIndex()
+    fresh.add(tools)
+    rng = random.Random(5)
+    queries = [" ".join(rng.choices([*WORDS, "getalpha", "sync"], k=3)) for _ in range(200)]
+    assert chunked.search_many(queries, k=10) == fresh.search_many(queries, k=10)
+
+
+def test_adds_and_searches_from_threads() -> None:
+    tools = _random_catalog(2000, seed=3)
+    index = ToolIndex()
+    index.add(tools[:1000])
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for start in range(1000, 2000, 50):
+                index.add(tools[start : start + 50])
+                index.remove(tools[start]["name"])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for _ in range(300):
+                for hit in index.search("alpha gamma", k=5):
+                    assert isinstance(hit.tool_id, str)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer)] + [
+        threading.Thread(target=reader) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert not any(t.is_alive() for t in threads)
+    assert len(index) == 2000 - 20
