@@ -479,6 +479,7 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
     build_s = time.perf_counter() - start
     gc.collect()
     memory = rss_bytes() - before
+    heap = engine.index.stats()["heap_bytes"] if engine_name == "algenta" else 0  # type: ignore[attr-defined]
     for q in queries[:20]:  # warm-up
         engine.search(q, K)
     lat = []
@@ -513,7 +514,7 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
         "scaling_2": two / one,
     }
     if engine_name == "algenta":
-        result["heap_mb"] = engine.index.stats()["heap_bytes"] / 2**20  # type: ignore[attr-defined]
+        result["heap_mb"] = heap / 2**20
         many = best_of(TRIALS, lambda t: _search_many_qps(engine, thread_queries, t))
         result["many_qps_1"], result["many_qps_2"] = many
     return result

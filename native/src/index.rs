@@ -18,6 +18,8 @@ use rust_stemmers::{Algorithm, Stemmer};
 use crate::project::{Field, NUM_FIELDS};
 use crate::tokenize::{is_stemmable, is_stopword, Analyzer, Kind, Tokenizer};
 
+/// Batches of at least this many tools size every postings list they extend once, up front.
+const RESERVE_BATCH: usize = 64;
 /// Parameter texts up to this many bytes are tokenized once per batch and remembered.
 const MEMO_TEXT_LEN: usize = 256;
 
@@ -307,7 +309,6 @@ impl Index {
         // gains, so that pass 2 sizes every postings list once.
         let mut all_terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
         let mut tools: Vec<(usize, usize, [u32; NUM_FIELDS])> = Vec::with_capacity(staged.len());
-        let mut gained: Vec<u32> = Vec::new();
         for &(first, end) in &staged.tools {
             occurrences.clear();
             let mut lens = [0u32; NUM_FIELDS];
@@ -365,18 +366,20 @@ impl Index {
                         let mut tf = [0u8; NUM_FIELDS];
                         tf[f as usize] = 1;
                         all_terms.push((id, tf));
-                        if gained.len() <= id as usize {
-                            gained.resize(id as usize + 1, 0);
-                        }
-                        gained[id as usize] += 1;
                     }
                 }
             }
             tools.push((start, all_terms.len(), lens));
         }
-        for (list, &n) in self.postings.iter_mut().zip(&gained) {
-            if n > 0 {
-                list.reserve_exact(n as usize);
+        if staged.len() >= RESERVE_BATCH {
+            let mut gained = vec![0u32; self.postings.len()];
+            for &(id, _) in &all_terms {
+                gained[id as usize] += 1;
+            }
+            for (list, &n) in self.postings.iter_mut().zip(&gained) {
+                if n > 0 {
+                    list.reserve_exact(n as usize);
+                }
             }
         }
         // Pass 2: insert.
@@ -401,6 +404,11 @@ impl Index {
             // Postings stay sorted by slot (binary search in `search_tokens`); a bulk add
             // appends, a reused slot is inserted in place.
             let list = &mut self.postings[id as usize];
+            if list.len() == list.capacity() {
+                // Grow by an eighth, not double: a one-tool add must not double the memory of
+                // every large postings list it touches.
+                list.reserve_exact(list.len() / 8 + 4);
+            }
             match list.last() {
                 Some(last) if last.slot > slot => {
                     let at = list.partition_point(|p| p.slot < slot);
