@@ -276,6 +276,20 @@ def _receipt_text(receipt: ExecutionReceipt, note: str = "") -> str:
     return f"{head}{note}.\nReceipt: {json.dumps(data, sort_keys=True)}"
 
 
+def _for_decision(outcome: ExecutionOutcome, decision_id: str) -> ExecutionOutcome:
+    """``outcome``, unless it is a receipt for another decision: that is a failure, never a
+    receipt of this call (it would also block that other decision in this thread)."""
+    if isinstance(outcome, ExecutionReceipt) and outcome.decision_id != decision_id:
+        return ExecutionFailure(
+            message=(
+                f"the engine answered with a receipt for decision {outcome.decision_id!r}, "
+                f"not the decision executed ({decision_id!r})"
+            ),
+            raw=outcome.model_dump_json(),
+        )
+    return outcome
+
+
 def _plain_content(content: Any) -> str | list[Any]:
     """MCP text blocks joined into one string; any other content passed through unchanged."""
     if isinstance(content, str):
@@ -527,7 +541,22 @@ class _GovernedNodes:
     ) -> tuple[ToolMessage, dict[str, Any] | None, dict[str, Any] | None]:
         decision_id = args.get("decision_id")
         webhook_url = args.get("webhook_url")
-        if decision_id is not None and decision_id in delivered:
+        if not isinstance(decision_id, str) or not isinstance(webhook_url, str):
+            # malformed model arguments: named, never sent, never a crash of the graph
+            bad = [
+                f"{key} must be a string, got {type(value).__name__}"
+                for key, value in (("decision_id", decision_id), ("webhook_url", webhook_url))
+                if not isinstance(value, str)
+            ]
+            msg = _tool_message(
+                f"Error: execute_decision was not called: {'; '.join(bad)}",
+                name=EXECUTE_TOOL,
+                tool_call_id=call_id,
+                outcome="failed",
+                status="error",
+            )
+            return msg, None, None
+        if decision_id in delivered:
             denial = ExecutionDenial(
                 gate="idempotency",
                 code="execution_blocked_idempotency",
@@ -579,6 +608,7 @@ class _GovernedNodes:
                     outcome="ok",
                 )
                 return msg, record, None
+        outcome = _for_decision(outcome, decision_id)
         if isinstance(outcome, ExecutionReceipt):
             record = {**_dump(outcome), "tool_call_id": call_id, "source": "model"}
             delivered_ok = outcome.execution_status == "delivered"
@@ -811,20 +841,21 @@ class _GovernedNodes:
             return ExecutionFailure(
                 message="the denied call named no decision_id/webhook_url; nothing to override"
             )
+
         # a crash after an override's delivery and before the checkpoint must not deliver twice
-        previous = await self._find_execution(
-            decision_id,
-            lambda tag: (
+        def ours(tag: Mapping[str, Any]) -> bool:
+            return (
                 tag.get("tool_call_id") == call_id
                 and tag.get("thread_id") == thread_id
                 and tag.get("operator") is not None
-            ),
-        )
+            )
+
+        previous = await self._find_execution(decision_id, ours)
         if previous is not None:
             return previous
         timeout = denial.get("timeout_seconds")
         try:
-            return await self.conn.execute_as_operator(
+            outcome = await self.conn.execute_as_operator(
                 decision_id,
                 webhook_url,
                 force=flag == "force",
@@ -841,6 +872,13 @@ class _GovernedNodes:
             )
         except AlgentaGraphError as exc:
             return ExecutionFailure(message=f"operator execution failed: {exc}")
+        if isinstance(outcome, ExecutionDenial) and outcome.gate == "idempotency":
+            # our own override was still in flight when we looked above (a resumed process
+            # races the crashed one's delivery); the engine serialised us behind it
+            delivered = await self._find_execution(decision_id, ours)
+            if delivered is not None:
+                return delivered
+        return _for_decision(outcome, decision_id)
 
 
 def build_governed_graph(
