@@ -453,7 +453,7 @@ def test_an_override_resumed_while_its_delivery_is_in_flight_keeps_its_receipt(
             tmp_path=tmp_path,
             rng=random.Random(0),
             settle=False,
-            hold=4.0,  # the resumed process looks long before the delivery is recorded
+            hold=3.0,  # the resumed process looks long before the delivery is recorded
         )
     assert len(_posts_for(webhook, decision_id)) == 1
     assert [r.get("source") for r in row["receipts"]] == ["operator"], row

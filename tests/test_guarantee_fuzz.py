@@ -578,7 +578,7 @@ def test_fuzz_compiled_graph_never_lets_an_exception_escape() -> None:
 
 # --------------------------------------------------------------------------- 3. a hostile model
 
-MODEL_EXAMPLES = 150
+MODEL_EXAMPLES = 100
 HASHABLE_JSON = st.one_of(
     st.none(),
     st.booleans(),
