@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import inspect
 import json
 import os
@@ -466,6 +467,25 @@ def best_of(trials: int, rate: Callable[[int], float]) -> tuple[float, float]:
     return one, two
 
 
+def control_rate(threads: int, calls: int = 2000) -> float:
+    """Calls per second of a known GIL-free workload (sha256 of 200 KB, about 70 us, which
+    hashlib computes with the GIL released) on ``threads`` threads: how much parallelism the
+    shared machine offers at that moment."""
+    data = b"x" * 200_000
+
+    def work(n: int) -> None:
+        for _ in range(n):
+            hashlib.sha256(data).digest()
+
+    pool = [threading.Thread(target=work, args=(calls // threads,)) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return calls / (time.perf_counter() - start)
+
+
 def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
     all_tools, intents = generate_catalog(size + 20)
     tools, extra = all_tools[:size], all_tools[size:]
@@ -500,6 +520,7 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
         adds.append((time.perf_counter_ns() - t0) / 1e6)
     thread_queries = queries * max(1, 2000 // len(queries)) if engine_name == "algenta" else queries
     one, two = best_of(TRIALS, lambda t: measure_threads(engine, thread_queries, t))
+    c1, c2 = best_of(TRIALS, control_rate)
     result: dict[str, Any] = {
         "engine": engine_name,
         "size": size,
@@ -512,6 +533,7 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
         "qps_1": one,
         "qps_2": two,
         "scaling_2": two / one,
+        "control_scaling_2": c2 / c1,
     }
     if engine_name == "algenta":
         result["heap_mb"] = heap / 2**20
@@ -580,7 +602,7 @@ def fmt_row(r: dict[str, Any]) -> str:
         f"| {r['engine']} | {r['size']:,} | {r['queries']} | {r['build_s']:.3f} | "
         f"{r['p50_ms']:.4f} | {r['p95_ms']:.4f} | {r['memory_mb']:.1f} | "
         f"{r['add_one_search_ms']:.3f} | {r['qps_1']:,.0f} | {r['qps_2']:,.0f} | "
-        f"{r['scaling_2']:.2f}x |"
+        f"{r['scaling_2']:.2f}x | {r['control_scaling_2']:.2f}x |"
     )
 
 
@@ -604,8 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     header = (
         "| engine | tools | queries | build s | p50 ms | p95 ms | memory MB | "
-        "add one + search ms | 1 thread q/s | 2 threads q/s | 2T/1T |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|"
+        "add one + search ms | 1 thread q/s | 2 threads q/s | 2T/1T | control 2T/1T |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     rows = []
     for size in ns.sizes:
@@ -641,12 +663,13 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         print(
             "\n| algenta | index heap estimate MB | search_many 1 thread q/s | "
-            "2 threads q/s | 2T/1T |\n|---|---|---|---|---|"
+            "2 threads q/s | 2T/1T | control 2T/1T |\n|---|---|---|---|---|---|"
         )
     for r in extra:
         print(
             f"| {r['size']:,} tools | {r['heap_mb']:.1f} | {r['many_qps_1']:,.0f} | "
-            f"{r['many_qps_2']:,.0f} | {r['many_qps_2'] / r['many_qps_1']:.2f}x |"
+            f"{r['many_qps_2']:,.0f} | {r['many_qps_2'] / r['many_qps_1']:.2f}x | "
+            f"{r['control_scaling_2']:.2f}x |"
         )
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2))
