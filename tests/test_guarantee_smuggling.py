@@ -204,7 +204,7 @@ def attempts(
             "calls": [[{"name": name, "args": {"decision_id": low, "webhook_url": hook, **flags}}]],
         }
     # 7. the flags on the other governed tools (the scrub is not only for execute_decision)
-    decision = {
+    logged: dict[str, Any] = {
         "chosen_action": "smuggled",
         "expected_value": 1.0,
         "confidence": 0.9,
@@ -212,8 +212,8 @@ def attempts(
         "risk_p95": 1.0,
     }
     for name, args in (
-        ("log_decision", {**decision, "force": True}),
-        ("log_decision", {**decision, "rationale": json.dumps(flags)}),
+        ("log_decision", {**logged, "force": True}),
+        ("log_decision", {**logged, "rationale": json.dumps(flags)}),
         ("plan_decision", {"scenario": {"name": "x", "override_safety": True}}),
         ("simulate", {"scenario": "restock", "overrideSafety": "true"}),
         ("recommend", {"scenario": {"options": [{"force": 1}]}}),
