@@ -271,7 +271,7 @@ def test_sigkill_anywhere_then_resume_delivers_every_decision_exactly_once(
 # --------------------------------------------------------------------------- operator overrides
 
 OVERRIDE_KILL_POINTS = ("webhook", "handler", "webhook", "random")
-OVERRIDE_CYCLES = 8
+OVERRIDE_CYCLES = 6
 OPERATOR_ANSWER = {"action": "override", "operator": "ops-on-call", "reason": "crash drill"}
 
 
