@@ -260,6 +260,11 @@ def _is_forgotten(exc: BaseException) -> bool:
     return isinstance(exc, McpError) and exc.error.message == "Session terminated"
 
 
+def _is_late_answer(exc: BaseException) -> bool:
+    """mcp's report of an answer to a request it no longer waits for (it timed out)."""
+    return isinstance(exc, RuntimeError) and "unknown request ID" in str(exc)
+
+
 class _SessionForgotten(Exception):
     pass
 
@@ -331,8 +336,15 @@ class _Server:
     _broken: list[BaseException] = field(default_factory=list)
 
     async def on_message(self, message: Any) -> None:
-        """ClientSession message handler: a transport exception breaks the session."""
+        """ClientSession message handler: a transport exception breaks the session.
+
+        The late answer to a request that already timed out is not one: mcp reports it as a
+        ``RuntimeError`` ("unknown request ID") and the session stays sound.
+        """
         if isinstance(message, Exception):
+            if _is_late_answer(message):
+                logger.debug("late answer from %s ignored: %s", self.name, message)
+                return
             self.broken(message)
 
     def broken(self, exc: BaseException) -> None:
