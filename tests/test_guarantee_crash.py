@@ -18,6 +18,11 @@ process with SIGKILL at a chosen point, and resumes the thread in new processes 
 
 Half the cycles run with ``durability="async"`` (LangGraph's default: checkpoints are written
 in the background), half with the graph's own ``"sync"`` default; every kill point meets both.
+
+The operator path gets the same treatment: a low-confidence execution is escalated, the
+operator's override is killed (at the POST, after the handler, at random) and resumed, at once
+or after the engine has recorded the delivery; the override is delivered once and its receipt
+and operator decision are in state.
 """
 
 from __future__ import annotations

@@ -4,13 +4,16 @@ Hypothesis generates engine results of every kind -- genuine receipts and named-
 every wire form an engine uses, and malformed bodies (mutated receipts, receipts flagged as
 errors, truncated JSON, contradicting gates, random JSON and text) -- and drives them
 
-1. through :func:`algenta_graph.outcomes.parse_execution_outcome`, and
-2. through the compiled governed graph, with a real FastMCP server standing in for a hostile
-   engine whose ``execute_decision`` answers with the generated body over real HTTP.
+1. through :func:`algenta_graph.outcomes.parse_execution_outcome` (1,000 cases, each in three
+   input forms);
+2. through the real ``governed_tool`` node (1,000 cases) and the whole compiled, checkpointed
+   graph (150 cases), with a real FastMCP server standing in for a hostile engine whose
+   ``execute_decision`` answers with the generated body over real HTTP.
 
 Every case must end as the correct outcome (a receipt for a receipt, a denial naming the gate
 for a denial) or as a typed failure; a malformed body never yields a receipt, and no exception
-escapes the graph.
+escapes the graph. A hostile *model* is fuzzed too: arbitrary ``execute_decision`` arguments
+never crash the graph, never produce a receipt, and never carry a flag to the engine.
 """
 
 from __future__ import annotations
