@@ -230,8 +230,8 @@ async def _fault_mid_run(
                 await asyncio.to_thread(engine.bring_back)
                 if kind == "slow":
                     # "back" = the slow call has finished on the engine and its late answer
-                    # has reached the client (a retry racing that late answer is the strict
-                    # xfail below); then retry with what the error advises, a longer timeout
+                    # has reached the client (a retry racing it is the last test below); then
+                    # retry with what the error advises, a longer timeout
                     store = ReferenceEngine(db=engine.db)
                     await async_wait_until(
                         lambda: store.executions(decision_id), timeout=20, what="the delivery"
@@ -289,22 +289,14 @@ async def test_engine_faults_mid_run_name_the_url_and_the_thread_resumes(
         raise AssertionError(f"fault {kind!r} failed: {failure!r}") from failure
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "connection.py: after a call times out (EngineTimeoutError), its late answer reaches "
-        "the MCP session while the next call is in flight; mcp reports it as 'Received "
-        "response with an unknown request ID' and the connection fails that next call with "
-        "EngineConnectionError, so a retry of the timed-out execute_decision fails although "
-        "the engine answers it"
-    ),
-)
 async def test_a_retry_during_a_timed_out_call_is_not_failed_by_its_late_answer(
     tmp_path: Path,
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
     mcp_session: Callable[..., AbstractAsyncContextManager[ClientSession]],
 ) -> None:
+    """A retry sent while the timed-out call still runs on the engine: the late answer of the
+    first call must not fail the retry, which ends in the recovered receipt."""
     async with mcp_session(engine.url) as session:
         decision_id = await log_decision(session, action="slow-then-retry")
     prompt = f"execute decision_id={decision_id} webhook_url={webhook.url_for_delay(4.0)}"
