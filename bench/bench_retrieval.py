@@ -36,9 +36,9 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -434,56 +434,49 @@ def query_budget(engine: str, size: int) -> int:
     return 1000
 
 
-def measure_threads(engine: Engine, queries: list[str], threads: int) -> float:
-    """Queries per second with ``threads`` threads sharing the list."""
-    chunks = [queries[i::threads] for i in range(threads)]
-    barrier = threading.Barrier(threads + 1)
+class ThreadRig:
+    """Throughput on 1 and on 2 threads of one persistent pool (so per-thread caches are warm
+    in both), next to a control: a known GIL-free workload (sha256 of 200 KB, about 70 us per
+    call, which hashlib computes with the GIL released) measured in the same trial. The
+    machine is shared; the control says how much parallelism it offered at that moment."""
 
-    def work(chunk: list[str]) -> None:
-        barrier.wait()
-        for q in chunk:
-            engine.search(q, K)
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(2)
+        self._data = b"x" * 200_000
 
-    pool = [threading.Thread(target=work, args=(c,)) for c in chunks]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    return len(queries) / (time.perf_counter() - start)
+    def rate(self, work: Callable[[list[Any]], object], items: list[Any], threads: int) -> float:
+        chunks = [items[i::threads] for i in range(threads)]
+        start = time.perf_counter()
+        for future in [self.pool.submit(work, c) for c in chunks]:
+            future.result()
+        return len(items) / (time.perf_counter() - start)
 
+    def _control(self, chunk: list[int]) -> None:
+        for _ in chunk:
+            hashlib.sha256(self._data).digest()
 
-TRIALS = 5
-
-
-def best_of(trials: int, rate: Callable[[int], float]) -> tuple[float, float]:
-    """Best 1-thread and best 2-thread throughput over alternating trials: the machine is
-    shared, and the best trial is the one least disturbed by other processes."""
-    one = two = 0.0
-    for _ in range(trials):
-        one = max(one, rate(1))
-        two = max(two, rate(2))
-    return one, two
-
-
-def control_rate(threads: int, calls: int = 2000) -> float:
-    """Calls per second of a known GIL-free workload (sha256 of 200 KB, about 70 us, which
-    hashlib computes with the GIL released) on ``threads`` threads: how much parallelism the
-    shared machine offers at that moment."""
-    data = b"x" * 200_000
-
-    def work(n: int) -> None:
-        for _ in range(n):
-            hashlib.sha256(data).digest()
-
-    pool = [threading.Thread(target=work, args=(calls // threads,)) for _ in range(threads)]
-    start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return calls / (time.perf_counter() - start)
+    def scaling(
+        self, work: Callable[[list[Any]], object], items: list[Any], trials: int
+    ) -> dict[str, float]:
+        """Medians over ``trials`` trials, each measuring 1 thread, 2 threads and the control."""
+        self.rate(work, items[: max(2, len(items) // 10)], 2)  # warm both threads
+        ones, twos, ours, control = [], [], [], []
+        for _ in range(trials):
+            one, two = self.rate(work, items, 1), self.rate(work, items, 2)
+            c1, c2 = (
+                self.rate(self._control, list(range(600)), 1),
+                self.rate(self._control, list(range(600)), 2),
+            )
+            ones.append(one)
+            twos.append(two)
+            ours.append(two / one)
+            control.append(c2 / c1)
+        return {
+            "qps_1": statistics.median(ones),
+            "qps_2": statistics.median(twos),
+            "scaling_2": statistics.median(ours),
+            "control_scaling_2": statistics.median(control),
+        }
 
 
 def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
@@ -520,8 +513,14 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
         engine.search(q, K)
         adds.append((time.perf_counter_ns() - t0) / 1e6)
     thread_queries = queries * max(1, 2000 // len(queries)) if engine_name == "algenta" else queries
-    one, two = best_of(TRIALS, lambda t: measure_threads(engine, thread_queries, t))
-    c1, c2 = best_of(TRIALS, control_rate)
+    rig = ThreadRig()
+    trials = 7 if engine_name == "algenta" else 3
+
+    def searches(chunk: list[str]) -> None:
+        for q in chunk:
+            engine.search(q, K)
+
+    threads = rig.scaling(searches, thread_queries, trials)
     result: dict[str, Any] = {
         "engine": engine_name,
         "size": size,
@@ -532,35 +531,22 @@ def worker_synthetic(engine_name: str, size: int) -> dict[str, Any]:
         "p50_ms": pct(lat, 0.5),
         "p95_ms": pct(lat, 0.95),
         "add_one_search_ms": statistics.median(adds),
-        "qps_1": one,
-        "qps_2": two,
-        "scaling_2": two / one,
-        "control_scaling_2": c2 / c1,
+        **threads,
     }
     if engine_name == "algenta":
         result["heap_mb"] = heap / 2**20
-        many = best_of(TRIALS, lambda t: _search_many_qps(engine, thread_queries, t))
-        result["many_qps_1"], result["many_qps_2"] = many
+        index = engine.index  # type: ignore[attr-defined]
+        batches = [thread_queries[i : i + 50] for i in range(0, len(thread_queries), 50)]
+
+        def batched(chunk: list[list[str]]) -> None:
+            for batch in chunk:
+                index.search_many(batch, K)
+
+        many = rig.scaling(batched, batches, trials)
+        result["many_qps_1"], result["many_qps_2"] = many["qps_1"] * 50, many["qps_2"] * 50
+        result["many_scaling_2"] = many["scaling_2"]
+        result["many_control_scaling_2"] = many["control_scaling_2"]
     return result
-
-
-def _search_many_qps(engine: Engine, queries: list[str], threads: int) -> float:
-    """Queries per second through ``search_many`` (batches of 50) on ``threads`` threads."""
-    index = engine.index  # type: ignore[attr-defined]
-    batches = [queries[i : i + 50] for i in range(0, len(queries), 50)]
-    chunks = [batches[i::threads] for i in range(threads)]
-
-    def work(chunk: list[list[str]]) -> None:
-        for batch in chunk:
-            index.search_many(batch, K)
-
-    pool = [threading.Thread(target=work, args=(c,)) for c in chunks]
-    start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return len(queries) / (time.perf_counter() - start)
 
 
 def worker_bfcl(engine_name: str) -> dict[str, Any]:
@@ -671,8 +657,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in extra:
         print(
             f"| {r['size']:,} tools | {r['heap_mb']:.1f} | {r['many_qps_1']:,.0f} | "
-            f"{r['many_qps_2']:,.0f} | {r['many_qps_2'] / r['many_qps_1']:.2f}x | "
-            f"{r['control_scaling_2']:.2f}x |"
+            f"{r['many_qps_2']:,.0f} | {r['many_scaling_2']:.2f}x | "
+            f"{r['many_control_scaling_2']:.2f}x |"
         )
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=2))
