@@ -19,22 +19,19 @@ Run it::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import threading
 from collections.abc import AsyncIterator
 from itertools import islice, product
-from types import TracebackType
 from typing import Any
 
 import mcp.types as types
-import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from algenta_graph._net import free_port
+from algenta_graph._serve import BackgroundServer, ServiceContext
 
 __all__ = ["MAX_SIZE", "CatalogServer", "generate_tools"]
 
@@ -206,7 +203,7 @@ def _mcp_server(tools: list[types.Tool]) -> Server[Any, Any]:
     return server
 
 
-class CatalogServer:
+class CatalogServer(ServiceContext):
     """Serve :func:`generate_tools` ``(size)`` over MCP streamable HTTP in a background thread.
 
     A sync and async context manager; ``url`` is ``http://HOST:PORT/mcp``. ``stop()`` shuts the
@@ -217,8 +214,7 @@ class CatalogServer:
         self.tools = generate_tools(size)
         self.host = host
         self.port = port or free_port(host)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: BackgroundServer | None = None
 
     @property
     def url(self) -> str:
@@ -228,7 +224,7 @@ class CatalogServer:
     @property
     def running(self) -> bool:
         """Whether the server thread is serving."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._server is not None and self._server.running
 
     def _app(self) -> Starlette:
         manager = StreamableHTTPSessionManager(
@@ -247,48 +243,16 @@ class CatalogServer:
 
     def start(self) -> CatalogServer:
         """Start serving; returns once the port accepts connections."""
-        if self._thread is not None:
+        if self._server is not None:
             raise RuntimeError("CatalogServer is already running")
-        config = uvicorn.Config(
-            self._app(), host=self.host, port=self.port, log_level="warning", lifespan="on"
+        self._server = BackgroundServer(
+            self._app(), host=self.host, port=self.port, name=f"catalog-server-{self.port}"
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, name=f"catalog-server-{self.port}", daemon=True
-        )
-        self._thread.start()
-        while not self._server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError(f"the catalog server could not start on {self.url}")
-            threading.Event().wait(0.02)
+        self._server.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and join the server thread."""
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
+        if self._server is not None:
+            self._server.stop()
         self._server = None
-        self._thread = None
-
-    def __enter__(self) -> CatalogServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> CatalogServer:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)

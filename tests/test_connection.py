@@ -442,7 +442,7 @@ async def test_extra_servers_join_and_never_borrow_algentas_trust(wire: WireServ
 async def test_an_extra_server_without_collisions_keeps_its_names(wire: WireServer) -> None:
     from mcp.server.fastmcp import FastMCP
 
-    from algenta_graph.engine._serve import BackgroundServer
+    from algenta_graph._serve import BackgroundServer
 
     app = FastMCP("weather", log_level="WARNING")
 

@@ -338,8 +338,8 @@ async def test_unknown_gate_takes_the_halt_way(tmp_path: Path) -> None:
     from mcp.server.fastmcp import FastMCP
     from mcp.server.fastmcp.exceptions import ToolError
 
+    from algenta_graph._serve import BackgroundServer
     from algenta_graph.connection import EngineConnection
-    from algenta_graph.engine._serve import BackgroundServer
 
     server = FastMCP("future-engine", stateless_http=True)
 

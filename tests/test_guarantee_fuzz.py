@@ -37,9 +37,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, ImageContent, TextContent
 
+from algenta_graph._serve import BackgroundServer
 from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.engine._serve import BackgroundServer
 from algenta_graph.graph import build_governed_graph, create_governed_agent
 from algenta_graph.models import DemoChatModel, ScriptedChatModel
 from algenta_graph.outcomes import (

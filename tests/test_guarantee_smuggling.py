@@ -28,9 +28,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from mcp import ClientSession
 from mcp.server.fastmcp import FastMCP
 
+from algenta_graph._serve import BackgroundServer
 from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.engine._serve import BackgroundServer
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import ScriptedChatModel
 

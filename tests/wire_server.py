@@ -27,7 +27,7 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel
 
 from algenta_graph._net import free_port
-from algenta_graph.engine._serve import BackgroundServer
+from algenta_graph._serve import BackgroundServer
 from algenta_graph.engine.server import _quiet_mcp_stream_logger
 
 DENIAL_FORMS = (

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
@@ -18,7 +17,6 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -29,7 +27,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import ValidationError
 
 from algenta_graph._net import free_port
-from algenta_graph.engine._serve import BackgroundServer
+from algenta_graph._serve import BackgroundServer, ServiceContext
 from algenta_graph.engine.errors import EngineToolError, GateDenied, InvalidArguments
 from algenta_graph.engine.policy import Policy
 from algenta_graph.engine.registry import RegistryTool, registry_names, registry_tools
@@ -341,7 +339,7 @@ def create_app(
     return app
 
 
-class ReferenceEngine:
+class ReferenceEngine(ServiceContext):
     """The reference engine on ``host:port`` (a free port by default) in a background thread.
 
     ``db`` is the SQLite file (a temporary one by default, removed when the object is
@@ -416,26 +414,3 @@ class ReferenceEngine:
     def executions(self, decision_id: str | None = None) -> list[dict[str, Any]]:
         """Executions (receipt fields + force, override_safety, metadata), oldest first."""
         return self.store.executions(decision_id)
-
-    def __enter__(self) -> ReferenceEngine:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> ReferenceEngine:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)

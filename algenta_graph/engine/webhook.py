@@ -22,7 +22,6 @@ import asyncio
 import json
 import threading
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from starlette.applications import Starlette
@@ -30,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from algenta_graph.engine._serve import BackgroundServer
+from algenta_graph._serve import BackgroundServer, ServiceContext
 from algenta_graph.engine.store import utc_now
 
 MAX_DELAY_SECONDS = 120.0
@@ -44,7 +43,7 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
-class WebhookReceiver:
+class WebhookReceiver(ServiceContext):
     """Serve the webhook endpoints on ``host:port`` (a free port by default) in a thread.
 
     Use as a sync or async context manager, or call :meth:`start` / :meth:`stop`.
@@ -144,26 +143,3 @@ class WebhookReceiver:
 
     def stop(self) -> None:
         self._server.stop()
-
-    def __enter__(self) -> WebhookReceiver:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> WebhookReceiver:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)

@@ -1,16 +1,20 @@
-"""Run an ASGI app with uvicorn in a background thread: start, wait until it listens, stop.
+"""Local servers in a background thread: uvicorn on a port, and the context-manager protocol.
 
-Used by :class:`~algenta_graph.engine.ReferenceEngine` and
-:class:`~algenta_graph.engine.WebhookReceiver`; the CLI runs uvicorn in the foreground instead.
+Used by :class:`~algenta_graph.engine.ReferenceEngine`,
+:class:`~algenta_graph.engine.WebhookReceiver`, :class:`~algenta_graph.catalog_server.CatalogServer`
+and the tests' fixture servers; the CLI runs uvicorn in the foreground instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from types import TracebackType
 from typing import Any
 
 import uvicorn
+from typing_extensions import Self
 
 from algenta_graph._net import free_port
 
@@ -75,3 +79,38 @@ class BackgroundServer:
     @property
     def running(self) -> bool:
         return self._thread.is_alive() and self._server.started
+
+
+class ServiceContext:
+    """Sync and async context manager over ``start()`` (returning ``self``) and ``stop()``.
+
+    The async form runs both in a worker thread, so an event loop is never blocked.
+    """
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
