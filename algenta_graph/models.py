@@ -142,7 +142,21 @@ def _tool_call_id(seed: str) -> str:
     return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-class DemoChatModel(BaseChatModel):
+class _ToolCallingModel(BaseChatModel):
+    """A local chat model that binds tools like a provider model (``BaseChatModel`` raises)."""
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools as OpenAI-format schemas, like a provider model."""
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+
+class DemoChatModel(_ToolCallingModel):
     """A deterministic offline stand-in for a chat model (no network, no API key).
 
     What it does on each call, given the conversation and the bound tools:
@@ -167,16 +181,6 @@ class DemoChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "algenta-demo"
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools as OpenAI-format schemas, like a provider model."""
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
         self,
@@ -255,7 +259,7 @@ class DemoChatModel(BaseChatModel):
         return {"name": tool["name"], "args": args, "id": _tool_call_id(seed), "type": "tool_call"}
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(_ToolCallingModel):
     """Plays back ``replies`` in order; every reply handed out is a deep copy.
 
     A reply is an ``AIMessage``, a string (a plain answer), or a dict of ``AIMessage`` fields
@@ -280,16 +284,6 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "algenta-scripted"
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools as OpenAI-format schemas, like a provider model."""
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
         self,
