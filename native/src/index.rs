@@ -305,6 +305,8 @@ impl Index {
         let mut memo: Vec<u32> = Vec::new();
         let mut ids: Vec<u32> = Vec::new();
         let mut occurrences: Vec<(u32, u8)> = Vec::new();
+        let mut owner: Vec<u32> = Vec::new();
+        let mut at: Vec<u32> = Vec::new();
         // Pass 1: every tool's distinct terms, in one buffer, and how many postings each term
         // gains, so that pass 2 sizes every postings list once.
         let mut all_terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
@@ -355,18 +357,25 @@ impl Index {
                 lens[f] = lens[f].saturating_add(ids.len() as u32);
                 occurrences.extend(ids.iter().map(|&id| (id, f as u8)));
             }
-            occurrences.sort_unstable();
+            // Aggregate per term without sorting: `at[id]` is the term's entry in this tool's
+            // slice of `all_terms` while `owner[id]` says the entry belongs to this tool.
             let start = all_terms.len();
+            let tool_no = tools.len() as u32 + 1;
             for &(id, f) in &occurrences {
-                match all_terms[start..].last_mut() {
-                    Some((last, tf)) if *last == id => {
-                        tf[f as usize] = tf[f as usize].saturating_add(1)
-                    }
-                    _ => {
-                        let mut tf = [0u8; NUM_FIELDS];
-                        tf[f as usize] = 1;
-                        all_terms.push((id, tf));
-                    }
+                let i = id as usize;
+                if i >= owner.len() {
+                    owner.resize(self.postings.len().max(i + 1), 0);
+                    at.resize(owner.len(), 0);
+                }
+                if owner[i] == tool_no {
+                    let tf = &mut all_terms[at[i] as usize].1[f as usize];
+                    *tf = tf.saturating_add(1);
+                } else {
+                    owner[i] = tool_no;
+                    at[i] = all_terms.len() as u32;
+                    let mut tf = [0u8; NUM_FIELDS];
+                    tf[f as usize] = 1;
+                    all_terms.push((id, tf));
                 }
             }
             tools.push((start, all_terms.len(), lens));
@@ -389,7 +398,7 @@ impl Index {
         }
     }
 
-    /// Add or replace a tool given its distinct term ids (ascending) with per-field counts.
+    /// Add or replace a tool given its distinct term ids with per-field counts.
     fn insert(&mut self, name: &str, terms: &[(u32, [u8; NUM_FIELDS])], lens: [u32; NUM_FIELDS]) {
         self.remove(name);
         let slot = match self.free_slots.pop() {
