@@ -15,11 +15,7 @@ def project_tool(name: str, description: str | None, schema: Any = None) -> dict
     """The text the index takes from a tool, per field, before tokenization."""
 
 class Bm25Index:
-    """A BM25F index over tools keyed by name; searches release the GIL.
-
-    Searches return ``(name, score)`` tuples, or ``hit_type`` objects if one is given: a class
-    with ``tool_id`` and ``score`` slots (``algenta_graph.retrieval.Hit``), filled in natively.
-    """
+    """A BM25F index over tools keyed by name; searches release the GIL."""
 
     def __init__(
         self,
@@ -30,7 +26,6 @@ class Bm25Index:
         description_weight: float = ...,
         param_name_weight: float = ...,
         param_text_weight: float = ...,
-        hit_type: type[Any] | None = None,
     ) -> None: ...
     def add(self, tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]]) -> None:
         """Add or replace tools, all or nothing: ``(name, description, schema)`` tuples or
@@ -40,10 +35,12 @@ class Bm25Index:
     def __len__(self) -> int: ...
     def __contains__(self, name: object) -> bool: ...
     def names(self) -> list[str]: ...
-    def search(self, query: str, k: int = 5, allow: Iterable[str] | None = None) -> list[Any]: ...
+    def search(
+        self, query: str, k: int = 5, allow: Iterable[str] | None = None
+    ) -> list[tuple[str, float]]: ...
     def search_many(
         self, queries: Iterable[str], k: int = 5, allow: Iterable[str] | None = None
-    ) -> list[list[Any]]: ...
+    ) -> list[list[tuple[str, float]]]: ...
     def stats(self) -> dict[str, int]: ...
     @property
     def k1(self) -> float: ...

@@ -56,6 +56,23 @@ class Hit:
     score: float
 
 
+# Hits are built on every search: set the two slots directly (what the frozen dataclass's
+# __init__ does through object.__setattr__, at about half the cost).
+_new_hit = object.__new__
+_set_tool_id = vars(Hit)["tool_id"].__set__
+_set_score = vars(Hit)["score"].__set__
+
+
+def _hits(raw: list[tuple[str, float]]) -> list[Hit]:
+    hits = []
+    for name, score in raw:
+        hit = _new_hit(Hit)
+        _set_tool_id(hit, name)
+        _set_score(hit, score)
+        hits.append(hit)
+    return hits
+
+
 def _describe(tool: object) -> str:
     text = repr(tool)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -137,7 +154,6 @@ class ToolIndex:
             description_weight=description_weight,
             param_name_weight=param_name_weight,
             param_text_weight=param_text_weight,
-            hit_type=Hit,  # the native side returns ready `Hit` objects
         )
 
     def add(self, tools: Iterable[ToolLike]) -> None:
@@ -167,7 +183,7 @@ class ToolIndex:
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
-        return self._index.search(query, _check_k(k), allow)
+        return _hits(self._index.search(query, _check_k(k), allow))
 
     def search_many(
         self, queries: Iterable[str], k: int = 5, allow: Collection[str] | None = None
@@ -176,7 +192,7 @@ class ToolIndex:
         queries = list(queries)
         for query in queries:
             _check_query(query)
-        return self._index.search_many(queries, _check_k(k), allow)
+        return [_hits(hits) for hits in self._index.search_many(queries, _check_k(k), allow)]
 
     @property
     def tool_names(self) -> list[str]:

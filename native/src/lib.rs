@@ -15,7 +15,7 @@ use std::sync::{PoisonError, RwLock};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
 use crate::index::{analyze_query, Index, Params, Staged};
@@ -258,93 +258,11 @@ fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>
     Ok(Some(names))
 }
 
-/// The class search results are built as: a Python class with `tool_id` and `score` slots
-/// (`algenta_graph.retrieval.Hit`), filled in here so no Python code runs per hit.
-struct HitType {
-    cls: Py<PyType>,
-    tool_id: Py<PyString>,
-    score: Py<PyString>,
-}
-
-impl HitType {
-    fn new(cls: &Bound<'_, PyType>) -> PyResult<Self> {
-        let py = cls.py();
-        // Instances are allocated as `object.__new__(cls)` does: only right for a class that
-        // does not override `__new__` (nor inherit a builtin's, like `int` or `tuple`).
-        let object_new = py
-            .get_type::<pyo3::types::PyAny>()
-            .getattr(intern!(py, "__new__"))?;
-        if !cls.getattr(intern!(py, "__new__"))?.is(&object_new) {
-            return Err(PyTypeError::new_err(
-                "hit_type must be a plain class (its __new__ must be object.__new__)",
-            ));
-        }
-        for attr in ["tool_id", "score"] {
-            if !cls.hasattr(attr)? {
-                return Err(PyTypeError::new_err(format!(
-                    "hit_type must have a '{attr}' attribute"
-                )));
-            }
-        }
-        Ok(HitType {
-            cls: cls.clone().unbind(),
-            tool_id: PyString::intern(py, "tool_id").unbind(),
-            score: PyString::intern(py, "score").unbind(),
-        })
-    }
-
-    /// One hit object, set the way `object.__setattr__` would (a frozen class's own
-    /// `__setattr__` refuses).
-    fn make<'py>(&self, py: Python<'py>, name: &str, score: f32) -> PyResult<Bound<'py, PyAny>> {
-        let name = PyString::new(py, name);
-        let score = PyFloat::new(py, f64::from(score));
-        // SAFETY: `cls` is a live type object; `PyType_GenericAlloc` returns a new reference
-        // (or NULL with an exception set), which `from_owned_ptr_or_err` takes over; the
-        // attribute names and values are live objects borrowed for the calls.
-        unsafe {
-            let obj = Bound::from_owned_ptr_or_err(
-                py,
-                pyo3::ffi::PyType_GenericAlloc(self.cls.as_ptr().cast(), 0),
-            )?;
-            for (attr, value) in [
-                (&self.tool_id, name.as_any()),
-                (&self.score, score.as_any()),
-            ] {
-                if pyo3::ffi::PyObject_GenericSetAttr(obj.as_ptr(), attr.as_ptr(), value.as_ptr())
-                    != 0
-                {
-                    return Err(PyErr::fetch(py));
-                }
-            }
-            Ok(obj)
-        }
-    }
-
-    fn list<'py>(&self, py: Python<'py>, hits: &[(String, f32)]) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for (name, score) in hits {
-            list.append(self.make(py, name, *score)?)?;
-        }
-        Ok(list)
-    }
-}
-
 /// A BM25F index over tools, keyed by tool name. Safe to share between threads: searches run
 /// concurrently without the GIL; adds and removes wait for running searches.
 #[pyclass(frozen, module = "algenta_graph._native", name = "Bm25Index")]
 struct PyIndex {
     inner: RwLock<Index>,
-    hit: Option<HitType>,
-}
-
-impl PyIndex {
-    /// Search results as Python objects: `hit_type` instances, or `(name, score)` tuples.
-    fn hits<'py>(&self, py: Python<'py>, hits: &[(String, f32)]) -> PyResult<Bound<'py, PyList>> {
-        match &self.hit {
-            Some(h) => h.list(py, hits),
-            None => PyList::new(py, hits),
-        }
-    }
 }
 
 impl PyIndex {
@@ -368,7 +286,6 @@ impl PyIndex {
         description_weight = index::DEFAULT_WEIGHTS[1],
         param_name_weight = index::DEFAULT_WEIGHTS[2],
         param_text_weight = index::DEFAULT_WEIGHTS[3],
-        hit_type = None,
     ))]
     fn new(
         k1: f32,
@@ -377,7 +294,6 @@ impl PyIndex {
         description_weight: f32,
         param_name_weight: f32,
         param_text_weight: f32,
-        hit_type: Option<&Bound<'_, PyType>>,
     ) -> PyResult<Self> {
         let params = Params {
             k1,
@@ -392,7 +308,6 @@ impl PyIndex {
         let index = Index::new(params).map_err(PyValueError::new_err)?;
         Ok(PyIndex {
             inner: RwLock::new(index),
-            hit: hit_type.map(HitType::new).transpose()?,
         })
     }
 
@@ -433,18 +348,17 @@ impl PyIndex {
         self.read().names()
     }
 
-    /// The `k` best tools for `query` as `hit_type` objects (or `(name, score)` tuples), best
-    /// first; ties by name.
+    /// The `k` best tools for `query` as `(name, score)`, best first; ties by name.
     #[pyo3(signature = (query, k = 5, allow = None))]
-    fn search<'py>(
+    fn search(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         query: &str,
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Vec<(String, f32)>> {
         let allow = allow_names(allow)?;
-        let hits = py.detach(|| {
+        py.detach(|| {
             guarded(|| {
                 let tokens = analyze_query(query);
                 let index = self.read();
@@ -453,19 +367,18 @@ impl PyIndex {
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
                 Ok(index.search_tokens(&tokens, k, mask.as_deref()))
             })
-        })?;
-        self.hits(py, &hits)
+        })
     }
 
     /// `search` for many queries in one call (one GIL release, one lock).
     #[pyo3(signature = (queries, k = 5, allow = None))]
-    fn search_many<'py>(
+    fn search_many(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         queries: &Bound<'_, PyAny>,
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Vec<Vec<(String, f32)>>> {
         if queries.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err(
                 "queries must be a sequence of strings, not a string",
@@ -482,7 +395,7 @@ impl PyIndex {
             })?);
         }
         let allow = allow_names(allow)?;
-        let all: Vec<Vec<(String, f32)>> = py.detach(|| {
+        py.detach(|| {
             guarded(|| {
                 let index = self.read();
                 let mask = allow
@@ -493,12 +406,7 @@ impl PyIndex {
                     .map(|q| index.search_tokens(&analyze_query(q), k, mask.as_deref()))
                     .collect())
             })
-        })?;
-        let out = PyList::empty(py);
-        for hits in &all {
-            out.append(self.hits(py, hits)?)?;
-        }
-        Ok(out)
+        })
     }
 
     /// Sizes: tools, terms, postings, and the index's own heap bytes (an estimate).
