@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
+from wire_server import HINTS, denial_body
 
 from algenta_graph.outcomes import (
     KNOWN_GATES,
@@ -34,23 +35,6 @@ RECEIPT: dict[str, Any] = {
     "payload_summary": {"action": "ship_it", "confidence": 0.82},
     "safety_overridden": False,
 }
-
-HINTS = {
-    "idempotency": "pass force=true for one re-execution",
-    "confidence": "pass override_safety=true",
-    "risk_floor": "pass override_safety=true",
-}
-
-
-def denial_body(gate: str) -> dict[str, Any]:
-    return {
-        "error": {
-            "code": f"execution_blocked_{gate}",
-            "gate": gate,
-            "message": f"blocked by the {gate} gate",
-            "override_hint": HINTS.get(gate, "ask an operator"),
-        }
-    }
 
 
 def public_server_body(gate: str, upstream: dict[str, Any] | None = None) -> dict[str, Any]:
