@@ -15,7 +15,8 @@ in ``langgraph.json``):
   for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
 - ``ALGENTA_TOP_K``: how many tools retrieval binds per turn (default ``5``).
 - ``ALGENTA_ON_DENIAL``: ``report``, ``escalate`` or ``halt`` for every gate, or JSON per gate
-  (``{"confidence": "escalate", "idempotency": "report"}``); default: the graph's policies.
+  (``{"confidence": "escalate", "idempotency": "report"}``); default: the graph's policies
+  (:data:`~algenta_graph.gates.DEFAULT_POLICIES`). A run may only make them stricter.
 
 A malformed value raises ``ValueError`` naming the variable.
 
@@ -33,7 +34,6 @@ context into ``config["configurable"]``, where the graph reads them (see
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,9 +44,9 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES, resolve_profile
-from algenta_graph.graph import POLICIES, create_governed_agent
+from algenta_graph.gates import GATE_NAMES, POLICIES, parse_on_denial
+from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import resolve_model
-from algenta_graph.outcomes import KNOWN_GATES
 
 if TYPE_CHECKING:
     from algenta_graph.connection import EngineConnection
@@ -77,7 +77,8 @@ DEFAULT_TOP_K = 5
 DEMO_MODEL = "demo"
 """``ALGENTA_MODEL`` value (or absence) that selects the offline demo model."""
 
-OnDenial = str | dict[str, str] | None
+GateName = Literal[GATE_NAMES]  # type: ignore[valid-type]  # derived from the one gate table
+PolicyName = Literal[POLICIES]  # type: ignore[valid-type]
 
 
 class RunContext(TypedDict, total=False):
@@ -95,11 +96,13 @@ class RunContext(TypedDict, total=False):
     ]
     top_k: Annotated[int, Field(ge=1, description="How many tools retrieval binds this run.")]
     on_denial: Annotated[
-        dict[
-            Literal["idempotency", "confidence", "risk_floor"],
-            Literal["report", "escalate", "halt"],
-        ],
-        Field(description="Denial policy per gate for this run, over the server's policies."),
+        dict[GateName, PolicyName] | PolicyName,
+        Field(
+            description=(
+                "Denial policy per gate for this run (or one policy for every gate); each may "
+                "only be stricter than the server's (report < escalate < halt)."
+            )
+        ),
     ]
 
 
@@ -112,7 +115,7 @@ class ServerSettings:
     profile: str = DEFAULT_PROFILE
     model: str | None = None
     top_k: int = DEFAULT_TOP_K
-    on_denial: str | tuple[tuple[str, str], ...] | None = None
+    on_denial: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         resolve_profile(self.profile)  # ValueError naming the valid profiles
@@ -139,14 +142,12 @@ class ServerSettings:
             profile=profile,
             model=None if model == DEMO_MODEL else model,
             top_k=_parse_top_k(env.get(ENV_TOP_K), ENV_TOP_K),
-            on_denial=_freeze(_parse_on_denial(env.get(ENV_ON_DENIAL), ENV_ON_DENIAL)),
+            on_denial=_freeze(parse_on_denial(env.get(ENV_ON_DENIAL), ENV_ON_DENIAL)),
         )
 
     @property
     def on_denial_policy(self) -> dict[str, str] | None:
         """``on_denial`` as ``create_governed_agent`` takes it: ``{gate: policy}``."""
-        if isinstance(self.on_denial, str):
-            return dict.fromkeys(KNOWN_GATES, self.on_denial)
         return dict(self.on_denial) if self.on_denial is not None else None
 
 
@@ -162,34 +163,8 @@ def _parse_top_k(value: Any, name: str) -> int:
     return top_k
 
 
-def _parse_on_denial(value: str | None, name: str) -> OnDenial:
-    if value is None or not value.strip():
-        return None
-    parsed: Any = value.strip()
-    if parsed.startswith("{"):
-        try:
-            parsed = json.loads(parsed)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{name} is not valid JSON: {exc}") from None
-    if isinstance(parsed, str):
-        policies = [parsed]
-    elif isinstance(parsed, dict):
-        unknown = sorted(set(parsed) - set(KNOWN_GATES))
-        if unknown:
-            raise ValueError(f"{name} names unknown gates {unknown}; known: {KNOWN_GATES}")
-        policies = list(parsed.values())
-    else:
-        raise ValueError(f"{name} must be a policy or a JSON object of gate to policy: {value!r}")
-    bad = [p for p in policies if p not in POLICIES]
-    if bad:
-        raise ValueError(f"{name}: policy {bad[0]!r} is not one of {POLICIES}")
-    return parsed if isinstance(parsed, str) else {str(k): str(v) for k, v in parsed.items()}
-
-
-def _freeze(value: OnDenial) -> str | tuple[tuple[str, str], ...] | None:
-    if isinstance(value, Mapping):
-        return tuple(sorted(value.items()))
-    return value
+def _freeze(value: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    return tuple(sorted(value.items())) if value else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,14 +31,7 @@ from mcp.types import CallToolResult, TextContent
 from wire_server import DENIAL_FORMS, HINTS, RECEIPT_FORMS, WireServer
 
 from algenta_graph._net import free_port
-from algenta_graph.connection import (
-    DEFAULT_BASE_URL,
-    EngineConnection,
-    GovernanceInterceptor,
-    resolve_base_url,
-    scrub_arguments,
-    scrub_schema,
-)
+from algenta_graph.connection import DEFAULT_BASE_URL, EngineConnection, resolve_base_url
 from algenta_graph.contract import resolve_profile
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.errors import (
@@ -48,6 +41,7 @@ from algenta_graph.errors import (
     EngineTimeoutError,
     ToolNotInProfileError,
 )
+from algenta_graph.governance import GovernanceInterceptor, scrub_arguments, scrub_schema
 from algenta_graph.outcomes import (
     KNOWN_GATES,
     ExecutionDenial,

@@ -207,24 +207,31 @@ async def test_halt_policy_ends_the_run_with_the_denial_in_state(
     assert webhook.received == []
 
 
-async def test_per_run_configurable_policy_overrides_the_build_time_one(
+async def test_per_run_configurable_policy_may_only_tighten_the_build_time_one(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
+    """docs/ARCHITECTURE.md invariant 9: a run's on_denial may be stricter, never looser."""
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, risk_p5=-0.9)
         replies = [execute(decision, webhook.url, "c1"), "risk floor blocked it"]
         async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _):
-            cfg = config("t", on_denial={"risk_floor": "report"})
+            cfg = config("t", on_denial={"risk_floor": "halt"})
             order = await nodes_run(graph, {"messages": [("user", "go")]}, cfg)
             snapshot = await graph.aget_state(cfg)
+            with pytest.raises(ValueError, match="'risk_floor'.*'report' is looser"):
+                await graph.ainvoke(
+                    {"messages": [("user", "x")]}, config("t1", on_denial={"risk_floor": "report"})
+                )
             with pytest.raises(ValueError, match="unknown policy 'ignore'"):
                 await graph.ainvoke(
                     {"messages": [("user", "x")]},
                     config("t2", on_denial={"risk_floor": "ignore"}),
                 )
-    assert order[-2:] == ["denial_handler_risk_floor", "model"]
-    assert snapshot.interrupts == ()
+    assert order[-1:] == ["denial_handler_risk_floor"]  # halted: the model never ran again
+    assert snapshot.next == () and snapshot.interrupts == ()
     assert snapshot.values["denials"][0]["gate"] == "risk_floor"
+    assert snapshot.values["denials"][0]["policy"] == "halt"
+    assert webhook.received == []
 
 
 async def test_profile_guard_refuses_tools_outside_the_profile(
@@ -327,8 +334,10 @@ async def test_bad_build_arguments_are_rejected(engine: ReferenceEngine) -> None
     async with open_connection(engine) as conn:
         with pytest.raises(ValueError, match="unknown gate 'speed'"):
             build_governed_graph(conn, on_denial={"speed": "report"})
-        with pytest.raises(ValueError, match="always halts"):
-            build_governed_graph(conn, on_denial={"unknown": "report"})
+        with pytest.raises(ValueError, match="unknown gate 'unknown'; the gates are idem"):
+            build_governed_graph(conn, on_denial={"unknown": "halt"})
+        with pytest.raises(ValueError, match="unknown policy 'ignore'"):
+            build_governed_graph(conn, on_denial="ignore")
         with pytest.raises(ValueError, match="top_k"):
             build_governed_graph(conn, top_k=0)
 
