@@ -218,7 +218,7 @@ async def test_per_run_configurable_policy_may_only_tighten_the_build_time_one(
             cfg = config("t", on_denial={"risk_floor": "halt"})
             order = await nodes_run(graph, {"messages": [("user", "go")]}, cfg)
             snapshot = await graph.aget_state(cfg)
-            with pytest.raises(ValueError, match="'risk_floor'.*'report' is looser"):
+            with pytest.raises(ValueError, match=r"'risk_floor'.*'report' is looser"):
                 await graph.ainvoke(
                     {"messages": [("user", "x")]}, config("t1", on_denial={"risk_floor": "report"})
                 )
