@@ -379,7 +379,8 @@ async def test_langgraph_dev_serves_the_governed_graph(
         assert execution["override_safety"] is True
         assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
 
-        # per-run context: the same gate reported to the model instead of escalated
+        # per-run context may only tighten: halting the same gate ends the run, reporting it
+        # (looser than the server's escalate) is refused with the gate named, nothing executed
         other = (await client.threads.create())["thread_id"]
         await client.runs.wait(
             other,
@@ -393,17 +394,25 @@ async def test_langgraph_dev_serves_the_governed_graph(
         state = await client.threads.get_state(other)
         assert len(state["values"]["selected_tools"]) == 2
         reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
-        await client.runs.wait(
+        execute = _user(f"execute_decision decision_id={reported} webhook_url={webhook.url}")
+        looser = await client.runs.wait(
             other,
             aid,
-            input=_user(f"execute_decision decision_id={reported} webhook_url={webhook.url}"),
+            input=execute,
             context={"on_denial": {"confidence": "report"}},
+            raise_error=False,
+        )
+        assert "'confidence'" in looser["__error__"]["message"]
+        assert "looser" in looser["__error__"]["message"]
+        await client.runs.wait(
+            other, aid, input=execute, context={"on_denial": {"confidence": "halt"}}
         )
         state = await client.threads.get_state(other)
         assert state["next"] == []
-        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        assert [(d["gate"], d["policy"]) for d in state["values"]["denials"]] == [
+            ("confidence", "halt")
+        ]
         assert state["values"]["receipts"] == []
-        assert "confidence" in state["values"]["messages"][-1]["content"]
         assert engine.executions(reported) == []
 
 
