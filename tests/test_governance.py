@@ -25,12 +25,12 @@ from graph_support import (
     call,
     config,
     execute,
-    execute_calls,
     log_decision,
     nodes_run,
     open_connection,
     tool_messages,
 )
+from guarantee_support import figure
 from langgraph.types import Command
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
@@ -70,6 +70,14 @@ async def test_a_halting_denial_halts_the_step_whatever_the_call_order(
         async with agent(conn, tmp_path / "cp.sqlite", replies, on_denial=policies) as (graph, m):
             order = await nodes_run(graph, {"messages": [("user", "go")]}, config("t"))
             state = await graph.aget_state(config("t"))
+    figure(
+        "parallel_denials_halt",
+        order="confidence,risk_floor" if confidence_first else "risk_floor,confidence",
+        denials=len(state.values["denials"]),
+        last_node=order[-1],
+        model_calls=len(m.bound_tools),
+        posts=len(webhook.received),
+    )
     assert order[-1] == "denial_handler_risk_floor"  # the strictest gate first, then END
     assert state.next == () and state.interrupts == ()
     assert len(m.bound_tools) == 1  # the model was not asked again
@@ -110,6 +118,13 @@ async def test_two_escalated_denials_in_one_step_are_both_asked_and_recorded(
         "risk_floor": ("bo", "decline", "declined"),
     }
     [receipt] = out["receipts"]
+    figure(
+        "parallel_escalations",
+        denials=len(out["denials"]),
+        interrupts=len(first.interrupts) + len(second.interrupts),
+        operator_decisions=len(out["operator_decisions"]),
+        posts=len(webhook.received),
+    )
     assert receipt["decision_id"] == conf_id and receipt["operator"] == "ana"
     assert [e["decision_id"] for e in engine.executions()] == [conf_id]
     assert len(webhook.received) == 1 and out["messages"][-1].content == "done"
@@ -188,57 +203,71 @@ async def test_an_override_sends_exactly_the_gates_own_flag(
 async def test_a_delivery_of_unknown_outcome_is_never_sent_again_by_the_model(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
-    slow = webhook.url_for_delay(3)
+    """A webhook slower than the call's timeout: the receipt says the delivery failed, the POST
+    still arrived. The model's retries (explicit short timeout, then the engine's default 10 s
+    timeout against a 15 s webhook) never reach the engine again."""
+    scenarios = {
+        "short_timeout": (webhook.url_for_delay(3), {"timeout_seconds": 1}, 3),
+        "default_timeout": (webhook.url_for_delay(15), {}, 2),
+    }
+    retries = posts = 0
     async with open_connection(engine) as conn:
-        decision = await log_decision(conn)
-        replies = [
-            execute(decision, slow, "c1", timeout_seconds=1),
-            execute(decision, slow, "c2", timeout_seconds=1),
-            execute(decision, slow, "c3"),
-            "gave up",
-        ]
-        async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _):
-            out = await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
-            bad = [execute(decision, slow, "c4", timeout_seconds=0.01), "no"]
-            async with agent(conn, tmp_path / "cp2.sqlite", bad) as (graph2, _):
-                short = await graph2.ainvoke({"messages": [("user", "go")]}, config("u"))
-    import asyncio
-
-    await asyncio.sleep(3.5)  # let the one slow POST land
-    assert len(execute_calls(engine)) == 1  # the model's retries never reached the engine
-    assert len([r for r in webhook.received if "delay" in str(r)]) <= 1
-    [receipt] = out["receipts"]
-    assert receipt["execution_status"] != "delivered"
-    assert [d["source"] for d in out["denials"]] == ["thread_receipts", "thread_receipts"]
+        for name, (url, extra, calls) in scenarios.items():
+            decision = await log_decision(conn)
+            replies = [execute(decision, url, f"{name}-{i}", **extra) for i in range(calls)]
+            async with agent(conn, tmp_path / f"{name}.sqlite", [*replies, "gave up"]) as (g, _):
+                out = await g.ainvoke({"messages": [("user", "go")]}, config(name))
+            sent = [b for b in webhook.received if b.get("decision_id") == decision]
+            [receipt] = out["receipts"]
+            assert receipt["execution_status"] != "delivered" and receipt["response_code"] is None
+            assert [d["source"] for d in out["denials"]] == ["thread_receipts"] * (calls - 1)
+            assert len(engine.executions(decision)) == 1
+            assert len(sent) == 1, (name, sent)
+            retries += calls - 1
+            posts += len(sent)
+        bad = [execute("dec_any", webhook.url, "c_bad", timeout_seconds=0.01), "no"]
+        async with agent(conn, tmp_path / "bad.sqlite", bad) as (graph, _):
+            short = await graph.ainvoke({"messages": [("user", "go")]}, config("bad"))
     [refused] = tool_messages(short)
     assert "timeout_seconds must be a number from 1 to 60" in str(refused.content)
+    figure("unknown_delivery", scenarios=len(scenarios), model_retries=retries, posts=posts)
+    assert posts == len(scenarios)
 
 
 # ------------------------------------------------------------------ invariant 9 and resumes
 
 
-@pytest.mark.parametrize("where", ["configurable", "context"])
-async def test_a_run_may_not_loosen_a_gate_and_the_refusal_names_it(
-    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path, where: str
+async def test_no_run_setting_can_loosen_a_gate_and_each_refusal_names_it(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
+    """Every looser policy for every gate, as a mapping or a bare policy, through
+    ``configurable`` and through ``context``: each refused before anything runs."""
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, confidence=0.3)
         replies = [execute(decision, webhook.url, "c1"), "x"]
-        built = {"confidence": "halt", "idempotency": "halt"}
-        async with agent(conn, tmp_path / "cp.sqlite", replies, on_denial=built) as (graph, m):
-            for loose in ({"confidence": "escalate"}, "report", {"idempotency": "escalate"}):
-                cfg = (
-                    config(f"t-{loose}")
-                    if where == "context"
-                    else config(f"t-{loose}", on_denial=loose)
-                )
-                kwargs = {"context": {"on_denial": loose}} if where == "context" else {}
-                with pytest.raises(ValueError, match="is looser than this graph's 'halt'"):
-                    await graph.ainvoke({"messages": [("user", "go")]}, cfg, **kwargs)
+        async with agent(conn, tmp_path / "cp.sqlite", replies, on_denial="halt") as (graph, m):
+            requests: list[Any] = [
+                {gate: loose} for gate in GATES for loose in ("report", "escalate")
+            ] + ["report", "escalate"]
+            attempts = refused = 0
+            for where in ("configurable", "context"):
+                for n, loose in enumerate(requests):
+                    attempts += 1
+                    thread = f"{where}-{n}"
+                    if where == "context":
+                        cfg, kwargs = config(thread), {"context": {"on_denial": loose}}
+                    else:
+                        cfg, kwargs = config(thread, on_denial=loose), {}
+                    with pytest.raises(ValueError, match="is looser than this graph's 'halt'"):
+                        await graph.ainvoke({"messages": [("user", "go")]}, cfg, **kwargs)
+                    refused += 1
             strict = config("ok", on_denial="halt")
             out = await graph.ainvoke({"messages": [("user", "go")]}, strict)
+    executions = len(engine.executions(decision))
+    figure("loosening_refused", attempts=attempts, refused=refused, executions=executions)
+    assert attempts == refused == 2 * (2 * len(GATES) + 2)
     assert len(m.bound_tools) == 1 and out["denials"][0]["policy"] == "halt"
-    assert engine.executions(decision) == [] and webhook.received == []
+    assert executions == 0 and webhook.received == []
 
 
 async def test_a_malformed_run_setting_is_a_clear_error(
