@@ -88,6 +88,20 @@ def last_step(messages: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[T
     return None, []
 
 
+def counts_as_executed(receipt: Mapping[str, Any]) -> bool:
+    """Whether a receipt's delivery may have reached its target (invariant 8): every receipt,
+    unless the engine states that nothing was sent (``failed`` with ``retryable: true``).
+
+    >>> counts_as_executed({"execution_status": "unknown"})
+    True
+    >>> counts_as_executed({"execution_status": "failed", "response_code": None})
+    True
+    >>> counts_as_executed({"execution_status": "failed", "retryable": True})
+    False
+    """
+    return not (receipt.get("execution_status") == "failed" and receipt.get("retryable") is True)
+
+
 def step_denials(state: Mapping[str, Any]) -> list[DenialRecord]:
     """The denials of the latest tool step that a handler must apply a policy to."""
     _, answered = last_step(state.get("messages", []))
@@ -209,9 +223,9 @@ class GovernedToolNode:
         if ai is None:
             return {}
         done = {m.tool_call_id for m in answered}
-        # every decision this thread executed, delivered or not: a delivery that may have
-        # reached its target counts as executed (invariant 8)
-        executed = {r.get("decision_id") for r in state.get("receipts") or []}
+        executed = {
+            r.get("decision_id") for r in state.get("receipts") or [] if counts_as_executed(r)
+        }
         selected = list(state.get("selected_tools") or [])
         out_messages: list[ToolMessage] = []
         receipts: list[ReceiptRecord] = []
@@ -250,7 +264,8 @@ class GovernedToolNode:
                 message, receipt, denial = await self._execute(args, call_id, run, executed)
                 if receipt is not None:
                     receipts.append(receipt)
-                    executed.add(receipt.get("decision_id"))
+                    if counts_as_executed(receipt):
+                        executed.add(receipt.get("decision_id"))
                 if denial is not None:
                     denials.append(denial)
                 out_messages.append(message)

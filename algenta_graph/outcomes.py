@@ -68,8 +68,10 @@ _API_ERROR_PREFIX = re.compile(r"^\s*API error (\d{3})\s*:\s*")
 class ExecutionReceipt(BaseModel):
     """A completed ``execute_decision``: the engine dispatched the decision and kept a receipt.
 
-    ``execution_status`` says whether the webhook delivery itself succeeded (``"delivered"``) or
-    not (``"failed"``); both are completed, non-gated calls. Unknown extra fields are kept.
+    ``execution_status`` says whether the webhook delivery itself succeeded (``"delivered"``),
+    certainly did not (``"failed"``), or may have (``"unknown"``: the request went out and no
+    answer came); all are completed, non-gated calls. Unknown extra fields are kept (e.g. the
+    engine's ``retryable``, ``execution_id``, ``idempotency_key``).
     """
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
@@ -77,7 +79,7 @@ class ExecutionReceipt(BaseModel):
     kind: Literal["receipt"] = "receipt"
     decision_id: str = Field(min_length=1)
     webhook_url: str = Field(min_length=1)
-    execution_status: Literal["delivered", "failed"]
+    execution_status: Literal["delivered", "failed", "unknown"]
     response_code: int | None
     executed_at: str = Field(min_length=1)
     policy_snapshot_id: str | None
