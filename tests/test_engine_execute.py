@@ -205,6 +205,21 @@ async def test_a_webhook_slower_than_the_timeout_is_unknown_and_counts_as_execut
     assert [e["execution_status"] for e in engine.executions(decision_id)] == ["unknown"]
 
 
+@pytest.mark.slow
+async def test_the_default_timeout_and_a_15_s_webhook_give_one_post(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
+) -> None:
+    """Issue 10's second figure: the default timeout (10 s) and a 15 s webhook, 3 calls."""
+    slow = webhook.url_for_delay(15)
+    async with mcp_session(engine.url) as s:
+        decision_id = await log(s)
+        first = await receipt(s, decision_id, slow)
+        again = [await denial(s, decision_id, slow) for _ in range(2)]
+    assert first["execution_status"] == "unknown" and "within 10s" in first["failure_reason"]
+    assert [d["gate"] for d in again] == ["idempotency", "idempotency"]
+    assert len(webhook.received) == 1
+
+
 async def test_an_unknown_delivery_is_sent_again_only_with_force(
     engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:

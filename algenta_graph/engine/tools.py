@@ -255,7 +255,12 @@ class GovernedTools:
             "policy_snapshot_id": self.policy.snapshot_id,
             **self.policy.as_dict(),
             "gates": [
-                {"gate": "idempotency", "blocks": "a decision already delivered", "lift": "force"},
+                {
+                    "gate": "idempotency",
+                    "blocks": "a decision already executed (delivered, or sent with an unknown"
+                    " outcome)",
+                    "lift": "force",
+                },
                 {
                     "gate": "confidence",
                     "blocks": f"confidence below {self.policy.min_confidence:g}",
