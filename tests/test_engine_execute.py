@@ -579,3 +579,45 @@ async def test_every_denial_wire_form_is_parsed_by_the_outcome_parser(
     assert isinstance(got, ExecutionReceipt) and got.execution_status == "delivered"
     assert isinstance(parse_execution_outcome(results["missing"]), ExecutionFailure)
     assert len(webhook.received) == 1
+
+
+# The schema of the first release (no idempotency_key / plan_id / identity on executions).
+_FIRST_SCHEMA = """
+CREATE TABLE decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, decision_id TEXT NOT NULL UNIQUE,
+    chosen_action TEXT NOT NULL, expected_value REAL NOT NULL, confidence REAL NOT NULL,
+    risk_p5 REAL NOT NULL, risk_p95 REAL NOT NULL, rationale TEXT, scenario TEXT,
+    plan_hash TEXT, logged_at TEXT NOT NULL);
+CREATE TABLE executions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, execution_id TEXT NOT NULL UNIQUE,
+    decision_id TEXT NOT NULL REFERENCES decisions(decision_id),
+    execution_status TEXT NOT NULL, receipt TEXT NOT NULL, force INTEGER NOT NULL,
+    override_safety INTEGER NOT NULL, metadata TEXT, executed_at TEXT NOT NULL);
+"""
+
+
+async def test_a_database_of_the_first_release_is_completed_and_its_deliveries_count(
+    tmp_path: Path, webhook: WebhookReceiver, mcp_session: Session
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    receipt_ = {"decision_id": "dec_old", "execution_status": "delivered"}
+    with sqlite3.connect(db) as conn:
+        conn.executescript(_FIRST_SCHEMA)
+        conn.execute(
+            "INSERT INTO decisions(decision_id, chosen_action, expected_value, confidence,"
+            " risk_p5, risk_p95, logged_at) VALUES ('dec_old', 'a', 1, 0.9, 0.1, 0.2, 'x')"
+        )
+        conn.execute(
+            "INSERT INTO executions(execution_id, decision_id, execution_status, receipt, force,"
+            " override_safety, executed_at) VALUES ('exe_old', 'dec_old', 'delivered', ?, 0, 0,"
+            " 'x')",
+            (json.dumps(receipt_),),
+        )
+    conn.close()
+    async with ReferenceEngine(db=db) as engine, mcp_session(engine.url) as s:
+        again = await denial(s, "dec_old", webhook.url)
+        new = await receipt(s, await log(s), webhook.url)
+    assert again["gate"] == "idempotency"
+    assert new["execution_status"] == "delivered" and len(webhook.received) == 1

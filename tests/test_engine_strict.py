@@ -339,7 +339,17 @@ async def test_an_idempotency_key_of_another_decision_is_refused(
         base = {"webhook_url": webhook.url, "idempotency_key": "same"}
         await call(s, "execute_decision", {**base, "decision_id": first, "nonce": p1["nonce"]})
         error = await refused(s, {**base, "decision_id": second, "nonce": p2["nonce"]})
-    assert error["code"] == "idempotency_key_reused"
+        elsewhere = await refused(
+            s,
+            {
+                **base,
+                "decision_id": first,
+                "nonce": p1["nonce"],
+                "webhook_url": webhook.url_for_status(200),
+            },
+        )
+    assert error["code"] == elsewhere["code"] == "idempotency_key_reused"
+    assert "webhook_url" in elsewhere["message"]
     assert len(webhook.received) == 1
 
 

@@ -678,9 +678,12 @@ class GovernedTools:
             if idempotency_key is not None:
                 earlier = await _off_loop(self.store.execution_by_idempotency_key, idempotency_key)
                 if earlier is not None:
+                    stored = earlier["receipt"]
                     if earlier["decision_id"] != decision_id:
-                        raise _key_reused(idempotency_key)
-                    return {**earlier["receipt"], "idempotent_replay": True}
+                        raise _key_reused(idempotency_key, "another decision")
+                    if stored.get("webhook_url") != webhook_url:
+                        raise _key_reused(idempotency_key, "a call to another webhook_url")
+                    return {**stored, "idempotent_replay": True}
             verdict = check(
                 self.policy,
                 confidence=decision["confidence"],
@@ -785,10 +788,11 @@ def _plan_not_approved(plan_id: str, state: str) -> EngineToolError:
     )
 
 
-def _key_reused(key: str) -> EngineToolError:
+def _key_reused(key: str, other: str = "another decision") -> EngineToolError:
     return EngineToolError(
         "idempotency_key_reused",
-        f"idempotency_key {key[:80]!r} already belongs to an execution of another decision",
+        f"idempotency_key {key[:80]!r} already belongs to an execution of {other}: use one key"
+        " per attempt",
         status_code=409,
     )
 
