@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
+from test_engine_cli import engine_process, text
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine.auth import token_hash
-from tests.test_engine_cli import engine_process, text
 
 Session = Callable[..., Any]
 ENGINE = [sys.executable, "-m", "algenta_graph.cli", "engine"]
