@@ -166,9 +166,14 @@ def mcp_session_with(http: httpx.AsyncClient, url: str) -> Any:
 
 
 async def test_without_any_api_key_execute_is_not_enabled(
-    start_engine: Callable[..., ReferenceEngine], webhook: WebhookReceiver, mcp_session: Session
+    start_engine: Callable[..., ReferenceEngine],
+    webhook: WebhookReceiver,
+    mcp_session: Session,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    engine = start_engine(relaxed=False)
+    with caplog.at_level("WARNING", logger="algenta_graph.engine"):
+        engine = start_engine(relaxed=False)
+    assert "execute_decision is refused for every caller" in caplog.text
     async with mcp_session(engine.url) as s:
         p = await plan(s)
         decision_id = await log_planned(s, p)

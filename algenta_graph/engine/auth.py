@@ -145,6 +145,10 @@ class KeyRing:
             return None
         return self._by_hash.get(token_hash(token))
 
+    def api_keys(self) -> list[ApiKey]:
+        """Every key (without its hash)."""
+        return list(self._by_hash.values())
+
     def __len__(self) -> int:
         return len(self._by_hash)
 

@@ -404,6 +404,12 @@ def create_app(
         raise ValueError(f"denials must be one of {', '.join(DENIAL_FORMS)}, got {denials!r}")
     _quiet_mcp_stream_logger()
     ring = combined_keys(keys, api_key)
+    executors = [k for k in (ring.api_keys() if ring else []) if k.execute and k.has("agent")]
+    if not relaxed and not executors:
+        logger.warning(
+            "strict mode and no API key with the agent role and execute enabled:"
+            " execute_decision is refused for every caller (--keys-file, or --api-key)"
+        )
     registry = registry_tools()
     governed = GovernedTools(
         store,
