@@ -266,3 +266,10 @@ def test_engine_options_are_checked_in_python_too(tmp_path: Path) -> None:
         with pytest.raises(ValueError) as info:
             ReferenceEngine(db=tmp_path / "x.sqlite", **bad)
         assert next(iter(bad)) in str(info.value)
+
+
+def test_negative_zero_is_zero_one_policy_one_snapshot(tmp_path: Path) -> None:
+    minus = ReferenceEngine(db=tmp_path / "a.sqlite", risk_floor=-0.0, min_confidence=-0.0)
+    plus = ReferenceEngine(db=tmp_path / "b.sqlite", risk_floor=0.0, min_confidence=0.0)
+    assert str(minus.policy.risk_floor) == "0.0" and str(minus.policy.min_confidence) == "0.0"
+    assert minus.policy.snapshot_id == plus.policy.snapshot_id
