@@ -426,7 +426,7 @@ def test_gate_order_and_thresholds(
         Policy(),
         confidence=confidence,
         risk_p5=risk_p5,
-        already_delivered=delivered,
+        already_executed=delivered,
         force=force,
         override_safety=override,
     )
