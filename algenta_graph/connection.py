@@ -77,7 +77,7 @@ from algenta_graph.errors import (
     EngineTimeoutError,
     ToolNotInProfileError,
 )
-from algenta_graph.governance import GovernanceInterceptor, scrub_schema
+from algenta_graph.governance import GovernanceInterceptor, scrub_schema, strip_graph_supplied
 from algenta_graph.outcomes import ExecutionOutcome, parse_execution_outcome
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -438,11 +438,17 @@ class _SessionView:
         page = await self._conn._guard(self._server, "listing tools", session.list_tools(cursor))
         self.advertised.extend(t.name for t in page.tools)
         kept = [
-            t.model_copy(update={"inputSchema": scrub_schema(t.inputSchema)})
+            t.model_copy(update={"inputSchema": self._model_facing(t)})
             for t in page.tools
             if self._keep(t)
         ]
         return page.model_copy(update={"tools": kept})
+
+    def _model_facing(self, tool: Tool) -> dict[str, Any]:
+        schema = scrub_schema(tool.inputSchema)
+        if tool.name == EXECUTE_TOOL and self._server.name == ALGENTA_SERVER:
+            schema, self._conn.execute_supplied = strip_graph_supplied(schema)
+        return schema
 
     async def call_tool(
         self,
@@ -505,6 +511,9 @@ class EngineConnection:
         self._tools: dict[str, BaseTool] = {}
         self._algenta_names: frozenset[str] = frozenset()
         self._advertised: frozenset[str] = frozenset()
+        self.execute_supplied: frozenset[str] = frozenset()
+        """Which graph-supplied fields (``idempotency_key``, ``nonce``) the engine's
+        ``execute_decision`` declares: the graph sends exactly those, never the model."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 

@@ -27,13 +27,21 @@ from algenta_graph.contract import NEVER_MODEL_FACING_FIELDS, Profile
 from algenta_graph.errors import ToolNotInProfileError
 
 __all__ = [
+    "GRAPH_SUPPLIED_FIELDS",
     "GovernanceInterceptor",
     "is_never_model_facing",
     "scrub_arguments",
     "scrub_schema",
+    "strip_graph_supplied",
 ]
 
 _MAX_JSON_DEPTH = 8
+
+GRAPH_SUPPLIED_FIELDS: tuple[str, ...] = ("idempotency_key", "nonce")
+"""``execute_decision`` arguments that only the graph supplies, when an engine declares them: a
+key per attempt (derived from the thread and the tool call) and the approved plan's single-use
+nonce. A model never sees them in a schema, and whatever a model sends under these names is
+dropped before the graph adds its own."""
 
 
 def _flag_key(key: str) -> str:
@@ -140,3 +148,25 @@ class GovernanceInterceptor:
         if self.profile is not None and not self.profile.allows(request.name):
             raise ToolNotInProfileError(request.name, self.profile.name)
         return await handler(request.override(args=scrub_arguments(request.args)))
+
+
+def strip_graph_supplied(schema: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """``execute_decision``'s schema without :data:`GRAPH_SUPPLIED_FIELDS`, and which of them
+    the engine declared (so the graph knows to supply them).
+
+    >>> schema = {"type": "object", "properties": {"decision_id": {}, "nonce": {}},
+    ...           "required": ["decision_id", "nonce"]}
+    >>> stripped, declared = strip_graph_supplied(schema)
+    >>> stripped["required"], sorted(declared)
+    (['decision_id'], ['nonce'])
+    """
+    out = dict(schema)
+    properties = dict(out.get("properties") or {})
+    declared = frozenset(f for f in GRAPH_SUPPLIED_FIELDS if f in properties)
+    for name in declared:
+        properties.pop(name)
+    if "properties" in out:
+        out["properties"] = properties
+    if isinstance(out.get("required"), list):
+        out["required"] = [r for r in out["required"] if r not in declared]
+    return out, declared
