@@ -512,6 +512,31 @@ def _mentions_records(update: Any) -> bool:
     return False
 
 
+_INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _stamp(resume: Any, identity: str) -> Any:
+    """``resume`` with ``operator`` set to the authenticated ``identity`` (403 if it names
+    someone else).
+
+    The stamp travels with the answer into the checkpoint. LangGraph replays a node's earlier
+    resume values when it is resumed again (a refused answer stays in the task's resume list),
+    so an answer must carry who gave it: otherwise a refused answer of one operator would be
+    re-read, on the next resume, in the name of whoever resumes next.
+    """
+    if isinstance(resume, dict) and resume and all(_INTERRUPT_ID.match(str(k)) for k in resume):
+        # {interrupt_id: answer}: stamp each answer
+        return {key: _stamp(value, identity) for key, value in resume.items()}
+    if not isinstance(resume, dict):
+        return resume  # not an answer the graph accepts; it interrupts again with an error
+    named = resume.get("operator")
+    if isinstance(named, str) and named.strip() and named.strip() != identity:
+        raise _forbidden(
+            f"operator {named.strip()!r} contradicts the authenticated identity {identity!r}"
+        )
+    return {**resume, "operator": identity}
+
+
 def _forks(kwargs: Mapping[str, Any]) -> bool:
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     return bool(
@@ -544,10 +569,11 @@ async def _threads_create_run(
     if isinstance(metadata, dict):
         metadata[OWNER_KEY] = identity  # a thread this run creates belongs to the caller
     if command is not None:
-        if not isinstance(command, Mapping) or set(command) - {"resume"}:
+        if not isinstance(command, dict) or set(command) - {"resume"}:
             raise _forbidden("a run's command may only be a resume")
         if not is_operator(roles):
             raise _forbidden("only an operator may answer an escalation")
+        command["resume"] = _stamp(command.get("resume"), identity)
         if kwargs.get("input") is None:
             # an operator answers escalations on any thread
             return None
