@@ -177,11 +177,12 @@ async def test_guarded_graph_refuses_update_state_on_records() -> None:
     assert guard_records(graph) is graph
     config: Any = {"configurable": {"thread_id": "t"}}
     await graph.ainvoke({"messages": [{"role": "user", "content": "hi"}]}, config)
-    for values in (
+    forged: list[dict[str, Any]] = [
         {"receipts": [{"decision_id": "forged"}]},
         {"denials": []},
         {"operator_decisions": [{"operator": "mallory"}], "messages": []},
-    ):
+    ]
+    for values in forged:
         with pytest.raises(Exception, match="refused") as caught:
             await graph.aupdate_state(config, values, as_node="node")
         assert getattr(caught.value, "status_code", 403) == 403
@@ -341,9 +342,10 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         _http(server.url) as http,
     ):
         assert "runs OPEN" not in server.log()
-        alice = get_client(url=server.url, headers=_bearer("tok-alice"))
-        ana = get_client(url=server.url, headers=_bearer("tok-ana"))
-        audrey = get_client(url=server.url, headers=_bearer("tok-audrey"))
+        # (the SDK's return types are loose TypedDicts; the test reads them as JSON)
+        alice: Any = get_client(url=server.url, headers=_bearer("tok-alice"))
+        ana: Any = get_client(url=server.url, headers=_bearer("tok-ana"))
+        audrey: Any = get_client(url=server.url, headers=_bearer("tok-audrey"))
 
         # alice's thread: a low-confidence decision, escalated to an operator
         thread = (await alice.threads.create(metadata={"algenta_owner": "bob"}))["thread_id"]
@@ -440,12 +442,13 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
                     "alice", f"POST {path.replace(thread, '{thread}')} (resume)", status, (403,)
                 )
         # ...and so are forged records, through update_state and through a command's update
+        forged: list[dict[str, Any]] = [
+            {"receipts": [{"decision_id": shaky, "execution_status": "delivered"}]},
+            {"operator_decisions": [{"operator": "ana", "action": "override"}]},
+            {"denials": [], "messages": []},
+        ]
         for who in ("tok-alice", "tok-ana"):
-            for values in (
-                {"receipts": [{"decision_id": shaky, "execution_status": "delivered"}]},
-                {"operator_decisions": [{"operator": "ana", "action": "override"}]},
-                {"denials": [], "messages": []},
-            ):
+            for values in forged:
                 status = _status(
                     http, "POST", f"/threads/{thread}/state", _bearer(who), {"values": values}
                 )
@@ -487,7 +490,7 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             tally.refused("audrey", _route(method, path, thread, run_id), status, (403,))
 
         # 5. an operator of another gate: the API lets operators resume, the graph says no
-        gus = get_client(url=server.url, headers=_bearer("tok-gus"))
+        gus: Any = get_client(url=server.url, headers=_bearer("tok-gus"))
         await gus.runs.wait(
             thread,
             "governed_agent",

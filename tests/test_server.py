@@ -296,6 +296,8 @@ async def test_langgraph_dev_serves_the_governed_graph(
         "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
     }
     with langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server:
+        # no ALGENTA_AUTH_FILE: open, as before, and the log says so loudly
+        assert "ALGENTA_AUTH_FILE is not set: the server runs OPEN" in server.log()
         client = get_client(url=server.url)
         [assistant] = await client.assistants.search(graph_id="governed_agent")
         aid = assistant["assistant_id"]
@@ -379,7 +381,8 @@ async def test_langgraph_dev_serves_the_governed_graph(
         assert execution["override_safety"] is True
         assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
 
-        # per-run context: the same gate reported to the model instead of escalated
+        # per-run context: the same gate halting the run instead of escalating (a run may only
+        # make a gate stricter: report < escalate < halt)
         other = (await client.threads.create())["thread_id"]
         await client.runs.wait(
             other,
@@ -397,11 +400,13 @@ async def test_langgraph_dev_serves_the_governed_graph(
             other,
             aid,
             input=_user(f"execute_decision decision_id={reported} webhook_url={webhook.url}"),
-            context={"on_denial": {"confidence": "report"}},
+            context={"on_denial": {"confidence": "halt"}},
         )
         state = await client.threads.get_state(other)
         assert state["next"] == []
-        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        assert [(d["gate"], d["policy"]) for d in state["values"]["denials"]] == [
+            ("confidence", "halt")
+        ]
         assert state["values"]["receipts"] == []
         assert "confidence" in state["values"]["messages"][-1]["content"]
         assert engine.executions(reported) == []
@@ -432,3 +437,32 @@ async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
         assert "__error__" not in done
         assert done["selected_tools"][0] == "recommend"
         assert done["messages"][-1]["type"] == "ai"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"tokens": {"s3cret": {}}}', "SHA-256"),
+        (None, "cannot be read"),
+    ],
+)
+def test_langgraph_dev_refuses_to_start_on_a_bad_auth_file(
+    tmp_path: Path, content: str | None, needle: str
+) -> None:
+    auth_file = tmp_path / "auth.json"
+    if content is not None:
+        auth_file.write_text(content)
+    with (
+        pytest.raises(AssertionError, match="exited") as caught,
+        langgraph_dev(
+            CONFIG,
+            workdir=tmp_path / "server",
+            env={"ALGENTA_AUTH_FILE": str(auth_file)},
+            startup_timeout=90,
+        ),
+    ):
+        pass
+    assert f"ALGENTA_AUTH_FILE file {auth_file}" in str(caught.value)
+    assert needle in str(caught.value)
