@@ -467,7 +467,8 @@ def export_jsonl(
                 "field": name,
                 "record": dict(record),
             }
-            out.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n")
+            # ASCII only: a raw U+2028 in a record would split the line for some readers
+            out.write(json.dumps(line, sort_keys=True) + "\n")
         head = chain_head(values)
         heads[tid] = head
         line = {
