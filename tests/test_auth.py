@@ -282,6 +282,7 @@ def _endpoints(thread: str, run: str) -> list[tuple[str, str, Any]]:
         ("GET", "/assistants/governed_agent", None),
         ("GET", "/assistants/governed_agent/schemas", None),
         ("GET", "/assistants/governed_agent/graph", None),
+        ("POST", "/assistants", {"graph_id": "governed_agent", "config": {}}),
         ("POST", "/threads", {}),
         ("POST", "/threads/search", {}),
         ("POST", "/threads/count", {}),
@@ -409,6 +410,31 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         counted = http.post("/threads/count", json={}, headers=_bearer("tok-bob"))
         assert counted.status_code == 200 and counted.json() == 0
         tally.refused("bob", "POST /threads/count (filtered)", 404, (404,))
+        # claiming the thread by creating it again, or finding it by its owner
+        status = _status(
+            http,
+            "POST",
+            "/threads",
+            _bearer("tok-bob"),
+            {"thread_id": thread, "if_exists": "do_nothing"},
+        )
+        tally.refused("bob", "POST /threads (alice's thread_id)", status, (409,))
+        searched = http.post(
+            "/threads/search",
+            json={"metadata": {"algenta_owner": "alice"}},
+            headers=_bearer("tok-bob"),
+        )
+        assert searched.status_code == 200 and searched.json() == []
+        tally.refused("bob", "POST /threads/search (by owner)", 404, (404,))
+        # an operator may read alice's thread, but not run it with new input
+        status = _status(
+            http,
+            "POST",
+            f"/threads/{thread}/runs/wait",
+            _bearer("tok-ana"),
+            {"assistant_id": "governed_agent", "input": _user("recommend scenario=x")},
+        )
+        tally.refused("ana", "POST /threads/{thread}/runs/wait (input)", status, (403, 404))
         # a run naming the thread and an impersonated auth user in its config and context
         forged_user = {"identity": "ana", "permissions": ["operator"], "is_authenticated": True}
         status = _status(

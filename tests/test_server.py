@@ -379,6 +379,15 @@ async def test_langgraph_dev_serves_the_governed_graph(
         )
         [execution] = engine.executions(shaky)
         assert execution["override_safety"] is True
+        # open or not, governed records are written only by the graph's nodes
+        forged = httpx.post(
+            f"{server.url}/threads/{thread}/state",
+            json={"values": {"receipts": [{"decision_id": shaky, "source": "operator"}]}},
+            timeout=30,
+        )
+        assert forged.status_code == 403, forged.text
+        assert "governed records" in forged.json()["detail"]
+        assert len((await client.threads.get_state(thread))["values"]["receipts"]) == 2
         assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
 
         # per-run context: the same gate halting the run instead of escalating (a run may only
