@@ -18,10 +18,10 @@ resume completes the winner's answer, in the winner's name, never its own.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 import weakref
@@ -92,16 +92,16 @@ class ClaimStore:
 
     def __init__(self) -> None:
         self._claims: dict[str, Claim] = {}
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()  # never held across an await; safe on any event loop
 
     async def claim(self, mine: Claim) -> Claim:
         """Insert ``mine`` unless the key is claimed; return the claim in force."""
-        async with self._lock:
+        with self._lock:
             return self._claims.setdefault(mine.key, mine)
 
     async def take_over(self, old: Claim, mine: Claim) -> bool:
         """Compare-and-set: replace ``old`` (abandoned) by ``mine`` keeping ``old``'s answer."""
-        async with self._lock:
+        with self._lock:
             current = self._claims.get(old.key)
             if current is None or current.token != old.token:
                 return False
@@ -109,7 +109,7 @@ class ClaimStore:
             return True
 
     async def finish(self, claim: Claim) -> None:
-        async with self._lock:
+        with self._lock:
             current = self._claims.get(claim.key)
             if current is not None and current.token == claim.token:
                 self._claims[claim.key] = _done(current)

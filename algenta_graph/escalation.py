@@ -46,7 +46,6 @@ from langchain.agents.middleware.human_in_the_loop import ActionRequest, ReviewC
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
-from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from typing_extensions import NotRequired, TypedDict
@@ -295,9 +294,7 @@ class DenialHandler:
         later = [g for g in later if g in GATES]
         return handler_node_name(later[0]) if later else MODEL_NODE
 
-    async def __call__(
-        self, state: GovernedState, config: RunnableConfig, runtime: Runtime[Any]
-    ) -> Command[Any]:
+    async def __call__(self, state: GovernedState, config: RunnableConfig) -> Command[Any]:
         denials = step_denials(state)
         order = gate_order(denials)
         mine = [d for d in denials if d.get("gate") == self.gate]

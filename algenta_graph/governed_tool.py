@@ -33,7 +33,6 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
 
 from algenta_graph.catalog import EXECUTE_TOOL, SEARCH_TOOL, GovernedCatalog
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
@@ -195,15 +194,17 @@ class GovernedToolNode:
         self.top_k = top_k
         self.policies = policies
 
-    def settings(self, config: RunnableConfig | None, runtime: Runtime[Any] | None) -> RunSettings:
-        """This run's settings: the graph's, tightened by the run (never loosened)."""
-        context = runtime.context if runtime is not None else None
+    def settings(self, config: RunnableConfig | None) -> RunSettings:
+        """This run's settings: the graph's, tightened by the run (never loosened), read from
+        ``config["configurable"]`` and the run's ``context``."""
+        from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+
+        runtime = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+        context = getattr(runtime, "context", None)
         return resolve_run_settings(config, context, top_k=self.top_k, policies=self.policies)
 
-    async def __call__(
-        self, state: GovernedState, config: RunnableConfig, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
-        run = self.settings(config, runtime)
+    async def __call__(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
+        run = self.settings(config)
         ai, answered = last_step(state.get("messages", []))
         if ai is None:
             return {}

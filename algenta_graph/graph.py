@@ -43,7 +43,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
 
 from algenta_graph.catalog import GovernedCatalog
 from algenta_graph.contract import resolve_profile
@@ -106,10 +105,8 @@ class _AgentNodes:
         self.tools = tools
         self.system_prompt = system_prompt
 
-    async def retrieve_tools(
-        self, state: GovernedState, config: RunnableConfig, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
-        run = self.tools.settings(config, runtime)
+    async def retrieve_tools(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
+        run = self.tools.settings(config)
         query = next(
             (
                 message_text(m)
@@ -126,10 +123,8 @@ class _AgentNodes:
             "operator_decisions": [],
         }
 
-    async def call_model(
-        self, state: GovernedState, config: RunnableConfig, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
-        run = self.tools.settings(config, runtime)
+    async def call_model(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
+        run = self.tools.settings(config)
         names = [n for n in state.get("selected_tools") or [] if self.catalog.allowed(n, run)]
         bound = self.catalog.bound_model(names)
         messages: list[BaseMessage] = list(state.get("messages", []))
@@ -184,13 +179,13 @@ def build_governed_graph(
     tools = GovernedToolNode(catalog, top_k=top_k, policies=policies)
     nodes = _AgentNodes(catalog, tools, system_prompt)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(GovernedState, input_schema=GovernedInput)
-    graph.add_node(_RETRIEVE_NODE, nodes.retrieve_tools)  # type: ignore[call-overload]
-    graph.add_node(MODEL_NODE, nodes.call_model)  # type: ignore[call-overload]
-    graph.add_node(_TOOLS_NODE, tools)  # type: ignore[call-overload]
+    graph.add_node(_RETRIEVE_NODE, nodes.retrieve_tools)
+    graph.add_node(MODEL_NODE, nodes.call_model)
+    graph.add_node(_TOOLS_NODE, tools)
     for gate in GATE_NAMES:
         destinations: dict[str, str] = {MODEL_NODE: "resolved", END: "halt"}
         destinations.update({handler_node_name(g): f"then {g}" for g in GATE_NAMES if g != gate})
-        graph.add_node(  # type: ignore[call-overload]
+        graph.add_node(
             handler_node_name(gate),
             DenialHandler(gate, tools, authorize_operator=authorize_operator),
             destinations=destinations,

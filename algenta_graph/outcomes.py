@@ -41,6 +41,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from algenta_graph.gates import GATE_NAMES
+
 __all__ = [
     "KNOWN_GATES",
     "ExecutionDenial",
@@ -51,8 +53,9 @@ __all__ = [
     "parse_execution_outcome",
 ]
 
-KNOWN_GATES: tuple[str, ...] = ("idempotency", "confidence", "risk_floor")
-"""The three named policy gates of ``execute_decision``. Another gate name is still a denial."""
+KNOWN_GATES: tuple[str, ...] = GATE_NAMES
+"""The named policy gates of ``execute_decision`` (from :mod:`algenta_graph.gates`). Another gate
+name is still a denial."""
 
 _RAW_LIMIT = 16_384
 _MAX_DEPTH = 6
@@ -109,7 +112,7 @@ class ExecutionDenial(BaseModel):
 
     @property
     def is_known_gate(self) -> bool:
-        """True for ``idempotency``, ``confidence`` and ``risk_floor``."""
+        """True for a gate of :data:`KNOWN_GATES`."""
         return self.gate in KNOWN_GATES
 
 

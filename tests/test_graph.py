@@ -23,6 +23,7 @@ from graph_support import (
 from langchain_core.messages import AIMessage, ToolMessage
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.gates import GATE_NAMES
 from algenta_graph.graph import build_governed_graph
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,13 +32,13 @@ pytestmark = pytest.mark.timeout(120)
 async def test_drawing_has_a_labelled_edge_per_outcome(engine: ReferenceEngine) -> None:
     async with open_connection(engine) as conn:
         mermaid = build_governed_graph(conn).compile().get_graph().draw_mermaid()
-    for gate in ("idempotency", "confidence", "risk_floor"):
+    for gate in GATE_NAMES:
         assert f"governed_tool -. &nbsp;{gate}&nbsp; .-> denial_handler_{gate};" in mermaid
     assert "governed_tool -. &nbsp;halt&nbsp; .-> __end__;" in mermaid
     # ok and failed share the edge to model; LangGraph draws one label per (source, target)
     assert "governed_tool -. &nbsp;failed&nbsp; .-> model;" in mermaid
     assert "model -. &nbsp;tool_calls&nbsp; .-> governed_tool;" in mermaid
-    for gate in ("idempotency", "confidence", "risk_floor"):
+    for gate in GATE_NAMES:
         assert f"denial_handler_{gate} -. &nbsp;resolved&nbsp; .-> model;" in mermaid
         assert f"denial_handler_{gate} -. &nbsp;halt&nbsp; .-> __end__;" in mermaid
 
@@ -218,7 +219,7 @@ async def test_per_run_configurable_policy_may_only_tighten_the_build_time_one(
             cfg = config("t", on_denial={"risk_floor": "halt"})
             order = await nodes_run(graph, {"messages": [("user", "go")]}, cfg)
             snapshot = await graph.aget_state(cfg)
-            with pytest.raises(ValueError, match="'risk_floor'.*'report' is looser"):
+            with pytest.raises(ValueError, match=r"'risk_floor'.*'report' is looser"):
                 await graph.ainvoke(
                     {"messages": [("user", "x")]}, config("t1", on_denial={"risk_floor": "report"})
                 )

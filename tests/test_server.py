@@ -379,6 +379,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         )
         [execution] = engine.executions(shaky)
         assert execution["override_safety"] is True
+        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
         # open or not, governed records are written only by the graph's nodes
         forged = httpx.post(
             f"{server.url}/threads/{thread}/state",
@@ -388,10 +389,9 @@ async def test_langgraph_dev_serves_the_governed_graph(
         assert forged.status_code == 403, forged.text
         assert "governed records" in forged.json()["detail"]
         assert len((await client.threads.get_state(thread))["values"]["receipts"]) == 2
-        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
 
-        # per-run context: the same gate halting the run instead of escalating (a run may only
-        # make a gate stricter: report < escalate < halt)
+        # per-run context may only tighten: halting the same gate ends the run, reporting it
+        # (looser than the server's escalate) is refused with the gate named, nothing executed
         other = (await client.threads.create())["thread_id"]
         await client.runs.wait(
             other,
@@ -405,11 +405,18 @@ async def test_langgraph_dev_serves_the_governed_graph(
         state = await client.threads.get_state(other)
         assert len(state["values"]["selected_tools"]) == 2
         reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
-        await client.runs.wait(
+        execute = _user(f"execute_decision decision_id={reported} webhook_url={webhook.url}")
+        looser = await client.runs.wait(
             other,
             aid,
-            input=_user(f"execute_decision decision_id={reported} webhook_url={webhook.url}"),
-            context={"on_denial": {"confidence": "halt"}},
+            input=execute,
+            context={"on_denial": {"confidence": "report"}},
+            raise_error=False,
+        )
+        assert "'confidence'" in looser["__error__"]["message"]
+        assert "looser" in looser["__error__"]["message"]
+        await client.runs.wait(
+            other, aid, input=execute, context={"on_denial": {"confidence": "halt"}}
         )
         state = await client.threads.get_state(other)
         assert state["next"] == []
@@ -417,7 +424,6 @@ async def test_langgraph_dev_serves_the_governed_graph(
             ("confidence", "halt")
         ]
         assert state["values"]["receipts"] == []
-        assert "confidence" in state["values"]["messages"][-1]["content"]
         assert engine.executions(reported) == []
 
 
