@@ -14,7 +14,9 @@ The encoding is RFC 8785 (JSON Canonicalization Scheme, the ``rfc8785`` package)
                  without "hash">})
 
 so a verifier in any language can recompute a link: sort keys by UTF-16 code units, no
-whitespace, ECMAScript number formatting (``30.0`` and ``30`` encode the same).
+whitespace, ECMAScript number formatting (``30.0`` and ``30`` encode the same). Values JCS
+cannot encode (integers beyond 2**53 - 1, NaN/infinite floats, lone surrogates) are hashed in a
+tagged form instead of failing (see ``_plain``).
 
 Sealing (:func:`seal`) happens in the graph's nodes: a node's update is linked to the chain head
 found in the node's input state, its new records taken in a fixed order (receipts, then denials,
@@ -58,6 +60,7 @@ __all__ = [
     "averify_audit",
     "chain_head",
     "export_jsonl",
+    "format_reports",
     "link_bytes",
     "link_hash",
     "read_heads",
@@ -88,13 +91,49 @@ def audit_key(key: str | bytes | None = None) -> bytes | None:
     return key.encode("utf-8") if isinstance(key, str) else bytes(key)
 
 
+_SAFE_INT = 2**53 - 1
+
+
 def _plain(value: Any) -> Any:
-    """JSON-shaped copy: mappings to dicts with string keys, tuples to lists."""
+    """The JSON value JCS encodes for ``value`` (mappings to dicts with string keys, tuples to
+    lists), with what JCS cannot encode made encodable, so sealing never fails a node:
+
+    - an integer beyond +/-(2**53 - 1) becomes ``{"$int": "<decimal>"}``;
+    - a NaN or infinite float becomes ``{"$float": "NaN" | "Infinity" | "-Infinity"}``;
+    - a string that is not valid Unicode (a lone surrogate) becomes
+      ``{"$str": <its backslash-escaped form>}``.
+
+    (Only the hashed bytes change; the stored record keeps its value.)
+    """
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {_plain_str(str(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -_SAFE_INT <= value <= _SAFE_INT else {"$int": str(value)}
+    if isinstance(value, float):
+        if value != value:
+            return {"$float": "NaN"}
+        if value in (float("inf"), float("-inf")):
+            return {"$float": "Infinity" if value > 0 else "-Infinity"}
+        return value
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return {"$str": value.encode("utf-8", "backslashreplace").decode("utf-8")}
+        return value
     return value
+
+
+def _plain_str(key: str) -> str:
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return key.encode("utf-8", "backslashreplace").decode("utf-8")
+    return key
 
 
 def link_bytes(field_name: str, record: Mapping[str, Any]) -> bytes:
@@ -548,6 +587,24 @@ def verify_jsonl(
             problems = (*report.problems, problem)
             reports[tid] = ChainReport(False, report.count, report.head, problems[0], problems)
     return reports
+
+
+def format_reports(reports: Mapping[str, ChainReport]) -> str:
+    """One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), then a
+    summary line; for ``algenta-graph receipts --verify``.
+
+    >>> print(format_reports({"t1": verify_chain({})}))
+    t1: ok: 0 record(s), head seq 0 0000000000000000
+    1 thread(s), 0 record(s): all chains intact
+    """
+    lines = [f"{tid}: {report}" for tid, report in reports.items()]
+    broken = [tid for tid, report in reports.items() if not report.ok]
+    count = sum(report.count for report in reports.values())
+    lines.append(
+        f"{len(reports)} thread(s), {count} record(s): "
+        + (f"{len(broken)} BROKEN chain(s): {', '.join(broken)}" if broken else "all chains intact")
+    )
+    return "\n".join(lines)
 
 
 def report_dict(report: ChainReport) -> dict[str, Any]:

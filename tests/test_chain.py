@@ -166,6 +166,26 @@ def test_the_link_is_jcs_with_a_domain_and_the_list_name() -> None:
     assert link_hash("receipts", record, b"k") != link_hash("receipts", record)
 
 
+def test_values_jcs_cannot_encode_are_sealed_not_fatal() -> None:
+    odd = {
+        "big": 2**64,
+        "small": -(2**60),
+        "nan": float("nan"),
+        "inf": float("inf"),
+        "lone": "a\ud800",
+        "\udfff": 1,
+    }
+    state = _apply({}, seal({}, {"receipts": [odd]}))
+    assert verify_chain(state).ok
+    # the tagged forms do not collide with the plain values
+    changed = copy.deepcopy(state)
+    changed["receipts"][0]["big"] = str(2**64)
+    assert not verify_chain(changed).ok
+    changed = copy.deepcopy(state)
+    changed["receipts"][0]["big"] = 2**64 + 1
+    assert not verify_chain(changed).ok
+
+
 def test_zero_false_alarms_over_clean_chains() -> None:
     rng = random.Random(11)
     total = 0
