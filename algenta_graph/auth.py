@@ -29,8 +29,9 @@ For every role: resuming is an operator's act (HTTP 403 otherwise); governed rec
 (``receipts``, ``denials``, ``operator_decisions``) cannot be written from outside the graph
 (``command.update`` is refused here; ``update_state`` is refused by the served graph itself, see
 :func:`algenta_graph.server.guard_records`); runs and state updates from an earlier checkpoint
-(forks, which would drop later records) are refused; threads cannot be deleted; assistants,
-crons and the store cannot be changed.
+(forks, which would drop later records) are refused, and so are rollbacks (a cancel with
+``action=rollback``, ``multitask_strategy="rollback"``) and deleting threads or runs (each
+deletes checkpoints); assistants, crons and the store cannot be changed.
 """
 
 from __future__ import annotations
@@ -409,6 +410,12 @@ def _owned(identity: str) -> Auth.types.FilterType:
     return {OWNER_KEY: identity}
 
 
+_ROLLBACK = (
+    "rollback is not allowed: it deletes the checkpoints of a run, and the governed records in "
+    "them (cancel with action=interrupt instead)"
+)
+
+
 @auth.on
 async def _deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Default deny: crons, the store, assistant changes and anything not handled below."""
@@ -481,6 +488,8 @@ async def _threads_update(
     metadata = value.get("metadata")
     if isinstance(metadata, Mapping) and OWNER_KEY in metadata:
         raise _forbidden(f"the thread metadata {OWNER_KEY!r} is set by the server")
+    if value.get("action") == "rollback":
+        raise _forbidden(_ROLLBACK)
     return _owned(identity)
 
 
@@ -488,14 +497,12 @@ async def _threads_update(
 async def _threads_delete(
     ctx: Auth.types.AuthContext, value: Auth.types.ThreadsDelete
 ) -> Auth.types.FilterType | None:
-    who = _principal(ctx)
-    if who is None:
+    # deleting a thread, or a run (which deletes the checkpoints it wrote), drops governed
+    # records: not an API operation, for any role
+    if _principal(ctx) is None:
         return None
-    identity, roles = who
-    if not _can_write(roles) or not value.get("run_id"):
-        # a thread holds governed records: deleting it is not an API operation
-        raise _forbidden("threads cannot be deleted: they hold governed records")
-    return _owned(identity)
+    what = "runs" if value.get("run_id") else "threads"
+    raise _forbidden(f"{what} cannot be deleted: their checkpoints hold governed records")
 
 
 def _mentions_records(update: Any) -> bool:
@@ -563,6 +570,8 @@ async def _threads_create_run(
     identity, roles = who
     if not _can_write(roles):
         raise _forbidden("an auditor cannot start runs")
+    if value.get("multitask_strategy") == "rollback":
+        raise _forbidden(_ROLLBACK)
     if _forks(kwargs):
         raise _forbidden("runs from an earlier checkpoint are not allowed (they drop records)")
     metadata = value.get("metadata")

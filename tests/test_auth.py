@@ -115,6 +115,42 @@ def test_a_missing_auth_file_is_named(tmp_path: Path) -> None:
     assert "nope.json" in str(caught.value)
 
 
+async def test_the_token_file_is_reread_when_it_changes_and_fails_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from langgraph_sdk import Auth
+
+    from algenta_graph.auth import _Tokens, authenticate
+
+    path = _write(tmp_path / "auth.json", {"tok-a": ("alice", ["agent"])})
+    monkeypatch.setenv(ENV_AUTH_FILE, str(path))
+    tokens = _Tokens()
+    monkeypatch.setattr("algenta_graph.auth._TOKENS", tokens)
+    user = await authenticate("Bearer tok-a")
+    assert (user["identity"], user["permissions"]) == ("alice", ["agent"])
+    # revoked: the file changes, the next request sees it, without a restart
+    _write(path, {"tok-b": ("bob", ["auditor"])})
+    os.utime(path, ns=(1, 1))
+    with pytest.raises(Auth.exceptions.HTTPException) as caught:
+        await authenticate("Bearer tok-a")
+    assert caught.value.status_code == 401
+    assert (await authenticate("bearer tok-b"))["identity"] == "bob"
+    # broken or removed: every request is refused until it is fixed
+    path.write_text("{broken")
+    for header in ("Bearer tok-b", None, "Basic x"):
+        with pytest.raises(Auth.exceptions.HTTPException) as caught:
+            await authenticate(header)
+        assert caught.value.status_code == 401
+    path.unlink()
+    with pytest.raises(Auth.exceptions.HTTPException):
+        await authenticate("Bearer tok-b")
+    # unset: the server runs open, every request an unauthenticated "anonymous"
+    monkeypatch.delenv(ENV_AUTH_FILE)
+    assert (await authenticate(None))["is_authenticated"] is False
+
+
 # ---------------------------------------------------------------------------------------------
 # the rules
 
@@ -506,6 +542,25 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             {"values": {"messages": []}, "checkpoint_id": old},
         )
         tally.refused("alice", "POST /threads/{thread}/state (fork)", status, (403,))
+
+        # ...and so is dropping checkpoints: deleting a run or the thread, rolling a run back
+        for method, path, body in (
+            ("DELETE", f"/threads/{thread}/runs/{run_id}", None),
+            ("DELETE", f"/threads/{thread}", None),
+            ("POST", f"/threads/{thread}/runs/{run_id}/cancel?action=rollback", None),
+            (
+                "POST",
+                f"/threads/{thread}/runs",
+                {
+                    "assistant_id": "governed_agent",
+                    "input": _user("hi"),
+                    "multitask_strategy": "rollback",
+                },
+            ),
+        ):
+            status = _status(http, method, path, _bearer("tok-alice"), body)
+            label = _route(method, path, thread, run_id)
+            tally.refused("alice", f"{label} (owner)", status, (403,))
 
         # 4. the auditor reads every thread, and changes nothing
         assert (await audrey.threads.get_state(thread))["values"]["denials"]
