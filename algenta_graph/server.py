@@ -20,6 +20,13 @@ in ``langgraph.json``):
 
 A malformed value raises ``ValueError`` naming the variable.
 
+Security (see :mod:`algenta_graph.auth`): ``langgraph.json`` names the custom auth object
+``algenta_graph.auth:auth`` (bearer tokens from ``ALGENTA_AUTH_FILE``, roles ``agent``,
+``operator[:<gate>]``, ``auditor``; open with a loud warning when unset). The served graph asks
+:func:`~algenta_graph.auth.served_authorize_operator` before an operator's answer takes effect,
+and refuses ``update_state`` on the governed record fields (:func:`guard_records`), for every
+caller, with or without auth.
+
 ``ALGENTA_PROFILE`` is the ceiling: the served graph's catalog is that profile's tools. Per run,
 ``profile`` (narrowing only), ``top_k`` and ``on_denial`` can be changed through the run's
 context (Studio's context panel, or ``context={...}`` in ``langgraph_sdk``); the server mirrors
@@ -43,6 +50,7 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from algenta_graph.auth import RECORD_FIELDS, served_authorize_operator
 from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES, resolve_profile
 from algenta_graph.gates import GATE_NAMES, POLICIES, parse_on_denial
 from algenta_graph.graph import create_governed_agent
@@ -59,10 +67,12 @@ __all__ = [
     "ENV_ON_DENIAL",
     "ENV_PROFILE",
     "ENV_TOP_K",
+    "RecordsWriteRefused",
     "RunContext",
     "ServerSettings",
     "aclose_cached",
     "build_graph",
+    "guard_records",
     "make_graph",
 ]
 
@@ -227,11 +237,78 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
                 top_k=settings.top_k,
                 on_denial=settings.on_denial_policy,
                 checkpointer=None,
+                authorize_operator=served_authorize_operator,
             )
             if graph.context_schema is None:
                 graph = graph.copy(update={"context_schema": RunContext})
+            graph = guard_records(graph)
             cache.graphs[settings] = graph
     return graph
+
+
+# ---------------------------------------------------------------------------------------------
+# governed records are written by the graph's nodes only
+
+
+def _http_forbidden(detail: str) -> Exception:
+    try:  # the LangGraph server turns a Starlette HTTPException into its status code
+        from starlette.exceptions import HTTPException
+    except ImportError:  # pragma: no cover - starlette arrives with mcp
+        return RecordsWriteRefused(detail)
+    return HTTPException(status_code=403, detail=detail)
+
+
+class RecordsWriteRefused(PermissionError):
+    """An ``update_state`` tried to write governed records, or to fork an earlier checkpoint."""
+
+
+def _refusal(config: Any, supersteps: Any) -> str | None:
+    configurable = (config or {}).get("configurable") or {}
+    if configurable.get("checkpoint_id"):
+        return (
+            "update_state from an earlier checkpoint is refused: a fork would drop the "
+            "governed records written after it"
+        )
+    for step in supersteps or ():
+        for update in step or ():
+            values = getattr(update, "values", None)
+            if isinstance(values, Mapping):
+                written = [f for f in RECORD_FIELDS if f in values]
+                if written:
+                    return (
+                        f"update_state on governed records ({', '.join(written)}) is refused: "
+                        "they are written only by the graph's own nodes"
+                    )
+    return None
+
+
+class _RecordGuardedGraph(CompiledStateGraph):
+    """The compiled graph, whose ``update_state`` cannot write governed records."""
+
+    def bulk_update_state(self, config: Any, supersteps: Any) -> Any:
+        refused = _refusal(config, supersteps)
+        if refused:
+            raise _http_forbidden(refused)
+        return super().bulk_update_state(config, supersteps)
+
+    async def abulk_update_state(self, config: Any, supersteps: Any) -> Any:
+        refused = _refusal(config, supersteps)
+        if refused:
+            raise _http_forbidden(refused)
+        return await super().abulk_update_state(config, supersteps)
+
+
+def guard_records(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """``graph`` whose ``(a)update_state``/``(a)bulk_update_state`` refuse (HTTP 403 when served)
+    any update naming ``receipts``, ``denials`` or ``operator_decisions``, and any update from
+    an explicit earlier ``checkpoint_id``. Runs are unaffected: nodes write records as before.
+    """
+    if isinstance(graph, _RecordGuardedGraph):
+        return graph
+    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    return _RecordGuardedGraph(**attrs)
 
 
 async def aclose_cached() -> None:

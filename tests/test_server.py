@@ -296,6 +296,8 @@ async def test_langgraph_dev_serves_the_governed_graph(
         "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
     }
     with langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server:
+        # no ALGENTA_AUTH_FILE: open, as before, and the log says so loudly
+        assert "ALGENTA_AUTH_FILE is not set: the server runs OPEN" in server.log()
         client = get_client(url=server.url)
         [assistant] = await client.assistants.search(graph_id="governed_agent")
         aid = assistant["assistant_id"]
@@ -378,6 +380,15 @@ async def test_langgraph_dev_serves_the_governed_graph(
         [execution] = engine.executions(shaky)
         assert execution["override_safety"] is True
         assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        # open or not, governed records are written only by the graph's nodes
+        forged = httpx.post(
+            f"{server.url}/threads/{thread}/state",
+            json={"values": {"receipts": [{"decision_id": shaky, "source": "operator"}]}},
+            timeout=30,
+        )
+        assert forged.status_code == 403, forged.text
+        assert "governed records" in forged.json()["detail"]
+        assert len((await client.threads.get_state(thread))["values"]["receipts"]) == 2
 
         # per-run context may only tighten: halting the same gate ends the run, reporting it
         # (looser than the server's escalate) is refused with the gate named, nothing executed
@@ -441,3 +452,32 @@ async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
         assert "__error__" not in done
         assert done["selected_tools"][0] == "recommend"
         assert done["messages"][-1]["type"] == "ai"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"tokens": {"s3cret": {}}}', "SHA-256"),
+        (None, "cannot be read"),
+    ],
+)
+def test_langgraph_dev_refuses_to_start_on_a_bad_auth_file(
+    tmp_path: Path, content: str | None, needle: str
+) -> None:
+    auth_file = tmp_path / "auth.json"
+    if content is not None:
+        auth_file.write_text(content)
+    with (
+        pytest.raises(AssertionError, match="exited") as caught,
+        langgraph_dev(
+            CONFIG,
+            workdir=tmp_path / "server",
+            env={"ALGENTA_AUTH_FILE": str(auth_file)},
+            startup_timeout=90,
+        ),
+    ):
+        pass
+    assert f"ALGENTA_AUTH_FILE file {auth_file}" in str(caught.value)
+    assert needle in str(caught.value)
