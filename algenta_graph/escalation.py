@@ -30,6 +30,11 @@ depends on the resuming caller's settings:
   :class:`~algenta_graph.state.OperatorDecision` are recorded in the operator's name, and the
   model is told.
 
+When a node resumes, LangGraph replays the earlier answers to its interrupts in order, and each
+is validated again under the *current* caller; the served graph therefore stamps every resume
+with the authenticated identity (:mod:`algenta_graph.auth`), so an answer refused for one
+operator can never take effect in another's name.
+
 Who the operator is: the authenticated identity when the graph is served with auth
 (``config["configurable"]["langgraph_auth_user"]``; a payload ``operator`` may not contradict
 it), otherwise the payload's ``operator``. ``authorize_operator(identity, gate, config)`` (an
@@ -51,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from typing_extensions import NotRequired, TypedDict
 
 from algenta_graph.catalog import EXECUTE_TOOL, validation_problems
+from algenta_graph.chain import seal
 from algenta_graph.claims import Claim, EscalationAlreadyDecided, claims_for, new_claim
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.gates import GATES, OVERRIDE_FLAGS, POLICIES
@@ -324,7 +330,7 @@ class DenialHandler:
         # 3. side effects, in the name of the claim's operator
         update = await self._apply(claim, pending, state, config)
         await claims_for(_checkpointer(config)).finish(claim)
-        return Command(goto=self._next(order), update=update)
+        return Command(goto=self._next(order), update=seal(state, update))
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
         identity = authenticated_identity(config)

@@ -35,6 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from algenta_graph.catalog import EXECUTE_TOOL, SEARCH_TOOL, GovernedCatalog
+from algenta_graph.chain import seal
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.gates import GATE_NAMES, GATES, POLICIES, Policy, policy_for
 from algenta_graph.outcomes import (
@@ -278,7 +279,7 @@ class GovernedToolNode:
             update["denials"] = denials
         if selected != list(state.get("selected_tools") or []):
             update["selected_tools"] = selected
-        return update
+        return seal(state, update)  # each new record linked into the thread's hash chain
 
     @staticmethod
     def route(state: GovernedState) -> str:

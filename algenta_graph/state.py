@@ -22,6 +22,9 @@ Record shapes (typed dicts, see ``docs/ARCHITECTURE.md`` "Outcomes"):
   and no operator decision for its ``tool_call_id`` is a **pending escalation**: a resume
   completes it from the state alone, whatever context the resume carries.
 - :class:`OperatorDecisionRecord`: :class:`OperatorDecision` dumped to JSON.
+
+Every record also carries ``seq``, ``prev`` and ``hash``: its link in the thread's
+tamper-evident chain (:mod:`algenta_graph.chain`), set by the node that wrote it.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class ReceiptRecord(TypedDict, total=False):
     tool_call_id: str | None
     source: RecordSource
     operator: str
+    seq: int
+    prev: str
+    hash: str
 
 
 class DenialRecord(TypedDict, total=False):
@@ -83,6 +89,9 @@ class DenialRecord(TypedDict, total=False):
     source: RecordSource
     policy: Literal["report", "escalate", "halt"]
     timeout_seconds: float
+    seq: int
+    prev: str
+    hash: str
 
 
 class OperatorDecisionRecord(TypedDict, total=False):
@@ -98,6 +107,9 @@ class OperatorDecisionRecord(TypedDict, total=False):
     outcome: dict[str, Any] | None
     tool_call_id: str | None
     time: str
+    seq: int
+    prev: str
+    hash: str
 
 
 def append_records(
@@ -173,3 +185,7 @@ class OperatorDecision(BaseModel):
     outcome: dict[str, Any] | None = None
     tool_call_id: str | None = None
     time: str = Field(default_factory=_now)
+    seq: int | None = None
+    """The record's place in the thread's audit chain (:mod:`algenta_graph.chain`)."""
+    prev: str | None = None
+    hash: str | None = None

@@ -1,8 +1,7 @@
 """The chain on the real governed graph, wired the way the lead will wire it.
 
 The governed tool node's update and each denial handler's ``Command.update`` pass through
-:func:`algenta_graph.chain.seal` (patched in here, so this test runs before the wiring lands in
-``governed_tool.py``/``escalation.py``). A real reference engine; receipts, denials, an
+:func:`algenta_graph.chain.seal` in the nodes themselves. A real reference engine; receipts, denials, an
 override and a decline; a resume in a fresh graph over the same checkpoint file; then
 :func:`verify_audit` from the file, with ``ALGENTA_AUDIT_KEY`` set, and a record forged past the
 nodes (no key) named.
@@ -11,17 +10,13 @@ nodes (no key) named.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from graph_support import agent, config, execute, log_decision, open_connection
-from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from algenta_graph.chain import ENV_AUDIT_KEY, chain_head, link_hash, seal, verify_audit
+from algenta_graph.chain import ENV_AUDIT_KEY, chain_head, link_hash, verify_audit
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.escalation import DenialHandler
-from algenta_graph.governed_tool import GovernedToolNode
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,30 +24,10 @@ OVERRIDE = {"action": "override", "operator": "ana", "reason": "committee approv
 DECLINE = {"action": "decline", "operator": "bo", "reason": "too risky"}
 
 
-@pytest.fixture
-def sealed_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seal the records of the two nodes that write them (the wiring the lead adds)."""
-    tool_call = GovernedToolNode.__call__
-    handler_call = DenialHandler.__call__
-
-    async def tool(self: Any, state: Any, config: RunnableConfig) -> Any:
-        return seal(state, await tool_call(self, state, config))
-
-    async def handler(self: Any, state: Any, config: RunnableConfig) -> Any:
-        command = await handler_call(self, state, config)
-        if command.update is None:
-            return command
-        return Command(goto=command.goto, update=seal(state, command.update))
-
-    monkeypatch.setattr(GovernedToolNode, "__call__", tool)
-    monkeypatch.setattr(DenialHandler, "__call__", handler)
-
-
 async def test_a_governed_thread_verifies_from_its_checkpoint_file(
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
     tmp_path: Path,
-    sealed_nodes: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ENV_AUDIT_KEY, "audit-key")
