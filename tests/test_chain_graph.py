@@ -1,8 +1,8 @@
 """The chain on the real governed graph, wired the way the lead will wire it.
 
 The governed tool node's update and each denial handler's ``Command.update`` pass through
-:func:`algenta_graph.chain.seal` in the nodes themselves. A real reference engine; receipts, denials, an
-override and a decline; a resume in a fresh graph over the same checkpoint file; then
+:func:`algenta_graph.chain.seal` in the nodes themselves. A real reference engine; receipts,
+denials, an override and a decline; a resume in a fresh graph over the same checkpoint file; then
 :func:`verify_audit` from the file, with ``ALGENTA_AUDIT_KEY`` set, and a record forged past the
 nodes (no key) named.
 """
