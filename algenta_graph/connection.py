@@ -781,11 +781,13 @@ class EngineConnection:
         override_safety: bool = False,
         timeout_seconds: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> ExecutionOutcome:
         """The operator path: ``execute_decision`` with the flags an operator approved.
 
         Not a tool and never bound to a model; it bypasses the scrub (and the profile) and
-        returns the parsed outcome. Connection problems raise EngineConnectionError.
+        returns the parsed outcome. ``extra``: the graph-supplied arguments (idempotency key,
+        nonce). Connection problems raise EngineConnectionError.
         """
         if not isinstance(decision_id, str) or not decision_id:
             raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
@@ -801,6 +803,7 @@ class EngineConnection:
             arguments["timeout_seconds"] = timeout_seconds
         if metadata is not None:
             arguments["metadata"] = dict(metadata)
+        arguments.update(extra or {})
         return parse_execution_outcome(await self._raw_call(EXECUTE_TOOL, arguments))
 
     async def get_decision(self, decision_id: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain.agents.middleware.human_in_the_loop import ActionRequest, ReviewConfig
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
@@ -396,7 +396,12 @@ class DenialHandler:
                 )
             else:
                 outcome = await self._override(
-                    denial, operator, reason, flag, str(thread_id) if thread_id else None
+                    denial,
+                    operator,
+                    reason,
+                    flag,
+                    str(thread_id) if thread_id else None,
+                    state.get("messages", []),
                 )
                 outcome_dump = dump(outcome)
                 if isinstance(outcome, ExecutionReceipt):
@@ -474,6 +479,7 @@ class DenialHandler:
         reason: str,
         flag: str,
         thread_id: str | None,
+        messages: Sequence[BaseMessage] = (),
     ) -> ExecutionOutcome:
         decision_id = denial.get("decision_id")
         webhook_url = denial.get("webhook_url")
@@ -496,6 +502,9 @@ class DenialHandler:
             return previous[0]
         timeout = denial.get("timeout_seconds")
         try:
+            supplied = await self.tools.graph_supplied(
+                decision_id, f"{thread_id}:{call_id}:operator", messages
+            )
             outcome = await self.tools.conn.execute_as_operator(
                 decision_id,
                 webhook_url,
@@ -510,6 +519,7 @@ class DenialHandler:
                         "reason": reason,
                     }
                 },
+                extra=supplied,
             )
         except AlgentaGraphError as exc:
             return ExecutionFailure(message=f"operator execution failed: {exc}")

@@ -25,6 +25,7 @@ Example (the node is built by :func:`~algenta_graph.graph.build_governed_graph`)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import uuid
@@ -38,6 +39,7 @@ from algenta_graph.catalog import EXECUTE_TOOL, SEARCH_TOOL, GovernedCatalog
 from algenta_graph.chain import seal
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.gates import GATE_NAMES, GATES, POLICIES, Policy, policy_for
+from algenta_graph.governance import GRAPH_SUPPLIED_FIELDS
 from algenta_graph.outcomes import (
     ExecutionDenial,
     ExecutionFailure,
@@ -101,6 +103,46 @@ def counts_as_executed(receipt: Mapping[str, Any]) -> bool:
     False
     """
     return not (receipt.get("execution_status") == "failed" and receipt.get("retryable") is True)
+
+
+def idempotency_key(attempt: str) -> str:
+    """An engine idempotency key for one attempt (at most 200 characters).
+
+    >>> idempotency_key("t1:call_1")
+    'algenta-graph:t1:call_1'
+    >>> len(idempotency_key("t" * 500))
+    85
+    """
+    key = f"algenta-graph:{attempt}"
+    if len(key) <= 200:
+        return key
+    return "algenta-graph:sha256:" + hashlib.sha256(attempt.encode()).hexdigest()
+
+
+def plan_nonce(messages: Sequence[BaseMessage], plan_hash: str) -> str | None:
+    """The nonce of the latest ``plan_decision`` result in ``messages`` for ``plan_hash``."""
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage) or not str(message.name or "").endswith(
+            "plan_decision"
+        ):
+            continue
+        body = _result_json(message)
+        if body.get("plan_hash") == plan_hash and isinstance(body.get("nonce"), str):
+            return str(body["nonce"])
+    return None
+
+
+def _result_json(message: ToolMessage) -> Mapping[str, Any]:
+    artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
+    data: Any = artifact.get("structured_content")
+    if data is None:
+        try:
+            data = json.loads(message_text(message))
+        except ValueError:
+            return {}
+    if isinstance(data, Mapping) and set(data) == {"result"}:
+        data = data["result"]
+    return data if isinstance(data, Mapping) else {}
 
 
 def step_denials(state: Mapping[str, Any]) -> list[DenialRecord]:
@@ -262,7 +304,9 @@ class GovernedToolNode:
                 )
                 continue
             if name == EXECUTE_TOOL and self.conn.is_algenta_tool(name):
-                message, receipt, denial = await self._execute(args, call_id, run, executed)
+                message, receipt, denial = await self._execute(
+                    args, call_id, run, executed, state.get("messages", [])
+                )
                 if receipt is not None:
                     receipts.append(receipt)
                     if counts_as_executed(receipt):
@@ -337,8 +381,15 @@ class GovernedToolNode:
         return bad
 
     async def _execute(
-        self, args: dict[str, Any], call_id: str, run: RunSettings, executed: set[Any]
+        self,
+        args: dict[str, Any],
+        call_id: str,
+        run: RunSettings,
+        executed: set[Any],
+        messages: Sequence[BaseMessage] = (),
     ) -> tuple[ToolMessage, ReceiptRecord | None, DenialRecord | None]:
+        # never the model's: the graph supplies these itself, when the engine declares them
+        args = {k: v for k, v in args.items() if k not in GRAPH_SUPPLIED_FIELDS}
         decision_id = args.get("decision_id")
         webhook_url = args.get("webhook_url")
 
@@ -397,6 +448,12 @@ class GovernedToolNode:
         metadata["algenta_graph"] = {"thread_id": run.thread_id, "tool_call_id": call_id}
         args = {**args, "metadata": metadata}
         try:
+            args.update(
+                await self.graph_supplied(decision_id, f"{run.thread_id}:{call_id}", messages)
+            )
+        except AlgentaGraphError as exc:
+            return error(f"Error: execute_decision was not called: {exc}"), None, None
+        try:
             result: Any = await self.conn.call_tool(EXECUTE_TOOL, args, tool_call_id=call_id)
         except AlgentaGraphError as exc:
             return (
@@ -448,6 +505,40 @@ class GovernedToolNode:
             None,
             None,
         )
+
+    async def graph_supplied(
+        self, decision_id: str, attempt: str, messages: Sequence[BaseMessage]
+    ) -> dict[str, str]:
+        """The ``execute_decision`` arguments only the graph supplies, for the fields the engine
+        declares (see ``algenta_graph/engine/README.md``, "The strict flow"):
+
+        - ``idempotency_key``: one per attempt, from the thread and the tool call;
+        - ``nonce``: the single-use nonce of the latest ``plan_decision`` result in this thread
+          whose ``plan_hash`` is the one the decision was logged with.
+
+        Raises ``AlgentaGraphError`` naming what is missing (nothing is sent then).
+        """
+        wanted = self.conn.execute_supplied
+        out: dict[str, str] = {}
+        if "idempotency_key" in wanted:
+            out["idempotency_key"] = idempotency_key(attempt)
+        if "nonce" in wanted:
+            record = await self.conn.get_decision(decision_id)
+            decision = record.get("decision") if isinstance(record.get("decision"), Mapping) else {}
+            plan_hash = decision.get("plan_hash") if isinstance(decision, Mapping) else None
+            if not isinstance(plan_hash, str) or not plan_hash:
+                raise AlgentaGraphError(
+                    f"decision {decision_id} was logged without a plan_hash; this engine executes "
+                    "only a decision logged with the plan_hash of a plan_decision result"
+                )
+            nonce = plan_nonce(messages, plan_hash)
+            if nonce is None:
+                raise AlgentaGraphError(
+                    f"no plan_decision result in this thread has plan_hash {plan_hash}; call "
+                    "plan_decision (and have an operator approve the plan) before executing"
+                )
+            out["nonce"] = nonce
+        return out
 
     async def find_execution(
         self, decision_id: Any, match: Callable[[Mapping[str, Any]], bool]
