@@ -117,7 +117,7 @@ class GovernedCatalog:
                 self.schemas[name] = self._model_schema(name, tool)
             except (UnsupportedToolSchemaError, ValueError, TypeError) as exc:
                 self.refused[name] = str(exc)
-                logger.warning("tool %r is not shown to the model: %s", name, exc)
+                logger.warning("not shown to the model: %s", exc)
         self.schemas[SEARCH_TOOL] = self._model_schema(SEARCH_TOOL, self.search_tool)
         self.always_include: tuple[str, ...] = self._resolve_always_include(always_include)
         self._bound: OrderedDict[tuple[str, ...], Runnable[Any, BaseMessage]] = OrderedDict()
