@@ -334,7 +334,7 @@ class ProviderStandIn:
         from langchain_anthropic import ChatAnthropic
 
         return ChatAnthropic(  # type: ignore[call-arg]
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-4-6",
             base_url=self.base_url,
             api_key="sk-ant-standin",  # type: ignore[arg-type]
             max_retries=0,
