@@ -140,7 +140,10 @@ class GovernedCatalog:
             if real == SEARCH_TOOL:
                 continue  # always bound anyway
             if real not in self.tools:
-                raise ValueError(f"always_include: no tool {given!r} in the catalog")
+                raise ValueError(
+                    f"always_include: no tool {given!r} in the catalog (the profile's Algenta "
+                    f"tools and the extra servers' tools): {', '.join(sorted(self.tools))}"
+                )
             if real in self.refused:
                 raise ValueError(f"always_include: {self.refused[real]}")
             if real not in resolved:

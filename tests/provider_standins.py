@@ -258,9 +258,9 @@ def anthropic_problems(body: dict[str, Any]) -> list[str]:
                     if inner.get("type") == "text" and not str(inner.get("text", "")).strip():
                         problems.append(f"A4 messages.{i}: text content blocks must be non-empty")
         uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
-        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+        results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
         previous = _blocks(messages[i - 1].get("content")) if i else []
-        previous_uses = {b.get("id") for b in previous if b.get("type") == "tool_use"}
+        previous_uses = {str(b.get("id")) for b in previous if b.get("type") == "tool_use"}
         if results and not set(results) <= previous_uses:
             problems.append(
                 f"A5 messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: "
@@ -483,7 +483,7 @@ def _anthropic_events(
     yield "message_start", {"type": "message_start", "message": start}
     index = 0
     if text:
-        block = {"type": "text", "text": ""}
+        block: dict[str, Any] = {"type": "text", "text": ""}
         yield (
             "content_block_start",
             {"type": "content_block_start", "index": 0, "content_block": block},
@@ -559,11 +559,11 @@ class UnsafeNamesServer:
         tools = [types.Tool(name=name, **spec) for name, spec in UNSAFE_TOOLS.items()]
         server: Server[Any, Any] = Server("unsafe-names")
 
-        @server.list_tools()  # type: ignore[misc, no-untyped-call]
+        @server.list_tools()
         async def list_tools() -> list[types.Tool]:
             return tools
 
-        @server.call_tool(validate_input=False)  # type: ignore[misc]
+        @server.call_tool(validate_input=False)
         async def call_tool(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
             if name not in UNSAFE_TOOLS:
                 raise ValueError(f"unknown tool {name!r}")

@@ -57,7 +57,7 @@ async def test_always_include_names_must_exist_and_the_run_profile_still_applies
         with pytest.raises(ValueError, match="no tool 'no_such_tool'"):
             build_governed_graph(conn, always_include=["no_such_tool"])
         with pytest.raises(TypeError, match="list of tool names"):
-            build_governed_graph(conn, always_include="execute_decision")  # type: ignore[arg-type]
+            build_governed_graph(conn, always_include="execute_decision")
         async with agent(
             conn, tmp_path / "cp.sqlite", ["ok"], always_include=["execute_decision"]
         ) as (graph, model):
