@@ -18,6 +18,8 @@ https://platform.openai.com/docs/guides/function-calling):
 - O4 every assistant message with ``tool_calls`` is followed by one ``tool`` message per
   ``tool_call_id`` ("An assistant message with 'tool_calls' must be followed by tool messages
   responding to each 'tool_call_id'").
+  Exactly one: a second tool message for the same id is refused (stricter than the
+  documented wording).
 - O5 a ``tool`` message answers a preceding assistant message's ``tool_calls`` ("messages with
   role 'tool' must be a response to a preceeding message with 'tool_calls'").
 - O6 ``tool_calls[].function.arguments`` is a JSON string; roles are system, developer, user,
@@ -39,6 +41,9 @@ https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use)
   message ("`tool_use` ids were found without `tool_result` blocks immediately after ...
   Each `tool_use` block must have a corresponding `tool_result` block in the next message"),
   and a ``tool_result`` answers a ``tool_use`` of the previous message.
+  One answer per call: a second ``tool_result`` for the same id is refused too (stricter
+  than the documented rule, like O4's "one tool message per id", so that a replaced answer
+  can never reach the wire twice).
 - A6 in that user message the ``tool_result`` blocks come first ("Tool result blocks must
   immediately follow their corresponding tool use blocks ... the tool_result blocks must come
   FIRST in the content array").
@@ -175,6 +180,8 @@ def openai_problems(body: dict[str, Any]) -> list[str]:
                     f"O5 messages[{i}]: messages with role 'tool' must be a response to a "
                     "preceeding message with 'tool_calls'"
                 )
+            elif call_id not in pending:
+                problems.append(f"O4 messages[{i}]: a second tool message for {call_id!r}")
             pending.discard(call_id)
             continue
         if pending:
@@ -261,6 +268,8 @@ def anthropic_problems(body: dict[str, Any]) -> list[str]:
         results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
         previous = _blocks(messages[i - 1].get("content")) if i else []
         previous_uses = {str(b.get("id")) for b in previous if b.get("type") == "tool_use"}
+        if len(set(results)) != len(results):
+            problems.append(f"A5 messages.{i}: more than one `tool_result` for one `tool_use`")
         if results and not set(results) <= previous_uses:
             problems.append(
                 f"A5 messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: "

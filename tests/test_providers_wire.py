@@ -93,6 +93,9 @@ def test_the_stand_ins_reject_what_the_providers_reject() -> None:
         p.startswith("O2") for p in openai_problems({"messages": [user], "tools": [bad_tool]})
     )
     assert any(p.startswith("O4") for p in openai_problems({"messages": unanswered}))
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "x"}
+    twice = [user, {"role": "assistant", "content": None, "tool_calls": [call]}, answer, answer]
+    assert any("second tool message" in p for p in openai_problems({"messages": twice}))
     orphan = [user, {"role": "tool", "tool_call_id": "c9", "content": "x"}]
     assert any(p.startswith("O5") for p in openai_problems({"messages": orphan}))
 
@@ -124,6 +127,14 @@ def test_the_stand_ins_reject_what_the_providers_reject() -> None:
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": [use]},
             {"role": "user", "content": [{"type": "text", "text": "x"}, result]},
+        )
+    )
+    assert any(
+        "more than one" in p
+        for p in problems(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result, result]},
         )
     )
     empty_text = {"type": "text", "text": ""}
