@@ -8,7 +8,9 @@ converted once, and the BM25 index over them.
 
 What a provider sees is provider-valid (:mod:`algenta_graph.naming`): every tool is bound under
 its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique; :attr:`GovernedCatalog.names`
-maps a call back to the real name), with parameters whose top level is a plain object schema;
+maps a call back to the real name), with parameters whose top level is a plain object schema
+and whose top-level property keys providers accept (:meth:`GovernedCatalog.real_call` maps a
+call's name and argument keys back);
 a tool whose schema the providers would reject is left out of binding, retrieval and search
 (:attr:`GovernedCatalog.refused` says why) instead of failing every request.
 
@@ -33,7 +35,12 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field, ValidationError
 
-from algenta_graph.naming import ToolNames, UnsupportedToolSchemaError, provider_parameters
+from algenta_graph.naming import (
+    ToolNames,
+    UnsupportedToolSchemaError,
+    provider_parameters,
+    safe_property_keys,
+)
 from algenta_graph.run_settings import RunSettings
 
 if TYPE_CHECKING:
@@ -109,6 +116,8 @@ class GovernedCatalog:
             algenta=[n for n in self.tools if connection.is_algenta_tool(n)],
         )
         """Real name <-> model-facing name of every tool (and ``search_tools``)."""
+        self.arg_keys: dict[str, dict[str, str]] = {}
+        """``{real name: {model-facing argument key: real key}}`` for renamed argument keys."""
         self.refused: dict[str, str] = {}
         """Tools left out because providers reject their schema: ``{real name: why}``."""
         self.schemas: dict[str, dict[str, Any]] = {}
@@ -128,8 +137,23 @@ class GovernedCatalog:
         spec = convert_to_openai_tool(tool)
         function = dict(spec["function"])
         function["name"] = self.names.model(name)
-        function["parameters"] = provider_parameters(function.get("parameters"), tool=name)
+        parameters = provider_parameters(function.get("parameters"), tool=name)
+        function["parameters"], renamed = safe_property_keys(parameters)
+        if renamed:
+            self.arg_keys[name] = renamed
         return {**spec, "function": function}
+
+    def real_call(self, name: str, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A model's call as MCP sees it: the real tool name, and the real argument keys for
+        the top-level keys renamed for providers (see
+        :func:`~algenta_graph.naming.safe_property_keys`)."""
+        real = self.names.real(name)
+        keys = self.arg_keys.get(real)
+        if not keys:
+            return real, dict(args)
+        mapped = {k: v for k, v in args.items() if k not in keys}
+        mapped.update({keys[k]: v for k, v in args.items() if k in keys})
+        return real, mapped
 
     def _resolve_always_include(self, names: Sequence[str]) -> tuple[str, ...]:
         if isinstance(names, str):

@@ -219,9 +219,9 @@ class GovernedToolNode:
             call_id = call["id"] or ""
             if call_id in done:
                 continue
-            # the model calls a tool by its model-facing name; MCP, records and receipts use
-            # the real one (ToolMessages get the model's name back below)
-            name, args = self.catalog.names.real(call["name"]), dict(call.get("args") or {})
+            # the model calls a tool by its model-facing name (and argument keys); MCP, records
+            # and receipts use the real ones (ToolMessages get the model's name back below)
+            name, args = self.catalog.real_call(call["name"], call.get("args") or {})
             if name == SEARCH_TOOL:
                 body, hits, ok = self.catalog.search(args, run)
                 selected.extend(h for h in hits if h not in selected)

@@ -49,14 +49,19 @@ __all__ = [
     "is_provider_safe",
     "model_facing_name",
     "provider_parameters",
+    "safe_property_keys",
 ]
 
 PROVIDER_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+PROVIDER_PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+"""Anthropic's pattern for the top-level property keys of a tool's ``input_schema``
+(``^[a-zA-Z0-9_.-]{1,64}$``; it rejects the whole request otherwise)."""
 """The tool-name pattern of OpenAI and Anthropic (``^[a-zA-Z0-9_-]{1,64}$``; use ``fullmatch``)."""
 MAX_NAME_LENGTH = 64
 ALGENTA_PREFIX = "algenta_"
 _DIGEST = 8
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_.-]+")
 _UNSAFE_ALGENTA = re.compile(r"[^a-z0-9]+")
 # top-level keywords OpenAI refuses in function parameters ("must have type 'object' and not
 # have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level")
@@ -182,3 +187,46 @@ def provider_parameters(schema: Any, *, tool: str = "?") -> dict[str, Any]:
             f"tool {tool!r}: its parameter schema's 'properties' is not an object"
         )
     return fixed
+
+
+def safe_property_keys(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``schema`` with every top-level property key providers reject renamed, and the map
+    ``{model-facing key: real key}`` of the renamed ones (empty when none was).
+
+    Anthropic rejects a request whose tool has a top-level property key outside
+    ``^[a-zA-Z0-9_.-]{1,64}$`` (``filter[name]``, ``page size``, common in OpenAPI-generated
+    MCP servers). A renamed key is sanitized and given a short hash of the real key (stable,
+    unique among the schema's keys); ``required`` follows. Map a model's arguments back with
+    the returned map before calling the tool.
+
+    >>> schema, keys = safe_property_keys({"type": "object", "properties": {"filter[id]": {}}})
+    >>> list(schema["properties"]), keys
+    (['filter_id_665d00'], {'filter_id_665d00': 'filter[id]'})
+    """
+    props = schema.get("properties")
+    if not isinstance(props, Mapping) or all(
+        isinstance(k, str) and PROVIDER_PROPERTY_KEY.fullmatch(k) for k in props
+    ):
+        return dict(schema), {}
+    taken = {k for k in props if PROVIDER_PROPERTY_KEY.fullmatch(k)}
+    renamed: dict[str, str] = {}
+    new_props: dict[str, Any] = {}
+    for key, value in props.items():
+        safe = key
+        if not PROVIDER_PROPERTY_KEY.fullmatch(key):
+            digits = 6
+            while True:
+                suffix = hashlib.sha256(key.encode("utf-8")).hexdigest()[:digits]
+                body = _UNSAFE_KEY.sub("_", key).strip("_")[: MAX_NAME_LENGTH - digits - 1]
+                safe = f"{body}_{suffix}" if body else f"arg_{suffix}"
+                if safe not in taken:
+                    break
+                digits += 4
+            taken.add(safe)
+            renamed[safe] = key
+        new_props[safe] = value
+    back = {real: safe for safe, real in renamed.items()}
+    fixed = {**schema, "properties": new_props}
+    if isinstance(schema.get("required"), list):
+        fixed["required"] = [back.get(k, k) for k in schema["required"]]
+    return fixed, renamed

@@ -30,6 +30,10 @@ https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use)
 
 - A1 ``tools[].name`` matches ``^[a-zA-Z0-9_-]{1,64}$``; names are unique; ``input_schema`` is a
   JSON Schema with ``"type": "object"`` at the top level.
+- A1b the top-level property keys of ``input_schema`` match ``^[a-zA-Z0-9_.-]{1,64}$`` (the
+  API's 400: "tools.N.custom.input_schema.properties: Property keys should match pattern
+  '^[a-zA-Z0-9_.-]{1,64}$'"; not in the reference pages, measured and widely reported, e.g.
+  https://github.com/beautyfree/appstore-connect-mcp/issues/2).
 - A2 ``max_tokens`` is required; roles are ``user`` and ``assistant`` only (the system prompt
   is the top-level ``system`` parameter); the first message is a user message.
 - A3 roles alternate. (The API documents that consecutive same-role turns are combined; the
@@ -73,6 +77,7 @@ from algenta_graph._serve import BackgroundServer
 
 NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
+PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool"}
 TOP_LEVEL_REFUSED = ("oneOf", "anyOf", "allOf", "enum", "not")
 
@@ -99,6 +104,15 @@ class Request:
         found = [t for t in self.tools if t.startswith(prefix)]
         assert len(found) == 1, (prefix, self.tools)
         return found[0]
+
+    def schema(self, name: str) -> dict[str, Any]:
+        """The parameter schema the tool ``name`` was bound with (both wire forms)."""
+        for t in self.body.get("tools") or []:
+            if t.get("name") == name:
+                return dict(t["input_schema"])
+            if (t.get("function") or {}).get("name") == name:
+                return dict(t["function"].get("parameters") or {})
+        raise KeyError(name)
 
     def last_tool_results(self) -> list[str]:
         """The text of the tool results answering the latest tool calls (both wire forms)."""
@@ -230,6 +244,13 @@ def anthropic_problems(body: dict[str, Any]) -> list[str]:
         problems += [
             f"A1 {p}" for p in _schema_problems(f"tools.{i}.input_schema", tool.get("input_schema"))
         ]
+        schema = tool.get("input_schema")
+        props = (schema.get("properties") if isinstance(schema, dict) else None) or {}
+        if any(not PROPERTY_KEY.fullmatch(str(k)) for k in props):
+            problems.append(
+                f"A1b tools.{i}.custom.input_schema.properties: Property keys should match "
+                "pattern '^[a-zA-Z0-9_.-]{1,64}$'"
+            )
     if len(set(names)) != len(names):
         problems.append("A1 tools: Tool names must be unique.")
     if "max_tokens" not in body:
@@ -537,6 +558,14 @@ UNSAFE_TOOLS: dict[str, dict[str, Any]] = {
     LONG_NAME: {
         "description": "Generate the quarterly revenue report for every region.",
         "inputSchema": {"type": "object", "properties": {"quarter": {"type": "string"}}},
+    },
+    "records.search": {  # property keys Anthropic rejects: renamed, mapped back on the call
+        "description": "Search weather records by station name, a page at a time.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"filter[name]": {"type": "string"}, "page size": {"type": "integer"}},
+            "required": ["filter[name]"],
+        },
     },
     "weather_no_params": {  # a schema with no properties: fixed, not refused
         "description": "Current weather alerts, no parameters.",

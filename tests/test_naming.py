@@ -16,6 +16,7 @@ from algenta_graph.naming import (
     is_provider_safe,
     model_facing_name,
     provider_parameters,
+    safe_property_keys,
 )
 
 PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -114,3 +115,18 @@ def test_provider_parameters_refuses_what_providers_reject(schema: object, probl
     with pytest.raises(UnsupportedToolSchemaError, match=re.escape(problem)) as info:
         provider_parameters(schema, tool="t1")
     assert "'t1'" in str(info.value)
+
+
+def test_property_keys_providers_reject_are_renamed_with_a_way_back() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"filter[name]": {"type": "string"}, "page size": {}, "ok.key": {}},
+        "required": ["filter[name]", "ok.key"],
+    }
+    fixed, keys = safe_property_keys(schema)
+    assert all(re.fullmatch(r"[a-zA-Z0-9_.-]{1,64}", k) for k in fixed["properties"])
+    assert set(keys.values()) == {"filter[name]", "page size"}  # valid keys (dots too) stay
+    assert "ok.key" in fixed["properties"]
+    assert fixed["required"] == [*(k for k, v in keys.items() if v == "filter[name]"), "ok.key"]
+    assert safe_property_keys(schema) == (fixed, keys)  # stable
+    assert safe_property_keys({"type": "object", "properties": {"a": {}}})[1] == {}

@@ -294,15 +294,19 @@ async def test_search_tools_adds_a_tool_with_an_unsafe_name_that_the_model_then_
 async def test_an_extra_server_with_unsafe_names_is_bound_and_called_by_safe_names(
     kind: str, engine: ReferenceEngine, tmp_path: Path
 ) -> None:
-    unsafe = ["weather.get_forecast", "files/read weather", LONG_NAME]
+    unsafe = ["weather.get_forecast", "files/read weather", LONG_NAME, "records.search"]
     with UnsafeNamesServer() as mcp_server:
 
         def parallel(req: Request) -> Reply:
+            records = req.tool("records_search_")
+            station, page = list(req.schema(records)["properties"])  # the keys it was shown
+            assert re.fullmatch(r"filter_name_[0-9a-f]{6}", station), station
             return Reply(
                 calls=[
                     (req.tool("weather_get_forecast_"), {"city": "Porto"}),
                     (req.tool("files_read_weather_"), {"path": "/tmp/w.txt"}),
                     (req.tool("quarterly_revenue_"), {"quarter": "Q3"}),
+                    (records, {station: "Porto", page: 2}),
                 ]
             )
 
@@ -324,6 +328,8 @@ async def test_an_extra_server_with_unsafe_names_is_bound_and_called_by_safe_nam
     assert {model_facing_name(n) for n in unsafe} | {"weather_no_params"} <= set(names)
     assert catalog_refused  # the tool whose schema providers reject is never sent
     assert sorted(c[0] for c in mcp_server.calls) == sorted(unsafe)  # real MCP names
+    # the renamed argument keys reach the MCP server as the real ones
+    assert ("records.search", {"filter[name]": "Porto", "page size": 2}) in mcp_server.calls
     assert sorted(m.name or "" for m in tool_messages(out)) == sorted(
         model_facing_name(n) for n in unsafe
     )
