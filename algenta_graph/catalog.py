@@ -7,12 +7,11 @@ its profile and scrubbed of ``force`` / ``override_safety``), their model-facing
 converted once, and the BM25 index over them.
 
 What a provider sees is provider-valid (:mod:`algenta_graph.naming`): every tool is bound under
-its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique; :attr:`GovernedCatalog.names`
-maps a call back to the real name), with parameters whose top level is a plain object schema
-and whose top-level property keys providers accept (:meth:`GovernedCatalog.real_call` maps a
-call's name and argument keys back);
-a tool whose schema the providers would reject is left out of binding, retrieval and search
-(:attr:`GovernedCatalog.refused` says why) instead of failing every request.
+its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique), with parameters whose top
+level is a plain object schema and whose top-level property keys providers accept;
+:meth:`GovernedCatalog.real_call` maps a model's call (name and argument keys) back to the real
+one. A tool whose schema the providers would reject is left out of binding, retrieval and
+search (:attr:`GovernedCatalog.refused` says why) instead of failing every request.
 
 Per turn the model is bound to a bounded set (:meth:`GovernedCatalog.bound_names`): the
 ``always_include`` base tools (not counted in ``top_k``), the retrieval top-K, at most
