@@ -35,6 +35,7 @@ changing meaning (a missing ``type`` / ``properties``).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Collection, Iterable, Mapping
@@ -154,9 +155,11 @@ def provider_parameters(schema: Any, *, tool: str = "?") -> dict[str, Any]:
 
     Both require a JSON Schema whose top level is ``"type": "object"`` (OpenAI's function
     ``parameters``, Anthropic's ``input_schema``); OpenAI also refuses ``oneOf`` / ``anyOf`` /
-    ``allOf`` / ``enum`` / ``not`` at the top level. A missing ``type`` (on a schema that has
-    ``properties`` or is empty) and missing ``properties`` are added; anything else that breaks
-    those rules raises :class:`UnsupportedToolSchemaError` naming the tool and the problem.
+    ``allOf`` / ``enum`` / ``not`` at the top level, and an array schema without ``items``
+    anywhere. A missing ``type`` (on a schema that has ``properties`` or is empty), missing
+    ``properties`` and missing array ``items`` (``{}``, any item, what a missing one means) are
+    added; anything else that breaks those rules raises :class:`UnsupportedToolSchemaError`
+    naming the tool and the problem.
     """
     if schema is None:
         return {"type": "object", "properties": {}}
@@ -186,7 +189,38 @@ def provider_parameters(schema: Any, *, tool: str = "?") -> dict[str, Any]:
         raise UnsupportedToolSchemaError(
             f"tool {tool!r}: its parameter schema's 'properties' is not an object"
         )
-    return fixed
+    return _with_array_items(copy.deepcopy(fixed))
+
+
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+
+
+def _with_array_items(schema: Any) -> Any:
+    """Add ``"items": {}`` (any item) to every array schema without ``items``, in place.
+
+    OpenAI rejects ``{"type": "array"}`` without ``items`` anywhere in a function's parameters
+    ("Invalid schema for function ...: In context=('properties', 'tags'), array schema missing
+    items"); JSON Schema reads a missing ``items`` as "any item", which ``{}`` says explicitly.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "array" in kinds and "items" not in schema and "prefixItems" not in schema:
+        schema["items"] = {}
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(schema.get(key), dict):
+            for sub in schema[key].values():
+                _with_array_items(sub)
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(schema.get(key), list):
+            for sub in schema[key]:
+                _with_array_items(sub)
+    for key in _SUBSCHEMA_ONE:
+        _with_array_items(schema.get(key))
+    return schema
 
 
 def safe_property_keys(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -14,6 +14,9 @@ https://platform.openai.com/docs/guides/function-calling):
 - O2 ``tools[].function.parameters``: "described as a JSON Schema object": a top level of
   ``"type": "object"``, without ``oneOf``/``anyOf``/``allOf``/``enum``/``not`` there (the API's
   400: "Invalid schema for function ...: schema must be a JSON Schema of 'type: "object"'").
+  Every array schema in it has ``items`` (the API's 400: "Invalid schema for function ...:
+  In context=('properties', 'tags'), array schema missing items"; widely reported with MCP
+  tools, e.g. https://github.com/sigoden/aichat/pull/1049).
 - O3 at most 128 tools ("Invalid 'tools': array too long").
 - O4 every assistant message with ``tool_calls`` is followed by one ``tool`` message per
   ``tool_call_id`` ("An assistant message with 'tool_calls' must be followed by tool messages
@@ -159,6 +162,25 @@ def _schema_problems(where: str, schema: Any) -> list[str]:
     return problems
 
 
+def _arrays_without_items(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Where an array schema lacks ``items`` (OpenAI: "array schema missing items")."""
+    if not isinstance(schema, dict):
+        return []
+    found: list[tuple[str, ...]] = []
+    kind = schema.get("type")
+    if "array" in (kind if isinstance(kind, list) else [kind]) and "items" not in schema:
+        found.append(path)
+    for key in ("properties", "$defs", "definitions"):
+        for name, sub in (schema.get(key) or {}).items():
+            found += _arrays_without_items(sub, (*path, key, name))
+    for key in ("anyOf", "oneOf", "allOf"):
+        for n, sub in enumerate(schema.get(key) or []):
+            found += _arrays_without_items(sub, (*path, key, str(n)))
+    for key in ("items", "additionalProperties"):
+        found += _arrays_without_items(schema.get(key), (*path, key))
+    return found
+
+
 def openai_problems(body: dict[str, Any]) -> list[str]:
     """The rules O1-O6 that ``body`` breaks (empty when OpenAI would accept it)."""
     problems: list[str] = []
@@ -175,6 +197,11 @@ def openai_problems(body: dict[str, Any]) -> list[str]:
         if "parameters" in fn:
             problems += [
                 f"O2 {p}" for p in _schema_problems(f"function {name!r}", fn["parameters"])
+            ]
+            problems += [
+                f"O2 Invalid schema for function {name!r}: In context={where}, array schema "
+                "missing items."
+                for where in _arrays_without_items(fn["parameters"])
             ]
     if "parallel_tool_calls" in body and not tools:
         problems.append("O6 'parallel_tool_calls' is only allowed when 'tools' are specified")
@@ -563,7 +590,11 @@ UNSAFE_TOOLS: dict[str, dict[str, Any]] = {
         "description": "Search weather records by station name, a page at a time.",
         "inputSchema": {
             "type": "object",
-            "properties": {"filter[name]": {"type": "string"}, "page size": {"type": "integer"}},
+            "properties": {
+                "filter[name]": {"type": "string"},
+                "page size": {"type": "integer"},
+                "tags": {"type": "array"},  # no items: OpenAI rejects it as it is
+            },
             "required": ["filter[name]"],
         },
     },

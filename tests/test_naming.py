@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -130,3 +131,23 @@ def test_property_keys_providers_reject_are_renamed_with_a_way_back() -> None:
     assert fixed["required"] == [*(k for k, v in keys.items() if v == "filter[name]"), "ok.key"]
     assert safe_property_keys(schema) == (fixed, keys)  # stable
     assert safe_property_keys({"type": "object", "properties": {"a": {}}})[1] == {}
+
+
+def test_array_schemas_get_items_wherever_they_are() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array"},
+            "maybe": {"anyOf": [{"type": ["array", "null"]}, {"type": "string"}]},
+            "nested": {"type": "object", "properties": {"ids": {"type": "array"}}},
+            "typed": {"type": "array", "items": {"type": "integer"}},
+        },
+        "$defs": {"List": {"type": "array"}},
+    }
+    fixed = provider_parameters(schema)
+    props = fixed["properties"]
+    assert props["tags"]["items"] == {} and props["maybe"]["anyOf"][0]["items"] == {}
+    assert props["nested"]["properties"]["ids"]["items"] == {}
+    assert props["typed"]["items"] == {"type": "integer"}  # kept
+    assert fixed["$defs"]["List"]["items"] == {}
+    assert "items" not in schema["properties"]["tags"]  # the tool's own schema is not changed

@@ -98,6 +98,15 @@ def test_the_stand_ins_reject_what_the_providers_reject() -> None:
     assert any("second tool message" in p for p in openai_problems({"messages": twice}))
     orphan = [user, {"role": "tool", "tool_call_id": "c9", "content": "x"}]
     assert any(p.startswith("O5") for p in openai_problems({"messages": orphan}))
+    no_items = {
+        "type": "function",
+        "function": {
+            "name": "t",
+            "parameters": {"type": "object", "properties": {"a": {"type": ["array", "null"]}}},
+        },
+    }
+    [missing] = openai_problems({"messages": [user], "tools": [no_items]})
+    assert "array schema missing items" in missing and "'properties', 'a'" in missing
 
     tool = {"name": "t", "input_schema": {"type": "object", "properties": {}}}
     use = {"type": "tool_use", "id": "toolu_1", "name": "t", "input": {}}
@@ -299,7 +308,7 @@ async def test_an_extra_server_with_unsafe_names_is_bound_and_called_by_safe_nam
 
         def parallel(req: Request) -> Reply:
             records = req.tool("records_search_")
-            station, page = list(req.schema(records)["properties"])  # the keys it was shown
+            station, page, _tags = list(req.schema(records)["properties"])  # keys it was shown
             assert re.fullmatch(r"filter_name_[0-9a-f]{6}", station), station
             return Reply(
                 calls=[
