@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -70,7 +71,10 @@ def test_with_a_key_it_runs_the_real_client_end_to_end(monkeypatch: pytest.Monke
             ],
         )
 
-    script = [execute_both, Reply("One delivered; the other overridden by ana and delivered.")]
+    script: list[Any] = [
+        execute_both,
+        Reply("One delivered; the other overridden by ana and delivered."),
+    ]
     for key in KEYS:
         monkeypatch.delenv(key, raising=False)
     with ProviderStandIn("openai", script) as standin:
