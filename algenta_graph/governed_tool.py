@@ -277,7 +277,9 @@ class GovernedToolNode:
             call_id = call["id"] or ""
             if call_id in done:
                 continue
-            name, args = call["name"], dict(call.get("args") or {})
+            # the model calls a tool by its model-facing name (and argument keys); MCP, records
+            # and receipts use the real ones (ToolMessages get the model's name back below)
+            name, args = self.catalog.real_call(call["name"], call.get("args") or {})
             if name == SEARCH_TOOL:
                 body, hits, ok = self.catalog.search(args, run)
                 selected.extend(h for h in hits if h not in selected)
@@ -316,6 +318,9 @@ class GovernedToolNode:
                 out_messages.append(message)
                 continue
             out_messages.append(await self._plain_call(name, args, call_id))
+        called = {c["id"]: c["name"] for c in ai.tool_calls}
+        for message in out_messages:  # each answer carries the name the model used
+            message.name = called.get(message.tool_call_id, message.name)
         update: dict[str, Any] = {"messages": out_messages}
         if receipts:
             update["receipts"] = receipts

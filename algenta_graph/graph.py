@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -126,7 +126,7 @@ class _AgentNodes:
     async def call_model(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
         run = self.tools.settings(config)
         names = [n for n in state.get("selected_tools") or [] if self.catalog.allowed(n, run)]
-        bound = self.catalog.bound_model(names)
+        bound = self.catalog.bound_model(names, run)  # + always_include, found tools capped
         messages: list[BaseMessage] = list(state.get("messages", []))
         if self.system_prompt:
             messages = [SystemMessage(self.system_prompt), *messages]
@@ -160,12 +160,15 @@ def build_governed_graph(
     index: ToolIndex | None = None,
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
     authorize_operator: AuthorizeOperator | None = None,
+    always_include: Sequence[str] = (),
 ) -> StateGraph[Any, Any, Any, Any]:
     """Build the governed graph (uncompiled) over an **open** connection.
 
     The catalog (``connection.tools``) and the BM25 index over it are built here, once. Pass
     ``index`` to reuse one already built over the same tools. Compile it yourself with any
     checkpointer; consider ``durability="sync"`` when invoking (see :func:`create_governed_agent`).
+    ``always_include``: tool names bound on every step whatever retrieval ranks (not counted
+    in ``top_k``; still subject to the run's profile).
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
@@ -175,7 +178,9 @@ def build_governed_graph(
 
         index = ToolIndex()
         index.add(connection.tools)
-    catalog = GovernedCatalog(connection, resolve_model(model), index)
+    catalog = GovernedCatalog(
+        connection, resolve_model(model), index, always_include=always_include
+    )
     tools = GovernedToolNode(catalog, top_k=top_k, policies=policies)
     nodes = _AgentNodes(catalog, tools, system_prompt)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(GovernedState, input_schema=GovernedInput)
@@ -223,6 +228,7 @@ async def create_governed_agent(
     durability: Literal["sync", "async", "exit"] | None = "sync",
     step_limit: int = DEFAULT_STEP_LIMIT,
     authorize_operator: AuthorizeOperator | None = None,
+    always_include: Sequence[str] = (),
     name: str = "algenta_governed_agent",
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Connect to the engine, list its tools and return the compiled governed graph.
@@ -240,6 +246,8 @@ async def create_governed_agent(
     - ``step_limit``: the default ``recursion_limit``; a run that reaches it ends with
       :data:`STEP_LIMIT_MESSAGE` instead of ``GraphRecursionError``.
     - ``authorize_operator``: ``(identity, gate, config) -> bool``, who may answer an escalation.
+    - ``always_include``: base tools bound on every step whatever retrieval ranks (not counted
+      in ``top_k``; the run's profile still applies).
 
     Without ``connection=``, the graph opens one and keeps it open for its life: close it with
     ``await aclose_governed_agent(graph)``, or use ``async with governed_agent(...) as graph``.
@@ -275,6 +283,7 @@ async def create_governed_agent(
             on_denial=on_denial,
             system_prompt=system_prompt,
             authorize_operator=authorize_operator,
+            always_include=always_include,
         )
         compiled = graph.compile(checkpointer=checkpointer, name=name)  # type: ignore[arg-type]
         conf: dict[str, Any] = {}
