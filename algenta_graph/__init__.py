@@ -49,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "ToolIndex": "algenta_graph.retrieval",
     "EngineConnection": "algenta_graph.connection",
     "DemoChatModel": "algenta_graph.models",
+    "ModelPackageMissingError": "algenta_graph.models",
+    "ModelSetupError": "algenta_graph.models",
     "ScriptedChatModel": "algenta_graph.models",
 }
 
@@ -71,6 +73,8 @@ __all__ = [
     "Gate",
     "GovernedAgentSync",
     "GovernedState",
+    "ModelPackageMissingError",
+    "ModelSetupError",
     "OperatorDecision",
     "OperatorDecisionRecord",
     "ReceiptRecord",
@@ -104,7 +108,12 @@ if TYPE_CHECKING:
         create_governed_agent,
         governed_agent,
     )
-    from algenta_graph.models import DemoChatModel, ScriptedChatModel
+    from algenta_graph.models import (
+        DemoChatModel,
+        ModelPackageMissingError,
+        ModelSetupError,
+        ScriptedChatModel,
+    )
     from algenta_graph.outcomes import (
         ExecutionDenial,
         ExecutionFailure,
