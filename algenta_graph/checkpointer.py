@@ -17,13 +17,14 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["is_postgres_url", "open_checkpointer"]
+__all__ = ["is_postgres_url", "open_checkpointer", "open_sqlite_read_only"]
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
@@ -51,3 +52,21 @@ async def open_checkpointer(
 
     async with AsyncSqliteSaver.from_conn_string(str(spec)) as saver:
         yield saver
+
+
+@contextlib.contextmanager
+def open_sqlite_read_only(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to an existing SQLite file, closed on exit.
+
+    The file is opened with ``mode=ro`` and ``query_only``: nothing is ever written to it, and
+    a missing file raises ``FileNotFoundError`` instead of being created.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no SQLite file at {file}")
+    conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA query_only = 1")
+        yield conn
+    finally:
+        conn.close()
