@@ -74,7 +74,9 @@ def read_thread_values(db: str | Path, thread: str | None = None) -> dict[str, d
                     r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
                 }
             except sqlite3.DatabaseError as exc:
-                raise RecordsFileError(f"{path} is not a SQLite database ({exc})") from None
+                raise RecordsFileError(
+                    f"{path} is not a readable SQLite database ({exc})"
+                ) from None
             if "checkpoints" not in tables:
                 raise RecordsFileError(
                     f"{path} is not a LangGraph SQLite checkpoint file (no checkpoints table)"
