@@ -314,6 +314,14 @@ async def run_thread(
         snapshot = await graph.aget_state(config)
     end = _counts(snapshot.values)
     new = ", ".join(f"{end[k] - start[k]} new {k.replace('_', ' ')}" for k in end)
+    recovered = [
+        r
+        for r in list(snapshot.values.get("receipts") or [])[start["receipts"] :]
+        if r.get("source") == "recovered"
+    ]
+    if recovered:
+        ids = ", ".join(str(r.get("decision_id")) for r in recovered)
+        new += f"; recovered from the engine: the receipt of {ids}"
     print(
         f"\nthread {thread}: {end['receipts']} receipts, {end['denials']} denials, "
         f"{end['operator_decisions']} operator decisions ({new})",
