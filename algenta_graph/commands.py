@@ -370,7 +370,14 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def _run_handler(args: argparse.Namespace) -> int:
-    return asyncio.run(_run(args))
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        raise CommandError(
+            f"interrupted; `algenta-graph run --thread {args.thread} --db {args.db}` resumes "
+            "the thread",
+            130,
+        ) from None
 
 
 def add_run_parser(sub: Any) -> None:

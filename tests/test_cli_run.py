@@ -86,31 +86,45 @@ def _unanswered_tool_calls(values: dict[str, Any]) -> list[str]:
 
 
 async def _kill_mid_execute(
-    engine: ReferenceEngine, webhook: WebhookReceiver, decision: str, db: Path, thread: str
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+    decision: str,
+    db: Path,
+    thread: str,
+    sig: signal.Signals = signal.SIGKILL,
 ) -> None:
-    """Start a real ``run`` that executes ``decision`` on a slow webhook; SIGKILL it while the
-    engine waits for the webhook; return once the engine has recorded the execution."""
+    """Start a real ``run`` that executes ``decision`` on a slow webhook; kill it with ``sig``
+    while the engine waits for the webhook; return once the engine has recorded the execution."""
     proc = _start(
-        "run", _execute(decision, webhook.url_for_delay(2)), *_run_args(engine, db, thread)
+        "run", _execute(decision, webhook.url_for_delay(4)), *_run_args(engine, db, thread)
     )
     try:
         await async_wait_until(lambda: webhook.received, timeout=120, what="the webhook POST")
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
-    assert proc.returncode == -signal.SIGKILL
+        proc.send_signal(sig)
+        _, stderr = proc.communicate()
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:  # Ctrl-C: exit 130, one line saying how to resume
+        assert proc.returncode == 130 and b"Traceback" not in stderr, stderr
+        assert f"run --thread {thread} --db {db}` resumes".encode() in stderr
     await async_wait_until(
         lambda: engine.executions(decision), timeout=60, what="the engine's execution record"
     )
     assert read_thread_values(db)[thread]["receipts"] == []  # the kill came before the receipt
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 async def test_run_without_a_prompt_resumes_a_killed_run(
-    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session, tmp_path: Path
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+    mcp_session: Session,
+    tmp_path: Path,
+    sig: signal.Signals,
 ) -> None:
     decision = await _decision(engine, mcp_session)
     db = tmp_path / "runs.sqlite"
-    await _kill_mid_execute(engine, webhook, decision, db, "t")
+    await _kill_mid_execute(engine, webhook, decision, db, "t", sig)
 
     proc = cli("run", *_run_args(engine, db))
     assert proc.returncode == 0, proc.stderr
