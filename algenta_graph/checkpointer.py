@@ -17,14 +17,13 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["is_postgres_url", "open_checkpointer", "open_sqlite_read_only"]
+__all__ = ["is_postgres_url", "open_checkpointer"]
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
@@ -54,19 +53,22 @@ async def open_checkpointer(
         yield saver
 
 
-@contextlib.contextmanager
-def open_sqlite_read_only(path: str | Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to an existing SQLite file, closed on exit.
+def open_sqlite_read_only(path: str | Path) -> contextlib.closing[Any]:
+    """``with open_sqlite_read_only(path) as conn``: a read-only ``sqlite3`` connection.
 
     The file is opened with ``mode=ro`` and ``query_only``: nothing is ever written to it, and
-    a missing file raises ``FileNotFoundError`` instead of being created.
+    a missing file raises ``FileNotFoundError`` instead of being created. (``receipts`` reads
+    through this; graphs write through :func:`open_checkpointer`.)
     """
+    import sqlite3
+
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"no SQLite file at {file}")
     conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
     try:
         conn.execute("PRAGMA query_only = 1")
-        yield conn
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    return contextlib.closing(conn)
