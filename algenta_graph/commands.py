@@ -64,12 +64,17 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
 # ---------------------------------------------------------------------- argument values
 
 
-def _gate_facts() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The real gate names and the policies (point at ``algenta_graph.gates`` once it lands)."""
-    from algenta_graph.graph import POLICIES
+def _gate_facts() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """The real gate names, the policies and each gate's default policy.
+
+    The one place the CLI learns gate facts: point it at ``algenta_graph.gates`` once that
+    lands (importing the graph here costs the CLI's start about two seconds).
+    """
+    from algenta_graph.graph import DEFAULT_POLICIES, POLICIES
     from algenta_graph.outcomes import KNOWN_GATES
 
-    return tuple(KNOWN_GATES), tuple(POLICIES)
+    defaults = {gate: str(DEFAULT_POLICIES[gate]) for gate in KNOWN_GATES}
+    return tuple(KNOWN_GATES), tuple(POLICIES), defaults
 
 
 def parse_on_denial(text: str) -> dict[str, str]:
@@ -82,7 +87,7 @@ def parse_on_denial(text: str) -> dict[str, str]:
 
     Raises ``ValueError`` naming the bad value and listing the real gates and policies.
     """
-    gates, policies = _gate_facts()
+    gates, policies, _ = _gate_facts()
     value: Any = text.strip()
     if value not in policies:
         try:
@@ -384,7 +389,7 @@ def add_run_parser(sub: Any) -> None:
     """``algenta-graph run [PROMPT]``."""
     from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES
 
-    gates, policies = _gate_facts()
+    gates, policies, defaults = _gate_facts()
     p = sub.add_parser(
         "run",
         help="run one turn of the governed agent against an engine, or resume a thread",
@@ -432,7 +437,7 @@ def add_run_parser(sub: Any) -> None:
         help=(
             f"a policy ({'|'.join(policies)}) for every gate, or JSON {{gate: policy}}, e.g. "
             f'\'{{"confidence": "report"}}\'; gates: {", ".join(gates)} '
-            "(default: idempotency report, confidence and risk_floor escalate)"
+            f"(default: {', '.join(f'{g} {p}' for g, p in defaults.items())})"
         ),
     )
     p.add_argument(

@@ -16,6 +16,7 @@ from cli_support import assert_one_line_error, cli
 
 from algenta_graph.commands import parse_on_denial
 from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES
+from algenta_graph.graph import DEFAULT_POLICIES
 from algenta_graph.outcomes import KNOWN_GATES
 
 pytestmark = pytest.mark.timeout(300)
@@ -41,7 +42,7 @@ def test_help_shows_every_default_and_choice() -> None:
     assert f"(default: {DEFAULT_PROFILE})" in run
     assert "default: algenta-graph.sqlite" in run
     for gate in KNOWN_GATES:
-        assert gate in run
+        assert f"{gate} {DEFAULT_POLICIES[gate]}" in run  # each gate and its default policy
     for word in ("report|halt|escalate", "default: 5", "default: cli", "ALGENTA_BASE_URL"):
         assert word in run, word
     receipts = " ".join(cli("receipts", "--help").stdout.split())
