@@ -274,9 +274,19 @@ async def run_thread(
         print(f"thread {thread}: nothing pending (no escalation, no unfinished step)", file=out)
     start = _counts(snapshot.values)
     printer = StreamPrinter(out)
+    resumed_from_option = False
     while True:
         payload: Any
+        if snapshot.interrupts and resumed_from_option:
+            errors = [
+                i.value["error"]
+                for i in snapshot.interrupts
+                if isinstance(i.value, Mapping) and i.value.get("error")
+            ]
+            if errors:
+                raise CommandError(f"--resume: the answer was rejected: {one_line(errors[0])}")
         if snapshot.interrupts:
+            resumed_from_option = resume is not None
             if resume is not None:
                 answers = [dict(resume) for _ in snapshot.interrupts]
                 resume = None
@@ -307,10 +317,10 @@ async def run_thread(
                 "(a run was interrupted): finishing that step first",
                 file=out,
             )
-            payload = None
+            payload, resumed_from_option = None, False
         elif prompt is not None:
             payload = {"messages": [("user", prompt)]}
-            prompt = None
+            prompt, resumed_from_option = None, False
         else:
             break
         async for mode, item in graph.astream(payload, config, stream_mode=["updates", "messages"]):

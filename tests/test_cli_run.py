@@ -176,9 +176,18 @@ async def test_ctrl_c_at_the_operator_prompt_aborts_and_records_nothing(
     assert values["operator_decisions"] == [] and values["receipts"] == []
     assert [d["gate"] for d in values["denials"]] == ["confidence"]
     assert engine.executions(decision) == [] and webhook.received == []
-    # the escalation still waits for an operator
+    # the escalation still waits for an operator, and can be answered
     pending = cli("run", *_run_args(engine, db))
     assert pending.returncode == 3 and '"pending_escalation"' in pending.stdout
+    typo = {**OVERRIDE, "action": "approve"}
+    rejected = cli("run", *_run_args(engine, db), "--resume", json.dumps(typo))
+    assert_one_line_error(rejected, "--resume: the answer was rejected")
+    assert engine.executions(decision) == []
+    done = cli("run", *_run_args(engine, db), "--resume", json.dumps(OVERRIDE))
+    assert done.returncode == 0, done.stderr
+    [operator] = read_records(db)["t"]["operator_decisions"]
+    assert operator["operator"] == "ana" and operator["result"] == "receipt"
+    assert [b["decision_id"] for b in webhook.received] == [decision]
 
 
 @pytest.mark.parametrize(
