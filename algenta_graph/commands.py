@@ -55,7 +55,7 @@ class CommandError(Exception):
         self.code = code
 
 
-def one_line(exc: BaseException, limit: int = 300) -> str:
+def one_line(exc: BaseException, limit: int = 1000) -> str:
     """An exception's message on one line (its type when it has none)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
