@@ -323,10 +323,15 @@ async def run_thread(
             prompt, resumed_from_option = None, False
         else:
             break
+        before = snapshot.config
         async for mode, item in graph.astream(payload, config, stream_mode=["updates", "messages"]):
             printer.feed(mode, item)
         printer.close()
         snapshot = await graph.aget_state(config)
+        if payload is None and snapshot.config == before:  # never loop on a stuck step
+            raise CommandError(
+                f"thread {thread!r} did not advance past {', '.join(snapshot.next)}", EXIT_FAILED
+            )
     end = _counts(snapshot.values)
     new = ", ".join(f"{end[k] - start[k]} new {k.replace('_', ' ')}" for k in end)
     recovered = [
@@ -374,7 +379,7 @@ async def _run(args: argparse.Namespace) -> int:
                 thread,
                 prompt=prompt,
                 resume=args.resume,
-                interactive=args.interactive or sys.stdin.isatty(),
+                interactive=args.interactive or bool(sys.stdin and sys.stdin.isatty()),
             )
             print(f"(checkpoints in {db})")
             return code
