@@ -1,0 +1,39 @@
+"""The CLI's helpers live in modules named for what they are, with no import cycle.
+
+``console`` prints a stream, ``audit`` reads the records, ``commands`` holds the subcommands;
+``demo`` uses the first two and nothing of the CLI; ``runner`` only re-exports (old imports in
+notebooks keep working until they move).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from algenta_graph import audit, console, runner
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys, json; {statement}; print(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return {m for m in json.loads(proc.stdout) if m.startswith("algenta_graph")}
+
+
+def test_demo_imports_neither_the_cli_nor_runner() -> None:
+    loaded = _modules_after("import algenta_graph.demo")
+    assert {"algenta_graph.audit", "algenta_graph.console"} <= loaded
+    assert not loaded & {"algenta_graph.runner", "algenta_graph.commands", "algenta_graph.cli"}
+
+
+def test_audit_and_console_need_no_graph() -> None:
+    loaded = _modules_after("import algenta_graph.audit, algenta_graph.console")
+    assert not loaded & {"algenta_graph.graph", "algenta_graph.connection", "algenta_graph.demo"}
+
+
+def test_the_old_runner_names_are_the_new_ones() -> None:
+    assert runner.print_update is console.print_update
+    assert runner.read_records is audit.read_records
+    assert runner.format_records is audit.format_records
