@@ -161,6 +161,7 @@ def prepare_db(spec: str, option: str = "--db") -> str:
     """A ``--db`` value ready for ``open_checkpointer``: a SQLite file's directory is created.
 
     (The engine creates its ``--db`` directory too.) A PostgreSQL URL is returned unchanged.
+    Also used for the other files the CLI writes (``option`` names the option in errors).
     """
     from algenta_graph.checkpointer import is_postgres_url
 
@@ -168,7 +169,7 @@ def prepare_db(spec: str, option: str = "--db") -> str:
         return spec
     path = Path(spec)
     if path.is_dir():
-        raise CommandError(f"{option} {spec}: is a directory, not a checkpoint file")
+        raise CommandError(f"{option} {spec}: is a directory, not a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -525,6 +526,8 @@ def _demo_handler(args: argparse.Namespace) -> int:
 
     model = _resolve_model(args.model)
     db = prepare_db(args.db) if args.db is not None else None
+    if args.webhook_log is not None:
+        prepare_db(args.webhook_log, "--webhook-log")
     try:
         return asyncio.run(
             run_demo(model=model, db=db, keep=args.keep, webhook_log=args.webhook_log)

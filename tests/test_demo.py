@@ -25,7 +25,7 @@ def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
 
 def test_demo_runs_to_the_end_and_its_receipts_match_the_webhook_log(tmp_path: Path) -> None:
     db = tmp_path / "not-yet" / "demo.sqlite"  # the directory is created, as engine --db does
-    hooks = tmp_path / "hooks.jsonl"
+    hooks = tmp_path / "logs" / "hooks.jsonl"  # created too
     demo = _cli("demo", "--db", str(db), "--webhook-log", str(hooks))
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     out = demo.stdout
