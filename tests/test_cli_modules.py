@@ -37,3 +37,27 @@ def test_the_old_runner_names_are_the_new_ones() -> None:
     assert runner.print_update is console.print_update
     assert runner.read_records is audit.read_records
     assert runner.format_records is audit.format_records
+
+
+def test_an_escalation_is_described_in_either_interrupt_shape() -> None:
+    legacy = {
+        "gate": "confidence",
+        "decision_id": "dec_1",
+        "message": "confidence 0.3 < 0.6",
+        "override_flag": "override_safety",
+        "error": "invalid resume payload",
+    }
+    text = console.describe_escalation(legacy)
+    assert text.startswith("the confidence gate denied decision dec_1: confidence 0.3 < 0.6")
+    assert "override_safety=true" in text and "previous answer rejected" in text
+    hitl = {
+        "action_requests": [
+            {"name": "execute_decision", "args": {"decision_id": "dec_2"}, "description": "d2"},
+            {"name": "execute_decision", "args": {"decision_id": "dec_3"}},
+        ],
+        "review_configs": [],
+    }
+    assert console.describe_escalation(hitl) == (
+        'd2; {"name": "execute_decision", "args": {"decision_id": "dec_3"}}'
+    )
+    assert console.describe_escalation("plain") == "plain"
