@@ -35,7 +35,6 @@ __all__ = [
     "add_demo_parser",
     "add_receipts_parser",
     "add_run_parser",
-    "parse_on_denial",
     "prepare_db",
 ]
 
@@ -64,63 +63,15 @@ def one_line(exc: BaseException, limit: int = 1000) -> str:
 # ---------------------------------------------------------------------- argument values
 
 
-def _gate_facts() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
-    """The real gate names, the policies and each gate's default policy.
+def _on_denial(text: str | None) -> dict[str, str]:
+    """``--on-denial``, through the one validator the library and the server use too."""
+    from algenta_graph.gates import parse_on_denial
 
-    The one place the CLI learns gate facts: point it at ``algenta_graph.gates`` once that
-    lands (importing the graph here costs the CLI's start about two seconds).
-    """
-    from algenta_graph.graph import DEFAULT_POLICIES, POLICIES
-    from algenta_graph.outcomes import KNOWN_GATES
-
-    defaults = {gate: str(DEFAULT_POLICIES[gate]) for gate in KNOWN_GATES}
-    return tuple(KNOWN_GATES), tuple(POLICIES), defaults
-
-
-def parse_on_denial(text: str) -> dict[str, str]:
-    """``--on-denial``: a bare policy for every gate, or a JSON object ``{gate: policy}``.
-
-    >>> parse_on_denial("halt")
-    {'idempotency': 'halt', 'confidence': 'halt', 'risk_floor': 'halt'}
-    >>> parse_on_denial('{"confidence": "report"}')
-    {'confidence': 'report'}
-
-    Raises ``ValueError`` naming the bad value and listing the real gates and policies.
-    """
-    gates, policies, _ = _gate_facts()
-    value: Any = text.strip()
-    if value not in policies:
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{text!r} is neither a policy ({', '.join(policies)}) nor a JSON object "
-                f"{{gate: policy}} ({exc.msg} at character {exc.pos})"
-            ) from None
-    if isinstance(value, str):
-        if value not in policies:
-            raise ValueError(f"unknown policy {value!r}; the policies are {', '.join(policies)}")
-        return {gate: value for gate in gates}
-    if not isinstance(value, dict):
-        raise ValueError(
-            f"{text!r} must be a policy ({', '.join(policies)}) or a JSON object {{gate: policy}}"
-        )
-    for gate, policy in value.items():
-        if gate not in gates:
-            raise ValueError(f"unknown gate {gate!r}; the gates are {', '.join(gates)}")
-        if policy not in policies:
-            raise ValueError(
-                f"unknown policy {policy!r} for the {gate} gate; "
-                f"the policies are {', '.join(policies)}"
-            )
-    return {str(gate): str(policy) for gate, policy in value.items()}
-
-
-def _on_denial_arg(text: str) -> dict[str, str]:
     try:
-        return parse_on_denial(text)
+        return dict(parse_on_denial(text, "--on-denial"))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        message = str(exc)  # name the value when the message names none (a wrong type)
+        raise CommandError(message if "'" in message else f"{message}: {text!r}") from None
 
 
 def _positive_int(text: str) -> int:
@@ -360,6 +311,7 @@ async def _run(args: argparse.Namespace) -> int:
     thread = _utf8(args.thread, "--thread")
     if not thread.strip():
         raise CommandError("--thread must not be blank")
+    on_denial = _on_denial(args.on_denial)
     model = _resolve_model(args.model)  # before anything connects
     db = prepare_db(args.db)
     try:
@@ -371,7 +323,7 @@ async def _run(args: argparse.Namespace) -> int:
                 api_key=args.api_key,
                 profile=args.profile,
                 top_k=args.top_k,
-                on_denial=args.on_denial,
+                on_denial=on_denial,
                 checkpointer=saver,
             ) as graph,
         ):
@@ -404,8 +356,8 @@ def _run_handler(args: argparse.Namespace) -> int:
 def add_run_parser(sub: Any) -> None:
     """``algenta-graph run [PROMPT]``."""
     from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES
+    from algenta_graph.gates import DEFAULT_POLICIES, GATE_NAMES, POLICIES
 
-    gates, policies, defaults = _gate_facts()
     p = sub.add_parser(
         "run",
         help="run one turn of the governed agent against an engine, or resume a thread",
@@ -447,13 +399,12 @@ def add_run_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--on-denial",
-        type=_on_denial_arg,
         default=None,
         metavar="POLICY|JSON",
         help=(
-            f"a policy ({'|'.join(policies)}) for every gate, or JSON {{gate: policy}}, e.g. "
-            f'\'{{"confidence": "report"}}\'; gates: {", ".join(gates)} '
-            f"(default: {', '.join(f'{g} {p}' for g, p in defaults.items())})"
+            f"a policy ({'|'.join(POLICIES)}) for every gate, or JSON {{gate: policy}}, e.g. "
+            f'\'{{"confidence": "report"}}\'; gates: {", ".join(GATE_NAMES)} '
+            f"(default: {', '.join(f'{g} {p}' for g, p in DEFAULT_POLICIES.items())})"
         ),
     )
     p.add_argument(

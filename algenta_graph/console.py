@@ -43,10 +43,22 @@ def content_text(message: Any) -> str:
 def describe_escalation(value: Any) -> str:
     """One line saying what an escalation interrupt asks the operator to decide."""
     if isinstance(value, Mapping) and "gate" in value:
-        text = (
-            f"the {value.get('gate')} gate denied decision {value.get('decision_id')}: "
-            f"{value.get('message')}; an override would set {value.get('override_flag')}=true"
-        )
+        items = value.get("escalations")
+        if isinstance(items, list) and len(items) > 1:  # one request for several denials
+            listed = "; ".join(
+                f"decision {i.get('decision_id')}: {i.get('message')}"
+                for i in items
+                if isinstance(i, Mapping)
+            )
+            text = (
+                f"the {value.get('gate')} gate denied {len(items)} decisions ({listed}); an "
+                f"override would set {value.get('override_flag')}=true on each"
+            )
+        else:
+            text = (
+                f"the {value.get('gate')} gate denied decision {value.get('decision_id')}: "
+                f"{value.get('message')}; an override would set {value.get('override_flag')}=true"
+            )
         if value.get("error"):
             text += f" (previous answer rejected: {value['error']})"
         return text

@@ -14,9 +14,8 @@ from importlib import metadata
 import pytest
 from cli_support import assert_one_line_error, cli
 
-from algenta_graph.commands import parse_on_denial
 from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES
-from algenta_graph.graph import DEFAULT_POLICIES
+from algenta_graph.gates import DEFAULT_POLICIES, POLICIES, parse_on_denial
 from algenta_graph.outcomes import KNOWN_GATES
 
 pytestmark = pytest.mark.timeout(300)
@@ -43,7 +42,7 @@ def test_help_shows_every_default_and_choice() -> None:
     assert "default: algenta-graph.sqlite" in run
     for gate in KNOWN_GATES:
         assert f"{gate} {DEFAULT_POLICIES[gate]}" in run  # each gate and its default policy
-    for word in ("report|halt|escalate", "default: 5", "default: cli", "ALGENTA_BASE_URL"):
+    for word in ("|".join(POLICIES), "default: 5", "default: cli", "ALGENTA_BASE_URL"):
         assert word in run, word
     receipts = " ".join(cli("receipts", "--help").stdout.split())
     assert "default: algenta-graph.sqlite" in receipts and "never written" in receipts
@@ -54,14 +53,14 @@ def test_help_shows_every_default_and_choice() -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--on-denial", "{bad"], ["'{bad'", "neither a policy"]),
-        (["--on-denial", "[1]"], ["'[1]'"]),
+        (["--on-denial", "{bad"], ["--on-denial is not valid JSON", "'{bad'"]),
+        (["--on-denial", "[1]"], ["--on-denial must be a policy", "'[1]'"]),
         (["--on-denial", "sometimes"], ["'sometimes'"]),
         (
             ["--on-denial", '{"unknwon": "halt"}'],
             ["'unknwon'", "the gates are idempotency, confidence, risk_floor"],
         ),
-        (["--on-denial", '{"confidence": "nope"}'], ["'nope'", "confidence gate"]),
+        (["--on-denial", '{"confidence": "nope"}'], ["--on-denial['confidence']", "'nope'"]),
         (["--profile", "bogus"], ["'bogus'", "observe"]),
         (["--top-k", "0"], ["--top-k", "got 0"]),
         (["--top-k", "-5"], ["--top-k", "got -5"]),

@@ -60,4 +60,15 @@ def test_an_escalation_is_described_in_either_interrupt_shape() -> None:
     assert console.describe_escalation(hitl) == (
         'd2; {"name": "execute_decision", "args": {"decision_id": "dec_3"}}'
     )
+    several = {
+        **legacy,
+        "escalations": [
+            {"decision_id": "dec_1", "message": "confidence 0.3 < 0.6"},
+            {"decision_id": "dec_4", "message": "confidence 0.2 < 0.6"},
+        ],
+    }
+    assert console.describe_escalation(several).startswith(
+        "the confidence gate denied 2 decisions (decision dec_1: confidence 0.3 < 0.6; "
+        "decision dec_4: confidence 0.2 < 0.6); an override would set override_safety=true on each"
+    )
     assert console.describe_escalation("plain") == "plain"
