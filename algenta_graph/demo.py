@@ -30,7 +30,8 @@ from typing import Any, TextIO
 
 from langchain_core.messages import ToolMessage
 
-from algenta_graph.runner import format_records, print_update, read_records
+from algenta_graph.audit import format_records, read_records
+from algenta_graph.console import print_update
 
 __all__ = ["DemoError", "run_demo"]
 
@@ -109,6 +110,12 @@ class _Walkthrough:
         return str(_tool_json(state["values"], "log_decision")["decision_id"])
 
 
+def _model_label(spec: Any, model: Any) -> str:
+    if spec is None or type(model).__name__ == "DemoChatModel":
+        return "DemoChatModel (offline deterministic stand-in, not a real LLM)"
+    return spec if isinstance(spec, str) else type(model).__name__
+
+
 def _expect(condition: bool, what: str) -> None:
     if not condition:
         raise DemoError(what)
@@ -116,16 +123,20 @@ def _expect(condition: bool, what: str) -> None:
 
 async def run_demo(
     *,
-    model: str | None = None,
+    model: Any = None,
     db: str | None = None,
     keep: bool = False,
     webhook_log: str | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Run the walkthrough; returns 0 when every step had its expected outcome."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    """Run the walkthrough; returns 0 when every step had its expected outcome.
+
+    ``model``: a chat model, an ``init_chat_model`` string or ``None`` (the offline demo
+    model); ``db``: the SQLite checkpoint file (default: a temporary one).
+    """
     from langgraph.types import Command
 
+    from algenta_graph.checkpointer import open_checkpointer
     from algenta_graph.engine import ReferenceEngine, WebhookReceiver
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import resolve_model
@@ -143,12 +154,9 @@ async def run_demo(
             say(f"  reference engine : {engine.url}")
             say(f"  webhook receiver : {webhook.url}")
             say(f"  checkpoints      : {db} (SQLite)")
-            say(
-                "  model            : "
-                + (model or "DemoChatModel (offline deterministic stand-in, not a real LLM)")
-            )
+            say(f"  model            : {_model_label(model, chat_model)}")
             async with (
-                AsyncSqliteSaver.from_conn_string(db) as saver,
+                open_checkpointer(db) as saver,
                 governed_agent(
                     chat_model, base_url=engine.url, profile="execute", checkpointer=saver
                 ) as graph,
