@@ -1,8 +1,7 @@
 """The CLI's helpers live in modules named for what they are, with no import cycle.
 
 ``console`` prints a stream, ``audit`` reads the records, ``commands`` holds the subcommands;
-``demo`` uses the first two and nothing of the CLI; ``runner`` only re-exports (old imports in
-notebooks keep working until they move).
+``demo`` uses the first two and nothing of the CLI.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from algenta_graph import audit, console, runner
+from algenta_graph import console
 
 
 def _modules_after(statement: str) -> set[str]:
@@ -22,21 +21,15 @@ def _modules_after(statement: str) -> set[str]:
     return {m for m in json.loads(proc.stdout) if m.startswith("algenta_graph")}
 
 
-def test_demo_imports_neither_the_cli_nor_runner() -> None:
+def test_demo_imports_no_cli_module() -> None:
     loaded = _modules_after("import algenta_graph.demo")
     assert {"algenta_graph.audit", "algenta_graph.console"} <= loaded
-    assert not loaded & {"algenta_graph.runner", "algenta_graph.commands", "algenta_graph.cli"}
+    assert not loaded & {"algenta_graph.commands", "algenta_graph.cli"}
 
 
 def test_audit_and_console_need_no_graph() -> None:
     loaded = _modules_after("import algenta_graph.audit, algenta_graph.console")
     assert not loaded & {"algenta_graph.graph", "algenta_graph.connection", "algenta_graph.demo"}
-
-
-def test_the_old_runner_names_are_the_new_ones() -> None:
-    assert runner.print_update is console.print_update
-    assert runner.read_records is audit.read_records
-    assert runner.format_records is audit.format_records
 
 
 def test_an_escalation_is_described_in_either_interrupt_shape() -> None:
