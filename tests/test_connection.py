@@ -764,7 +764,8 @@ async def test_an_engine_restarted_between_calls_is_rejoined_transparently(
 
 def _engine_process(port: int, db: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "algenta_graph.cli", "engine", "--port", str(port), "--db", str(db)],
+        [sys.executable, "-m", "algenta_graph.cli", "engine", "--relaxed"]
+        + ["--port", str(port), "--db", str(db)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -479,11 +479,11 @@ async def test_state_survives_a_restart_on_the_same_db(
     tmp_path: Path, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:
     db = tmp_path / "engine.sqlite"
-    async with ReferenceEngine(db=db) as engine, mcp_session(engine.url) as s:
+    async with ReferenceEngine(db=db, relaxed=True) as engine, mcp_session(engine.url) as s:
         decision_id = await log(s)
         first = await receipt(s, decision_id, webhook.url, metadata={"run": 1})
         port = engine.port
-    async with ReferenceEngine(db=db, port=port) as engine, mcp_session(engine.url) as s:
+    async with ReferenceEngine(db=db, port=port, relaxed=True) as engine, mcp_session(engine.url) as s:
         stored = body(await s.call_tool("get_decision", {"decision_id": decision_id}))
         listed = body(await s.call_tool("list_decisions", {}))
         again = await denial(s, decision_id, webhook.url)
@@ -499,7 +499,7 @@ async def test_state_survives_a_restart_on_the_same_db(
 
 
 async def test_an_engine_object_can_be_restarted(tmp_path: Path, mcp_session: Session) -> None:
-    engine = ReferenceEngine(db=tmp_path / "e.sqlite")
+    engine = ReferenceEngine(db=tmp_path / "e.sqlite", relaxed=True)
     for _ in range(2):
         with engine:
             async with mcp_session(engine.url) as s:
@@ -616,7 +616,7 @@ async def test_a_database_of_the_first_release_is_completed_and_its_deliveries_c
             (json.dumps(receipt_),),
         )
     conn.close()
-    async with ReferenceEngine(db=db) as engine, mcp_session(engine.url) as s:
+    async with ReferenceEngine(db=db, relaxed=True) as engine, mcp_session(engine.url) as s:
         again = await denial(s, "dec_old", webhook.url)
         new = await receipt(s, await log(s), webhook.url)
     assert again["gate"] == "idempotency"

@@ -122,7 +122,9 @@ class Engine:
         if self.kind == "killed":
             self.process = EngineProcess(port=self.port, db=self.db, api_key=api_key).start()
         else:
-            self.inproc = ReferenceEngine(port=self.port, db=self.db, api_key=api_key).start()
+            self.inproc = ReferenceEngine(
+                port=self.port, db=self.db, api_key=api_key, relaxed=True
+            ).start()
 
     def stop(self) -> None:
         if self.process is not None:

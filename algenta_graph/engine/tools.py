@@ -54,7 +54,7 @@ MAX_KEY_CHARS = 200
 RECEIPT_VERSION = "2"
 APPROVE_PATH = "/v1/decision-plans/{plan_id}/approve"
 
-DEFAULT_RELAXED = True
+DEFAULT_RELAXED = False
 """THE default of strict vs relaxed (``ReferenceEngine(relaxed=...)``, ``algenta-graph engine
 --relaxed``). True for now: the graph does not yet send ``idempotency_key`` / ``nonce``. Flip it
 to False to make the execute profile's ``requires_all_of`` the default."""
