@@ -103,8 +103,8 @@ class ClaimStore:
         """Compare-and-set: replace ``old`` (abandoned) by ``mine`` keeping ``old``'s answer."""
         with self._lock:
             current = self._claims.get(old.key)
-            if current is None or current.token != old.token:
-                return False
+            if current is None or current.token != old.token or current.done:
+                return False  # taken over already, or finished: never completed twice here
             self._claims[old.key] = _adopt(old, mine)
             return True
 
