@@ -6,7 +6,8 @@ ever written to the file, and a missing file is never created), with no engine a
 
 - :func:`read_thread_values`: each thread's latest checkpointed state (the raw channel values);
 - :func:`read_records`: the three kinds of records per thread;
-- :func:`format_records`: a plain-text table; :func:`records_jsonl`: one JSON line per record.
+- :func:`format_records`: a plain-text table (the JSONL export with chain links is
+  :func:`algenta_graph.chain.export_jsonl`).
 
 A file that cannot be read as a checkpoint file raises :class:`RecordsFileError`, whose
 message names the file and what is wrong with it.
@@ -14,9 +15,8 @@ message names the file and what is wrong with it.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ __all__ = [
     "format_records",
     "read_records",
     "read_thread_values",
-    "records_jsonl",
 ]
 
 RECORD_KINDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions")
@@ -117,16 +116,6 @@ def read_records(db: str | Path, thread: str | None = None) -> Records:
         tid: {kind: list(values.get(kind) or []) for kind in RECORD_KINDS}
         for tid, values in read_thread_values(db, thread).items()
     }
-
-
-def records_jsonl(
-    records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]],
-) -> Iterator[str]:
-    """One JSON object per record: ``{"thread_id", "record": "receipt" | ..., **fields}``."""
-    for tid, kinds in records.items():
-        for kind in RECORD_KINDS:
-            for record in kinds.get(kind, []):
-                yield json.dumps({"thread_id": tid, "record": kind[:-1], **record}, default=str)
 
 
 def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]) -> str:

@@ -40,7 +40,6 @@ import hashlib
 import hmac
 import json
 import os
-import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -400,21 +399,12 @@ def _latest_values(items: Iterable[Any], into: dict[str, dict[str, Any]]) -> Non
 
 
 def _read_sqlite(path: Path, thread: str | None) -> dict[str, dict[str, Any]]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from algenta_graph.audit import read_thread_values  # the one read-only reader
 
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint file at {path}")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    try:
-        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
-        if "checkpoints" not in tables:
-            raise ValueError(f"{path} is not a LangGraph SQLite checkpoint file")
-        latest: dict[str, dict[str, Any]] = {}
-        config: Any = {"configurable": {"thread_id": thread}} if thread else None
-        _latest_values(SqliteSaver(conn).list(config), latest)
-        return latest
-    finally:
-        conn.close()
+    return {
+        tid: {k: list(values.get(k) or []) for k in RECORD_FIELDS}
+        for tid, values in read_thread_values(path, thread).items()
+    }
 
 
 def verify_audit(

@@ -427,7 +427,8 @@ def add_run_parser(sub: Any) -> None:
 
 
 def _receipts_handler(args: argparse.Namespace) -> int:
-    from algenta_graph.audit import RecordsFileError, format_records, read_records, records_jsonl
+    from algenta_graph.audit import RecordsFileError, format_records, read_records
+    from algenta_graph.chain import export_jsonl
     from algenta_graph.checkpointer import is_postgres_url
 
     if is_postgres_url(args.db):
@@ -440,12 +441,33 @@ def _receipts_handler(args: argparse.Namespace) -> int:
         raise CommandError(f"--db {exc}") from None
     if args.thread is not None and args.thread not in records:
         raise CommandError(f"no thread {args.thread!r} in {args.db}")
+    if args.verify:
+        return _verify(args, records)
     if args.jsonl:
-        for line in records_jsonl(records):
-            print(line)
+        export_jsonl(records, sys.stdout)  # records with their chain links, then each head
     else:
         print(format_records(records))
     return 0
+
+
+def _verify(args: argparse.Namespace, records: Any) -> int:
+    """``receipts --verify``: recompute each thread's hash chain; exit 1 naming a break."""
+    from algenta_graph.chain import ChainHead, format_reports, read_heads, verify_chain
+
+    expected: dict[str, ChainHead] = {}
+    if args.head is not None:
+        try:
+            expected = read_heads(args.head)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--head {args.head}: {one_line(exc)}") from None
+    reports = {
+        tid: verify_chain(values, expected=expected.get(tid)) for tid, values in records.items()
+    }
+    for tid, head in expected.items():
+        if tid not in reports and (args.thread is None or tid == args.thread) and head.seq > 0:
+            raise CommandError(f"thread {tid!r} of the exported heads is gone from {args.db}", 1)
+    print(format_reports(reports))
+    return 0 if all(r.ok for r in reports.values()) else EXIT_FAILED
 
 
 def add_receipts_parser(sub: Any) -> None:
@@ -464,7 +486,24 @@ def add_receipts_parser(sub: Any) -> None:
         help=f"SQLite checkpoint file (default: {DEFAULT_DB}, the one `run` writes)",
     )
     p.add_argument("--thread", default=None, help="only this thread (default: every thread)")
-    p.add_argument("--jsonl", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="export: one JSON object per record (with its chain links), then each thread's "
+        "chain head (keep the heads elsewhere to detect a truncated tail later)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="recompute every thread's hash chain (ALGENTA_AUDIT_KEY if set) and name the first "
+        "broken record; exit 1 on a break",
+    )
+    p.add_argument(
+        "--head",
+        default=None,
+        metavar="EXPORT.jsonl",
+        help="with --verify: an earlier --jsonl export whose chain heads must still be there",
+    )
     p.set_defaults(handler=_receipts_handler)
 
 

@@ -134,9 +134,14 @@ def test_a_good_file_is_listed_and_left_untouched(tmp_path: Path) -> None:
     before = _snapshot(path)
     listing = cli("receipts", "--db", str(path), "--jsonl", timeout=60)
     assert listing.returncode == 0, listing.stderr
-    records = [json.loads(line) for line in listing.stdout.splitlines()]
+    lines = [json.loads(line) for line in listing.stdout.splitlines()]
+    records = [r for r in lines if r["type"] == "record"]
+    assert [(h["thread_id"], h["count"]) for h in lines if h["type"] == "head"] == [
+        ("t1", 4),
+        ("t2", 2),
+    ]
     # each thread's latest checkpoint: t1 has 3 receipts, t2 one; one denial each
-    assert [(r["thread_id"], r["record"]) for r in records] == [
+    assert [(r["thread_id"], r["field"][:-1]) for r in records] == [
         ("t1", "receipt"), ("t1", "receipt"), ("t1", "receipt"), ("t1", "denial"),
         ("t2", "receipt"), ("t2", "denial"),
     ]  # fmt: skip

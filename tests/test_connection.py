@@ -762,10 +762,12 @@ async def test_an_engine_restarted_between_calls_is_rejoined_transparently(
     assert len(wire.calls) == 2  # the call refused with HTTP 404 ran once, on the new session
 
 
+ENGINE_CLI = (sys.executable, "-m", "algenta_graph.cli", "engine", "--relaxed")
+
+
 def _engine_process(port: int, db: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "algenta_graph.cli", "engine", "--relaxed"]
-        + ["--port", str(port), "--db", str(db)],
+        [*ENGINE_CLI, "--port", str(port), "--db", str(db)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

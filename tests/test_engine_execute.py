@@ -483,7 +483,10 @@ async def test_state_survives_a_restart_on_the_same_db(
         decision_id = await log(s)
         first = await receipt(s, decision_id, webhook.url, metadata={"run": 1})
         port = engine.port
-    async with ReferenceEngine(db=db, port=port, relaxed=True) as engine, mcp_session(engine.url) as s:
+    async with (
+        ReferenceEngine(db=db, port=port, relaxed=True) as engine,
+        mcp_session(engine.url) as s,
+    ):
         stored = body(await s.call_tool("get_decision", {"decision_id": decision_id}))
         listed = body(await s.call_tool("list_decisions", {}))
         again = await denial(s, decision_id, webhook.url)

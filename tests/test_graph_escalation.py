@@ -166,8 +166,8 @@ async def test_resume_in_a_new_process_keeps_receipts_and_never_re_executes(
         [sys.executable, "-m", "algenta_graph.cli", "receipts", "--db", str(db), "--jsonl"],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    records = [json.loads(line) for line in listing.stdout.splitlines()]
-    receipts = [r for r in records if r["record"] == "receipt"]
+    lines = [json.loads(line) for line in listing.stdout.splitlines()]
+    receipts = [r["record"] for r in lines if r.get("field") == "receipts"]
     assert [(r["decision_id"], r["source"]) for r in receipts] == [
         (ok_decision, "model"),
         (low_decision, "operator"),
