@@ -14,6 +14,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from ci_support import require_module
 from nbclient import NotebookClient
 from provider_standins import ProviderStandIn, Reply, Request
 
@@ -53,7 +54,7 @@ def test_without_a_key_it_explains_that_it_is_skipped(monkeypatch: pytest.Monkey
 
 
 def test_with_a_key_it_runs_the_real_client_end_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("langchain_openai")
+    require_module("langchain_openai")
 
     def execute_both(req: Request) -> Reply:
         user = next(m for m in req.body["messages"] if m["role"] == "user")

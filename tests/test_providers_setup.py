@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_support import require_module
 
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.models import (
@@ -64,8 +65,8 @@ def test_a_really_missing_provider_package_names_the_package() -> None:
 def test_openai_and_anthropic_strings_resolve_with_their_packages(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("langchain_openai")
-    pytest.importorskip("langchain_anthropic")
+    require_module("langchain_openai")
+    require_module("langchain_anthropic")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
     openai = resolve_model("openai:gpt-5")
@@ -78,7 +79,7 @@ def test_openai_and_anthropic_strings_resolve_with_their_packages(
 def test_missing_credentials_and_unknown_providers_are_model_setup_errors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("langchain_openai")
+    require_module("langchain_openai")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
     with pytest.raises(ModelSetupError, match="OPENAI_API_KEY") as info:

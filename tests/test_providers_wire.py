@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ci_support import require_module
 from graph_support import config, log_decision, tool_messages
 from langchain_core.messages import AIMessageChunk, ToolMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -36,8 +37,8 @@ from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.naming import model_facing_name
 
-pytest.importorskip("langchain_openai")
-pytest.importorskip("langchain_anthropic")
+require_module("langchain_openai")
+require_module("langchain_anthropic")
 pytestmark = pytest.mark.timeout(120)
 
 KINDS = ["openai", "anthropic"]
