@@ -4,7 +4,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 DEFAULT_K1: Final[float]
-DEFAULT_B: Final[float]
+DEFAULT_B: Final[dict[str, float]]
+DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]
 FIELDS: Final[tuple[str, ...]]
 
@@ -21,7 +22,8 @@ class Bm25Index:
         self,
         *,
         k1: float = ...,
-        b: float = ...,
+        b: float | dict[str, float] | None = None,
+        length_exponent: float | dict[str, float] | None = None,
         name_weight: float = ...,
         description_weight: float = ...,
         param_name_weight: float = ...,
@@ -45,6 +47,8 @@ class Bm25Index:
     @property
     def k1(self) -> float: ...
     @property
-    def b(self) -> float: ...
+    def b(self) -> dict[str, float]: ...
+    @property
+    def length_exponent(self) -> dict[str, float]: ...
     @property
     def weights(self) -> dict[str, float]: ...

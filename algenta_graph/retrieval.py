@@ -35,13 +35,26 @@ from mcp.types import Tool as McpTool
 
 from algenta_graph import _native
 
-__all__ = ["DEFAULT_B", "DEFAULT_K1", "DEFAULT_WEIGHTS", "Hit", "ToolIndex", "ToolLike"]
+__all__ = [
+    "DEFAULT_B",
+    "DEFAULT_K1",
+    "DEFAULT_LENGTH_EXPONENT",
+    "DEFAULT_WEIGHTS",
+    "Hit",
+    "ToolIndex",
+    "ToolLike",
+]
 
 ToolLike: TypeAlias = BaseTool | McpTool | Mapping[str, Any]
 """What `ToolIndex.add` accepts: a LangChain tool, an MCP tool, or a dict."""
 
 DEFAULT_K1: float = _native.DEFAULT_K1
-DEFAULT_B: float = _native.DEFAULT_B
+DEFAULT_B: Mapping[str, float] = dict(_native.DEFAULT_B)
+"""Length normalisation per field, 0..1."""
+DEFAULT_LENGTH_EXPONENT: Mapping[str, float] = dict(_native.DEFAULT_LENGTH_EXPONENT)
+"""Exponent of each field's relative length in its normalisation, 0..1 (below 1: sublinear)."""
+PerField: TypeAlias = float | Mapping[str, float]
+"""One value for every field, or ``{field: value}`` (omitted fields keep their default)."""
 DEFAULT_WEIGHTS: Mapping[str, float] = dict(_native.DEFAULT_WEIGHTS)
 """Field weights: ``name``, ``description``, ``param_names``, ``param_text``."""
 
@@ -125,7 +138,10 @@ class ToolIndex:
 
     Args:
         k1: term-frequency saturation (default ``DEFAULT_K1``).
-        b: length normalisation, 0..1 (default ``DEFAULT_B``).
+        b: length normalisation, 0..1, one number or per field (default ``DEFAULT_B``).
+        length_exponent: how a field's relative length enters its normalisation,
+            ``(len / avglen) ** e``, 0..1, one number or per field (default
+            ``DEFAULT_LENGTH_EXPONENT``: the description's length counts sublinearly).
         name_weight, description_weight, param_name_weight, param_text_weight: BM25F field
             weights (defaults in ``DEFAULT_WEIGHTS``): names and parameter names count more
             than prose.
@@ -141,7 +157,8 @@ class ToolIndex:
         self,
         *,
         k1: float = DEFAULT_K1,
-        b: float = DEFAULT_B,
+        b: PerField | None = None,
+        length_exponent: PerField | None = None,
         name_weight: float = DEFAULT_WEIGHTS["name"],
         description_weight: float = DEFAULT_WEIGHTS["description"],
         param_name_weight: float = DEFAULT_WEIGHTS["param_names"],
@@ -149,7 +166,8 @@ class ToolIndex:
     ) -> None:
         self._index = _native.Bm25Index(
             k1=k1,
-            b=b,
+            b=_per_field(b),
+            length_exponent=_per_field(length_exponent),
             name_weight=name_weight,
             description_weight=description_weight,
             param_name_weight=param_name_weight,
@@ -211,6 +229,10 @@ class ToolIndex:
 
     def __repr__(self) -> str:
         return f"ToolIndex({len(self)} tools)"
+
+
+def _per_field(value: PerField | None) -> float | dict[str, float] | None:
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def _check_query(query: object) -> None:

@@ -264,11 +264,19 @@ def generate_queries(intents: Sequence[Intent], n: int, seed: int = SEED) -> lis
 
 
 def tool_text(tool: dict[str, Any]) -> str:
-    """One flat text per tool for the text-only peers: our projection, fields joined."""
+    """One flat text per tool for the text-only peers: the name's words, then our projection
+    (name, description, parameter names and texts)."""
     from algenta_graph._native import project_tool
 
     p = project_tool(tool["name"], tool.get("description") or "", tool.get("input_schema"))
-    return " ".join(" ".join(v) for v in p.values())
+    return " ".join([split_name(tool["name"]), *(" ".join(v) for v in p.values())])
+
+
+def split_name(name: str) -> str:
+    """``getHTTPResponse_code`` -> ``get HTTP Response code``: the name's words, for peers whose
+    tokenizer keeps identifiers whole (as ``../shared/eval/apibench/README.md`` drives bm25s)."""
+    name = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3 \2\4", name)
+    return re.sub(r"[^A-Za-z0-9]+", " ", name).strip()
 
 
 class Engine:

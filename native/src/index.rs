@@ -25,8 +25,12 @@ const MEMO_TEXT_LEN: usize = 256;
 
 /// Default BM25 term-frequency saturation.
 pub const DEFAULT_K1: f32 = 1.2;
-/// Default BM25 length normalisation.
-pub const DEFAULT_B: f32 = 0.75;
+/// Default BM25 length normalisation per field: name, description, parameter names,
+/// parameter text.
+pub const DEFAULT_B: [f32; NUM_FIELDS] = [0.75, 1.0, 0.3, 0.3];
+/// Default exponent of a field's relative length in its normalisation: the description's
+/// length counts sublinearly, so a long (merged) description is not buried.
+pub const DEFAULT_LENGTH_EXPONENT: [f32; NUM_FIELDS] = [1.0, 0.6, 1.0, 1.0];
 /// Default field weights: name, description, parameter names, parameter text.
 pub const DEFAULT_WEIGHTS: [f32; NUM_FIELDS] = [2.5, 1.0, 1.25, 0.75];
 
@@ -34,7 +38,8 @@ pub const DEFAULT_WEIGHTS: [f32; NUM_FIELDS] = [2.5, 1.0, 1.25, 0.75];
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
     pub k1: f32,
-    pub b: f32,
+    pub b: [f32; NUM_FIELDS],
+    pub length_exponent: [f32; NUM_FIELDS],
     pub weights: [f32; NUM_FIELDS],
 }
 
@@ -43,6 +48,7 @@ impl Default for Params {
         Params {
             k1: DEFAULT_K1,
             b: DEFAULT_B,
+            length_exponent: DEFAULT_LENGTH_EXPONENT,
             weights: DEFAULT_WEIGHTS,
         }
     }
@@ -54,10 +60,20 @@ impl Params {
         if !(self.k1.is_finite() && self.k1 >= 0.0) {
             return Err(format!("k1 must be a finite number >= 0, got {}", self.k1));
         }
-        if !(self.b.is_finite() && (0.0..=1.0).contains(&self.b)) {
-            return Err(format!("b must be between 0 and 1, got {}", self.b));
+        for (b, f) in self.b.iter().zip(Field::ALL) {
+            if !(b.is_finite() && (0.0..=1.0).contains(b)) {
+                return Err(format!("{} b must be between 0 and 1, got {b}", f.key()));
+            }
         }
-        for (w, f) in self.weights.iter().zip(crate::project::Field::ALL) {
+        for (e, f) in self.length_exponent.iter().zip(Field::ALL) {
+            if !(e.is_finite() && (0.0..=1.0).contains(e)) {
+                return Err(format!(
+                    "{} length exponent must be between 0 and 1, got {e}",
+                    f.key()
+                ));
+            }
+        }
+        for (w, f) in self.weights.iter().zip(Field::ALL) {
             if !(w.is_finite() && *w >= 0.0) {
                 return Err(format!(
                     "{} weight must be a finite number >= 0, got {w}",
@@ -78,26 +94,46 @@ impl Params {
 pub struct Staged {
     arena: String,
     texts: Vec<(usize, usize, Field)>,
-    tools: Vec<(usize, usize)>, // first text (the name) and end of its texts
+    tools: Vec<StagedTool>,
+}
+
+#[derive(Debug)]
+struct StagedTool {
+    key: (usize, usize),   // the name in the arena
+    texts: (usize, usize), // its texts: first and end
 }
 
 impl Staged {
-    /// Start a tool: its name is its first text.
+    /// Start a tool. Its name is its key; the name's last segment is its [`Field::Name`]
+    /// text and any namespace before it a [`Field::ParamText`] text (see [`split_name`]).
     pub fn begin(&mut self, name: &str) {
         let start = self.arena.len();
         self.arena.push_str(name);
-        self.tools.push((self.texts.len(), self.texts.len() + 1));
-        self.texts.push((start, self.arena.len(), Field::Name));
+        let at = self.texts.len();
+        self.tools.push(StagedTool {
+            key: (start, self.arena.len()),
+            texts: (at, at),
+        });
+        let (namespace, last) = split_name(name);
+        let last_at = start + name.len() - last.len(); // `last` is a suffix of `name`
+        self.push(last_at, last_at + last.len(), Field::Name);
+        if let Some(ns) = namespace {
+            self.push(start, start + ns.len(), Field::ParamText);
+        }
+    }
+
+    fn push(&mut self, from: usize, to: usize, field: Field) {
+        self.texts.push((from, to, field));
+        if let Some(last) = self.tools.last_mut() {
+            last.texts.1 = self.texts.len();
+        }
     }
 
     /// A text of the tool begun last.
     pub fn text(&mut self, field: Field, text: &str) {
         let start = self.arena.len();
         self.arena.push_str(text);
-        self.texts.push((start, self.arena.len(), field));
-        if let Some(last) = self.tools.last_mut() {
-            last.1 = self.texts.len();
-        }
+        self.push(start, self.arena.len(), field);
     }
 
     /// Every staged text with its field, in order.
@@ -137,6 +173,8 @@ pub struct Index {
     postings: Vec<Vec<Posting>>,
     docs: Vec<Option<Doc>>,
     lens: Vec<[u32; NUM_FIELDS]>,
+    /// Per slot and field, `len ^ length_exponent` (what scoring reads).
+    scaled_lens: Vec<[f32; NUM_FIELDS]>,
     free_slots: Vec<u32>,
     by_name: FxHashMap<Box<str>, u32>,
     sum_len: [u64; NUM_FIELDS],
@@ -161,41 +199,54 @@ struct Scratch {
 }
 
 /// BM25F scoring of one posting, with the per-search constants.
+/// The field normalisation is `1 - b + b * (len / avglen) ^ e`, computed as
+/// `one_minus_b + norm_b * len ^ e` with `norm_b = b / avglen ^ e` and `len ^ e` stored per tool.
 struct Scorer {
     weights: [f32; NUM_FIELDS],
     norm_b: [f32; NUM_FIELDS],
-    one_minus_b: f32,
+    one_minus_b: [f32; NUM_FIELDS],
     k1: f32,
+}
+
+/// `len ^ e` as stored per tool and field.
+fn scale_len(len: u32, e: f32) -> f32 {
+    if e == 1.0 {
+        len as f32
+    } else {
+        (f64::from(len).powf(f64::from(e))) as f32
+    }
 }
 
 impl Scorer {
     fn new(p: &Params, sum_len: &[u64; NUM_FIELDS], n: f64) -> Self {
         let mut norm_b = [0f32; NUM_FIELDS];
-        for (nb, &total) in norm_b.iter_mut().zip(sum_len) {
+        for (f, &total) in sum_len.iter().enumerate() {
             if total > 0 {
-                *nb = (f64::from(p.b) * n / total as f64) as f32;
+                let avg = total as f64 / n;
+                norm_b[f] = (f64::from(p.b[f]) / avg.powf(f64::from(p.length_exponent[f]))) as f32;
             }
         }
         Scorer {
             weights: p.weights,
             norm_b,
-            one_minus_b: 1.0 - p.b,
+            one_minus_b: p.b.map(|b| 1.0 - b),
             k1: p.k1,
         }
     }
 
     #[inline]
-    fn score(&self, idf: f32, post: &Posting, lens: &[u32; NUM_FIELDS]) -> f32 {
+    fn score(&self, idf: f32, post: &Posting, lens: &[f32; NUM_FIELDS]) -> f32 {
         let mut tfw = 0f32;
         let fields = post
             .tf
             .iter()
             .zip(&self.weights)
+            .zip(&self.one_minus_b)
             .zip(&self.norm_b)
             .zip(lens);
-        for (((&tf, &w), &norm_b), &len) in fields {
+        for ((((&tf, &w), &one_minus_b), &norm_b), &len) in fields {
             if tf != 0 {
-                tfw += w * f32::from(tf) / (self.one_minus_b + norm_b * len as f32);
+                tfw += w * f32::from(tf) / (one_minus_b + norm_b * len);
             }
         }
         if tfw <= 0.0 {
@@ -218,6 +269,28 @@ fn intern(
     postings.push(Vec::new());
     vocab.insert(term.into(), id);
     id
+}
+
+/// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
+/// a letter or digit on both sides somewhere (`math.factorial` -> `math` + `factorial`,
+/// `huggingface.org/model-name` -> `huggingface.org` + `model-name`). A name without such a
+/// separator is all last segment. The last segment is what the tool is; the namespace says
+/// where it lives, which many tools share.
+pub fn split_name(name: &str) -> (Option<&str>, &str) {
+    let has_word = |s: &str| s.chars().any(char::is_alphanumeric);
+    for (i, c) in name.char_indices().rev() {
+        if matches!(c, '.' | '/' | ':') {
+            let (ns, last) = (&name[..i], &name[i + 1..]);
+            if has_word(last) {
+                return if has_word(ns) {
+                    (Some(ns), last)
+                } else {
+                    (None, name)
+                };
+            }
+        }
+    }
+    (None, name)
 }
 
 /// Tokenize a query with this thread's analyzer.
@@ -289,7 +362,12 @@ impl Index {
             + self.docs.capacity() * std::mem::size_of::<Option<Doc>>();
         let names: usize = self.by_name.keys().map(|k| k.len()).sum::<usize>()
             + self.by_name.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1);
-        postings + vocab + docs + names + self.lens.capacity() * 4 * NUM_FIELDS
+        postings
+            + vocab
+            + docs
+            + names
+            + self.lens.capacity() * std::mem::size_of::<[u32; NUM_FIELDS]>()
+            + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
     }
 
     /// Add or replace (by name) every staged tool, in order.
@@ -311,7 +389,8 @@ impl Index {
         // gains, so that pass 2 sizes every postings list once.
         let mut all_terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
         let mut tools: Vec<(usize, usize, [u32; NUM_FIELDS])> = Vec::with_capacity(staged.len());
-        for &(first, end) in &staged.tools {
+        for tool in &staged.tools {
+            let (first, end) = tool.texts;
             occurrences.clear();
             let mut lens = [0u32; NUM_FIELDS];
             for &(from, to, field) in &staged.texts[first..end] {
@@ -392,8 +471,8 @@ impl Index {
             }
         }
         // Pass 2: insert.
-        for (&(first, _), &(start, end, lens)) in staged.tools.iter().zip(&tools) {
-            let (from, to, _) = staged.texts[first];
+        for (tool, &(start, end, lens)) in staged.tools.iter().zip(&tools) {
+            let (from, to) = tool.key;
             self.insert(&staged.arena[from..to], &all_terms[start..end], lens);
         }
     }
@@ -406,6 +485,7 @@ impl Index {
             None => {
                 self.docs.push(None);
                 self.lens.push([0; NUM_FIELDS]);
+                self.scaled_lens.push([0.0; NUM_FIELDS]);
                 (self.docs.len() - 1) as u32
             }
         };
@@ -430,6 +510,8 @@ impl Index {
             *total += u64::from(len);
         }
         self.lens[slot as usize] = lens;
+        let e = self.params.length_exponent;
+        self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
         let name: Box<str> = name.into();
         self.by_name.insert(name.clone(), slot);
         let ids: Box<[u32]> = terms.iter().map(|&(id, _)| id).collect();
@@ -457,6 +539,7 @@ impl Index {
             *total -= u64::from(len);
         }
         self.lens[slot as usize] = [0; NUM_FIELDS];
+        self.scaled_lens[slot as usize] = [0.0; NUM_FIELDS];
         self.free_slots.push(slot);
         true
     }
@@ -547,7 +630,7 @@ impl Index {
                     if !allowed(post.slot) {
                         continue;
                     }
-                    let s = scorer.score(idf, post, &self.lens[post.slot as usize]);
+                    let s = scorer.score(idf, post, &self.scaled_lens[post.slot as usize]);
                     if s <= 0.0 {
                         continue;
                     }
@@ -585,7 +668,7 @@ impl Index {
                             Ok(j) => {
                                 let post = &list[lo + j];
                                 scores[slot as usize] +=
-                                    scorer.score(idf, post, &self.lens[slot as usize]);
+                                    scorer.score(idf, post, &self.scaled_lens[slot as usize]);
                                 lo += j + 1;
                             }
                             Err(j) => lo += j,
@@ -805,6 +888,67 @@ mod tests {
     }
 
     #[test]
+    fn names_split_into_namespace_and_last_segment() {
+        assert_eq!(split_name("math.factorial"), (Some("math"), "factorial"));
+        assert_eq!(split_name("get_weather"), (None, "get_weather"));
+        assert_eq!(split_name("org/model-name"), (Some("org"), "model-name"));
+        assert_eq!(
+            split_name("hub.org/model:v2"),
+            (Some("hub.org/model"), "v2")
+        );
+        assert_eq!(split_name("trailing."), (None, "trailing."));
+        assert_eq!(split_name(".hidden"), (None, ".hidden"));
+        assert_eq!(split_name("a..b"), (Some("a."), "b"));
+        let staged = stage([tool("math.factorial", "n!", json!({}))]);
+        let texts: Vec<_> = staged.texts().collect();
+        assert_eq!(
+            texts,
+            [
+                (Field::Name, "factorial"),
+                (Field::ParamText, "math"),
+                (Field::Description, "n!")
+            ]
+        );
+        let mut ix = Index::new(Params::default()).unwrap();
+        ix.add_staged(&staged);
+        assert!(ix.contains("math.factorial"));
+        assert_eq!(search(&ix, "math", 1)[0].0, "math.factorial");
+    }
+
+    #[test]
+    fn long_descriptions_count_sublinearly() {
+        // Same matches, one description 30 times longer: with the default exponent 0.6 the
+        // long one keeps more of its score than plain BM25 (exponent 1) leaves it.
+        let long = "image classification ".to_owned() + &"filler ".repeat(300);
+        let ratio = |e: f32| {
+            let mut ix = Index::new(Params {
+                length_exponent: [1.0, e, 1.0, 1.0],
+                ..Params::default()
+            })
+            .unwrap();
+            let mut staged = Staged::default();
+            staged.begin("long_tool");
+            staged.text(Field::Description, &long);
+            staged.begin("short_tool");
+            staged.text(Field::Description, "image classification model");
+            for i in 0..8 {
+                staged.begin(&format!("other{i}"));
+                staged.text(Field::Description, "something else entirely here");
+            }
+            ix.add_staged(&staged);
+            let hits = search(&ix, "image classification", 2);
+            assert_eq!(hits[0].0, "short_tool");
+            hits[1].1 / hits[0].1
+        };
+        assert!(
+            ratio(0.6) > ratio(1.0) * 2.0,
+            "{} {}",
+            ratio(0.6),
+            ratio(1.0)
+        );
+    }
+
+    #[test]
     fn params_validated() {
         assert!(Index::new(Params {
             k1: -1.0,
@@ -812,7 +956,7 @@ mod tests {
         })
         .is_err());
         assert!(Index::new(Params {
-            b: 1.5,
+            b: [0.5, 1.5, 0.5, 0.5],
             ..Params::default()
         })
         .is_err());
@@ -823,6 +967,11 @@ mod tests {
         .is_err());
         assert!(Index::new(Params {
             k1: f32::NAN,
+            ..Params::default()
+        })
+        .is_err());
+        assert!(Index::new(Params {
+            length_exponent: [1.0, 1.5, 1.0, 1.0],
             ..Params::default()
         })
         .is_err());
@@ -854,7 +1003,7 @@ mod tests {
                     .iter()
                     .find(|p| p.slot as usize == slot)
                 {
-                    score += scorer.score(idf, p, &ix.lens[slot]);
+                    score += scorer.score(idf, p, &ix.scaled_lens[slot]);
                 }
             }
             if score > 0.0 {

@@ -281,15 +281,18 @@ impl PyIndex {
     #[pyo3(signature = (
         *,
         k1 = index::DEFAULT_K1,
-        b = index::DEFAULT_B,
+        b = None,
+        length_exponent = None,
         name_weight = index::DEFAULT_WEIGHTS[0],
         description_weight = index::DEFAULT_WEIGHTS[1],
         param_name_weight = index::DEFAULT_WEIGHTS[2],
         param_text_weight = index::DEFAULT_WEIGHTS[3],
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         k1: f32,
-        b: f32,
+        b: Option<&Bound<'_, PyAny>>,
+        length_exponent: Option<&Bound<'_, PyAny>>,
         name_weight: f32,
         description_weight: f32,
         param_name_weight: f32,
@@ -297,7 +300,12 @@ impl PyIndex {
     ) -> PyResult<Self> {
         let params = Params {
             k1,
-            b,
+            b: per_field(b, index::DEFAULT_B, "b")?,
+            length_exponent: per_field(
+                length_exponent,
+                index::DEFAULT_LENGTH_EXPONENT,
+                "length_exponent",
+            )?,
             weights: [
                 name_weight,
                 description_weight,
@@ -425,21 +433,73 @@ impl PyIndex {
         as_py_float(self.read().params().k1)
     }
 
+    /// Length normalisation per field, as a dict.
     #[getter]
-    fn b(&self) -> f64 {
-        as_py_float(self.read().params().b)
+    fn b<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        field_dict(py, self.read().params().b)
+    }
+
+    /// Exponent of the relative length per field, as a dict.
+    #[getter]
+    fn length_exponent<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        field_dict(py, self.read().params().length_exponent)
     }
 
     /// Field weights as a dict: name, description, param_names, param_text.
     #[getter]
     fn weights<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let params = self.read().params();
-        let d = PyDict::new(py);
-        for f in Field::ALL {
-            d.set_item(f.key(), as_py_float(params.weights[f as usize]))?;
-        }
-        Ok(d)
+        field_dict(py, self.read().params().weights)
     }
+}
+
+/// Per-field values as a `{field: value}` dict.
+fn field_dict(py: Python<'_>, values: [f32; project::NUM_FIELDS]) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for f in Field::ALL {
+        d.set_item(f.key(), as_py_float(values[f as usize]))?;
+    }
+    Ok(d)
+}
+
+/// A per-field setting given as one number (every field), a `{field: value}` dict (the
+/// fields it omits keep their default) or None (the defaults).
+fn per_field(
+    value: Option<&Bound<'_, PyAny>>,
+    default: [f32; project::NUM_FIELDS],
+    what: &str,
+) -> PyResult<[f32; project::NUM_FIELDS]> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(default);
+    };
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut out = default;
+        for (k, v) in d.iter() {
+            let key: String = k
+                .extract()
+                .map_err(|_| PyTypeError::new_err(format!("{what} keys must be field names")))?;
+            let f = Field::ALL
+                .iter()
+                .find(|f| f.key() == key)
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "{what}: unknown field {key:?} (fields: name, description, param_names, param_text)"
+                    ))
+                })?;
+            out[*f as usize] = v
+                .extract()
+                .map_err(|_| PyTypeError::new_err(format!("{what}[{key:?}] must be a number")))?;
+        }
+        return Ok(out);
+    }
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a number or a dict"
+        )));
+    }
+    let v: f32 = value
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a number or a dict")))?;
+    Ok([v; project::NUM_FIELDS])
 }
 
 /// The index's tokens for `text` (the recipe in native/README.md).
@@ -478,13 +538,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(project_tool, m)?)?;
     m.add("DEFAULT_K1", as_py_float(index::DEFAULT_K1))?;
-    m.add("DEFAULT_B", as_py_float(index::DEFAULT_B))?;
+    m.add("DEFAULT_B", field_dict(m.py(), index::DEFAULT_B)?)?;
+    m.add(
+        "DEFAULT_LENGTH_EXPONENT",
+        field_dict(m.py(), index::DEFAULT_LENGTH_EXPONENT)?,
+    )?;
     let fields: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
     m.add("FIELDS", PyTuple::new(m.py(), fields)?)?;
-    let weights = PyDict::new(m.py());
-    for f in Field::ALL {
-        weights.set_item(f.key(), as_py_float(index::DEFAULT_WEIGHTS[f as usize]))?;
-    }
-    m.add("DEFAULT_WEIGHTS", weights)?;
+    m.add(
+        "DEFAULT_WEIGHTS",
+        field_dict(m.py(), index::DEFAULT_WEIGHTS)?,
+    )?;
     Ok(())
 }
