@@ -191,10 +191,19 @@ def generate_catalog(n: int, seed: int = SEED) -> tuple[list[dict[str, Any]], li
     """``n`` distinct tools and, for each, what it does (for generating queries)."""
     rng = random.Random(seed)
     # A long tail of product names so the vocabulary grows with the catalog, as it does in
-    # real multi-server catalogs.
-    products = sorted(
-        {"".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))) for _ in range(4000)}
-    )
+    # real multi-server catalogs: 4,000 draws up to 50k tools (the catalogs of the committed
+    # figures), one per 10 tools beyond (2-4 syllables).
+    if n <= 50_000:
+        products = sorted(
+            {"".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))) for _ in range(4000)}
+        )
+    else:
+        products = sorted(
+            {
+                "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))
+                for _ in range(n // 10)
+            }
+        )
     styles = ("snake", "snake", "camel", "kebab", "dotted", "pascal")
     tools: list[dict[str, Any]] = []
     intents: list[Intent] = []

@@ -13,6 +13,8 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
+use crate::table::IdTable;
+
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::project::{Field, NUM_FIELDS};
@@ -162,21 +164,86 @@ struct Posting {
 #[derive(Debug)]
 struct Doc {
     name: Box<str>,
-    terms: Box<[u32]>,
+    /// The tool's distinct term ids, ascending, as LEB128 varints of their differences (about
+    /// 2 bytes a term instead of 4): only `remove` reads them.
+    terms: Box<[u8]>,
+}
+
+fn encode_terms(ids: &mut [u32]) -> Box<[u8]> {
+    ids.sort_unstable();
+    let mut out = Vec::with_capacity(ids.len() * 2);
+    let mut prev = 0u32;
+    for &id in ids.iter() {
+        let mut d = id - prev;
+        prev = id;
+        while d >= 0x80 {
+            out.push((d as u8) | 0x80);
+            d >>= 7;
+        }
+        out.push(d as u8);
+    }
+    out.into_boxed_slice()
+}
+
+fn decode_terms(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let mut i = 0;
+    let mut prev = 0u32;
+    std::iter::from_fn(move || {
+        if i >= bytes.len() {
+            return None;
+        }
+        let (mut d, mut shift) = (0u32, 0);
+        loop {
+            let b = bytes[i];
+            i += 1;
+            d |= u32::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break;
+            }
+            shift += 7;
+        }
+        prev += d;
+        Some(prev)
+    })
+}
+
+/// The vocabulary: every term's text in one arena, looked up through an [`IdTable`].
+#[derive(Debug, Default)]
+struct Vocab {
+    text: String,
+    ends: Vec<u32>, // term id -> end of its text in `text`; it starts where the previous ends
+    table: IdTable,
+}
+
+impl Vocab {
+    fn term(&self, id: u32) -> &str {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    fn get(&self, term: &str) -> Option<u32> {
+        self.table.get(term, |id| self.term(id))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * 4 + self.table.heap_bytes()
+    }
 }
 
 /// The index. Not internally synchronised: the binding wraps it in a `RwLock`.
 #[derive(Debug, Default)]
 pub struct Index {
     params: Params,
-    vocab: FxHashMap<Box<str>, u32>,
+    vocab: Vocab,
     postings: Vec<Vec<Posting>>,
     docs: Vec<Option<Doc>>,
     lens: Vec<[u32; NUM_FIELDS]>,
     /// Per slot and field, `len ^ length_exponent` (what scoring reads).
     scaled_lens: Vec<[f32; NUM_FIELDS]>,
     free_slots: Vec<u32>,
-    by_name: FxHashMap<Box<str>, u32>,
+    /// Slots of the tools, keyed by their names in `docs`.
+    by_name: IdTable,
     sum_len: [u64; NUM_FIELDS],
 }
 
@@ -257,18 +324,26 @@ impl Scorer {
 }
 
 /// The id of `term`, added to the vocabulary (with an empty postings list) if new.
-fn intern(
-    vocab: &mut FxHashMap<Box<str>, u32>,
-    postings: &mut Vec<Vec<Posting>>,
-    term: &str,
-) -> u32 {
-    if let Some(&id) = vocab.get(term) {
+fn intern(vocab: &mut Vocab, postings: &mut Vec<Vec<Posting>>, term: &str) -> u32 {
+    if let Some(id) = vocab.get(term) {
         return id;
     }
     let id = postings.len() as u32;
     postings.push(Vec::new());
-    vocab.insert(term.into(), id);
+    vocab.text.push_str(term);
+    vocab.ends.push(vocab.text.len() as u32);
+    let Vocab { text, ends, table } = vocab;
+    table.insert(id, |i| {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+        &text[start..ends[i] as usize]
+    });
     id
+}
+
+/// The name of the tool in `slot` (an occupied slot).
+fn doc_name(docs: &[Option<Doc>], slot: u32) -> &str {
+    docs[slot as usize].as_ref().map(|d| &*d.name).unwrap_or("")
 }
 
 /// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
@@ -321,7 +396,9 @@ impl Index {
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
+        self.by_name
+            .get(name, |s| doc_name(&self.docs, s))
+            .is_some()
     }
 
     /// Tool names in slot order.
@@ -351,17 +428,15 @@ impl Index {
             .map(|p| p.capacity() * std::mem::size_of::<Posting>())
             .sum::<usize>()
             + self.postings.capacity() * std::mem::size_of::<Vec<Posting>>();
-        let vocab: usize = self.vocab.keys().map(|k| k.len()).sum::<usize>()
-            + self.vocab.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1);
+        let vocab = self.vocab.heap_bytes();
         let docs: usize = self
             .docs
             .iter()
             .flatten()
-            .map(|d| d.name.len() + d.terms.len() * 4)
+            .map(|d| d.name.len() + d.terms.len())
             .sum::<usize>()
             + self.docs.capacity() * std::mem::size_of::<Option<Doc>>();
-        let names: usize = self.by_name.keys().map(|k| k.len()).sum::<usize>()
-            + self.by_name.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1);
+        let names = self.by_name.heap_bytes();
         postings
             + vocab
             + docs
@@ -512,21 +587,25 @@ impl Index {
         self.lens[slot as usize] = lens;
         let e = self.params.length_exponent;
         self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
-        let name: Box<str> = name.into();
-        self.by_name.insert(name.clone(), slot);
-        let ids: Box<[u32]> = terms.iter().map(|&(id, _)| id).collect();
-        self.docs[slot as usize] = Some(Doc { name, terms: ids });
+        let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
+        self.docs[slot as usize] = Some(Doc {
+            name: name.into(),
+            terms: encode_terms(&mut ids),
+        });
+        let docs = &self.docs;
+        self.by_name.insert(slot, |s| doc_name(docs, s));
     }
 
     /// Remove a tool; returns whether it was present.
     pub fn remove(&mut self, name: &str) -> bool {
-        let Some(slot) = self.by_name.remove(name) else {
+        let docs = &self.docs;
+        let Some(slot) = self.by_name.remove(name, |s| doc_name(docs, s)) else {
             return false;
         };
         let doc = self.docs[slot as usize]
             .take()
             .expect("slot of a named tool is occupied");
-        for &t in doc.terms.iter() {
+        for t in decode_terms(&doc.terms) {
             let list = &mut self.postings[t as usize];
             if let Ok(i) = list.binary_search_by_key(&slot, |p| p.slot) {
                 list.remove(i);
@@ -548,7 +627,7 @@ impl Index {
     pub fn allow_mask<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Vec<u64> {
         let mut mask = vec![0u64; self.docs.len().div_ceil(64)];
         for n in names {
-            if let Some(&s) = self.by_name.get(n) {
+            if let Some(s) = self.by_name.get(n, |s| doc_name(&self.docs, s)) {
                 mask[(s / 64) as usize] |= 1u64 << (s % 64);
             }
         }
@@ -570,7 +649,7 @@ impl Index {
         // once (BM25's k3 = 0): in tool queries repeats are mostly argument values.
         let mut query: Vec<u32> = Vec::with_capacity(tokens.len());
         for tok in tokens {
-            if let Some(&id) = self.vocab.get(tok.as_str()) {
+            if let Some(id) = self.vocab.get(tok.as_str()) {
                 if !query.contains(&id) {
                     query.push(id);
                 }
@@ -888,6 +967,15 @@ mod tests {
     }
 
     #[test]
+    fn term_lists_round_trip() {
+        let mut ids = vec![5, 0, 127, 128, 16_384, 70_000, u32::MAX - 1, 3];
+        let bytes = encode_terms(&mut ids);
+        assert_eq!(decode_terms(&bytes).collect::<Vec<_>>(), ids);
+        assert!(bytes.len() < ids.len() * 4);
+        assert_eq!(decode_terms(&encode_terms(&mut [])).count(), 0);
+    }
+
+    #[test]
     fn names_split_into_namespace_and_last_segment() {
         assert_eq!(split_name("math.factorial"), (Some("math"), "factorial"));
         assert_eq!(split_name("get_weather"), (None, "get_weather"));
@@ -984,7 +1072,7 @@ mod tests {
         let scorer = Scorer::new(&ix.params, &ix.sum_len, n);
         let mut terms: Vec<(u32, f32, f32)> = Vec::new();
         for tok in analyze_query(q) {
-            if let Some(&t) = ix.vocab.get(tok.as_str()) {
+            if let Some(t) = ix.vocab.get(tok.as_str()) {
                 let df = ix.postings[t as usize].len() as f64;
                 if df == 0.0 || terms.iter().any(|x| x.0 == t) {
                     continue;

@@ -7,6 +7,7 @@
 
 pub mod index;
 pub mod project;
+pub mod table;
 pub mod tokenize;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
