@@ -161,50 +161,78 @@ struct Posting {
     tf: [u8; NUM_FIELDS],
 }
 
+/// A tool's record in one allocation: its name, its field lengths and its distinct term ids
+/// (ascending, as differences), each length a LEB128 varint. Searches read only the name (for
+/// ties and results); `remove` reads the rest.
 #[derive(Debug)]
-struct Doc {
-    name: Box<str>,
-    /// The tool's distinct term ids, ascending, as LEB128 varints of their differences (about
-    /// 2 bytes a term instead of 4): only `remove` reads them.
-    terms: Box<[u8]>,
-}
+struct Doc(Box<[u8]>);
 
-fn encode_terms(ids: &mut [u32]) -> Box<[u8]> {
-    ids.sort_unstable();
-    let mut out = Vec::with_capacity(ids.len() * 2);
-    let mut prev = 0u32;
-    for &id in ids.iter() {
-        let mut d = id - prev;
-        prev = id;
-        while d >= 0x80 {
-            out.push((d as u8) | 0x80);
-            d >>= 7;
-        }
-        out.push(d as u8);
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
     }
-    out.into_boxed_slice()
+    out.push(v as u8);
 }
 
-fn decode_terms(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    let mut i = 0;
-    let mut prev = 0u32;
-    std::iter::from_fn(move || {
-        if i >= bytes.len() {
-            return None;
+fn get_varint(bytes: &[u8], i: &mut usize) -> u32 {
+    let (mut v, mut shift) = (0u32, 0);
+    loop {
+        let b = bytes[*i];
+        *i += 1;
+        v |= u32::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return v;
         }
-        let (mut d, mut shift) = (0u32, 0);
-        loop {
-            let b = bytes[i];
-            i += 1;
-            d |= u32::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                break;
+        shift += 7;
+    }
+}
+
+impl Doc {
+    fn new(name: &str, lens: [u32; NUM_FIELDS], ids: &mut [u32]) -> Doc {
+        ids.sort_unstable();
+        let mut out = Vec::with_capacity(name.len() + 8 + ids.len() * 2);
+        put_varint(&mut out, name.len() as u32);
+        out.extend_from_slice(name.as_bytes());
+        for len in lens {
+            put_varint(&mut out, len);
+        }
+        let mut prev = 0u32;
+        for &id in ids.iter() {
+            put_varint(&mut out, id - prev);
+            prev = id;
+        }
+        Doc(out.into_boxed_slice())
+    }
+
+    fn name(&self) -> &str {
+        let mut i = 0;
+        let len = get_varint(&self.0, &mut i) as usize;
+        // Written from a `&str` in `new`, so always valid UTF-8.
+        std::str::from_utf8(&self.0[i..i + len]).unwrap_or("")
+    }
+
+    /// The field lengths and the term ids.
+    fn lens_and_terms(&self) -> ([u32; NUM_FIELDS], impl Iterator<Item = u32> + '_) {
+        let bytes = &self.0;
+        let mut i = 0;
+        let len = get_varint(bytes, &mut i) as usize;
+        i += len;
+        let lens = std::array::from_fn(|_| get_varint(bytes, &mut i));
+        let mut prev = 0u32;
+        let terms = std::iter::from_fn(move || {
+            if i >= bytes.len() {
+                return None;
             }
-            shift += 7;
-        }
-        prev += d;
-        Some(prev)
-    })
+            prev += get_varint(bytes, &mut i);
+            Some(prev)
+        });
+        (lens, terms)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// The vocabulary: every term's text in one arena, looked up through an [`IdTable`].
@@ -238,7 +266,6 @@ pub struct Index {
     vocab: Vocab,
     postings: Vec<Vec<Posting>>,
     docs: Vec<Option<Doc>>,
-    lens: Vec<[u32; NUM_FIELDS]>,
     /// Per slot and field, `len ^ length_exponent` (what scoring reads).
     scaled_lens: Vec<[f32; NUM_FIELDS]>,
     free_slots: Vec<u32>,
@@ -343,7 +370,7 @@ fn intern(vocab: &mut Vocab, postings: &mut Vec<Vec<Posting>>, term: &str) -> u3
 
 /// The name of the tool in `slot` (an occupied slot).
 fn doc_name(docs: &[Option<Doc>], slot: u32) -> &str {
-    docs[slot as usize].as_ref().map(|d| &*d.name).unwrap_or("")
+    docs[slot as usize].as_ref().map(Doc::name).unwrap_or("")
 }
 
 /// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
@@ -406,7 +433,7 @@ impl Index {
         self.docs
             .iter()
             .flatten()
-            .map(|d| d.name.to_string())
+            .map(|d| d.name().to_owned())
             .collect()
     }
 
@@ -433,7 +460,7 @@ impl Index {
             .docs
             .iter()
             .flatten()
-            .map(|d| d.name.len() + d.terms.len())
+            .map(Doc::heap_bytes)
             .sum::<usize>()
             + self.docs.capacity() * std::mem::size_of::<Option<Doc>>();
         let names = self.by_name.heap_bytes();
@@ -441,7 +468,6 @@ impl Index {
             + vocab
             + docs
             + names
-            + self.lens.capacity() * std::mem::size_of::<[u32; NUM_FIELDS]>()
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
     }
 
@@ -559,7 +585,6 @@ impl Index {
             Some(s) => s,
             None => {
                 self.docs.push(None);
-                self.lens.push([0; NUM_FIELDS]);
                 self.scaled_lens.push([0.0; NUM_FIELDS]);
                 (self.docs.len() - 1) as u32
             }
@@ -584,14 +609,10 @@ impl Index {
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);
         }
-        self.lens[slot as usize] = lens;
         let e = self.params.length_exponent;
         self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
-        self.docs[slot as usize] = Some(Doc {
-            name: name.into(),
-            terms: encode_terms(&mut ids),
-        });
+        self.docs[slot as usize] = Some(Doc::new(name, lens, &mut ids));
         let docs = &self.docs;
         self.by_name.insert(slot, |s| doc_name(docs, s));
     }
@@ -605,7 +626,8 @@ impl Index {
         let doc = self.docs[slot as usize]
             .take()
             .expect("slot of a named tool is occupied");
-        for t in decode_terms(&doc.terms) {
+        let (lens, terms) = doc.lens_and_terms();
+        for t in terms {
             let list = &mut self.postings[t as usize];
             if let Ok(i) = list.binary_search_by_key(&slot, |p| p.slot) {
                 list.remove(i);
@@ -614,10 +636,9 @@ impl Index {
                 *list = Vec::new(); // release the memory of a term that no tool uses any more
             }
         }
-        for (total, len) in self.sum_len.iter_mut().zip(self.lens[slot as usize]) {
+        for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total -= u64::from(len);
         }
-        self.lens[slot as usize] = [0; NUM_FIELDS];
         self.scaled_lens[slot as usize] = [0.0; NUM_FIELDS];
         self.free_slots.push(slot);
         true
@@ -772,10 +793,7 @@ impl Index {
     }
 
     fn name_of(&self, slot: u32) -> &str {
-        self.docs[slot as usize]
-            .as_ref()
-            .map(|d| &*d.name)
-            .unwrap_or("")
+        doc_name(&self.docs, slot)
     }
 
     /// `a` ranks before `b`: higher score, then smaller name.
@@ -969,10 +987,15 @@ mod tests {
     #[test]
     fn term_lists_round_trip() {
         let mut ids = vec![5, 0, 127, 128, 16_384, 70_000, u32::MAX - 1, 3];
-        let bytes = encode_terms(&mut ids);
-        assert_eq!(decode_terms(&bytes).collect::<Vec<_>>(), ids);
-        assert!(bytes.len() < ids.len() * 4);
-        assert_eq!(decode_terms(&encode_terms(&mut [])).count(), 0);
+        let doc = Doc::new("caf\u{e9}.tool", [3, 0, 300, u32::MAX], &mut ids);
+        assert_eq!(doc.name(), "caf\u{e9}.tool");
+        let (lens, terms) = doc.lens_and_terms();
+        assert_eq!(lens, [3, 0, 300, u32::MAX]);
+        assert_eq!(terms.collect::<Vec<_>>(), ids);
+        assert!(doc.heap_bytes() < "caf\u{e9}.tool".len() + 16 + ids.len() * 4);
+        let empty = Doc::new("x", [0; NUM_FIELDS], &mut []);
+        assert_eq!(empty.name(), "x");
+        assert_eq!(empty.lens_and_terms().1.count(), 0);
     }
 
     #[test]
@@ -1095,7 +1118,7 @@ mod tests {
                 }
             }
             if score > 0.0 {
-                all.push((doc.name.to_string(), score));
+                all.push((doc.name().to_owned(), score));
             }
         }
         all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
