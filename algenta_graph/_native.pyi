@@ -3,6 +3,20 @@
 from collections.abc import Iterable
 from typing import Any, Final
 
+from typing_extensions import Self, final
+
+__all__ = [
+    "DEFAULT_B",
+    "DEFAULT_K1",
+    "DEFAULT_LENGTH_EXPONENT",
+    "DEFAULT_WEIGHTS",
+    "FIELDS",
+    "Bm25Index",
+    "StagedTools",
+    "project_tool",
+    "tokenize",
+]
+
 DEFAULT_K1: Final[float]
 DEFAULT_B: Final[dict[str, float]]
 DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
@@ -15,11 +29,18 @@ def tokenize(text: str) -> list[str]:
 def project_tool(name: str, description: str | None, schema: Any = None) -> dict[str, list[str]]:
     """The text the index takes from a tool, per field, before tokenization."""
 
+@final
+class StagedTools:
+    """Tools validated and projected by ``Bm25Index.stage``."""
+
+    def __len__(self) -> int: ...
+
+@final
 class Bm25Index:
     """A BM25F index over tools keyed by name; searches release the GIL."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         k1: float = ...,
         b: float | dict[str, float] | None = None,
@@ -28,14 +49,19 @@ class Bm25Index:
         description_weight: float = ...,
         param_name_weight: float = ...,
         param_text_weight: float = ...,
-    ) -> None: ...
+    ) -> Self: ...
     def add(self, tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]]) -> None:
         """Add or replace tools, all or nothing: ``(name, description, schema)`` tuples or
         dicts with ``name``, ``description`` and ``input_schema`` / ``inputSchema`` /
         ``parameters`` / ``args_schema``."""
+    @staticmethod
+    def stage(tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]]) -> StagedTools:
+        """Validate and project tools (what ``add`` does before indexing)."""
+    def add_staged(self, staged: StagedTools) -> None:
+        """Index tools returned by ``stage``."""
     def remove(self, name: str) -> bool: ...
     def __len__(self) -> int: ...
-    def __contains__(self, name: object) -> bool: ...
+    def __contains__(self, name: object, /) -> bool: ...
     def names(self) -> list[str]: ...
     def search(
         self, query: str, k: int = 5, allow: Iterable[str] | None = None

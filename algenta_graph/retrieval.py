@@ -26,7 +26,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import sys
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -40,7 +41,9 @@ __all__ = [
     "DEFAULT_K1",
     "DEFAULT_LENGTH_EXPONENT",
     "DEFAULT_WEIGHTS",
+    "PROGRESS_BATCH",
     "Hit",
+    "Progress",
     "ToolIndex",
     "ToolLike",
 ]
@@ -57,6 +60,16 @@ PerField: TypeAlias = float | Mapping[str, float]
 """One value for every field, or ``{field: value}`` (omitted fields keep their default)."""
 DEFAULT_WEIGHTS: Mapping[str, float] = dict(_native.DEFAULT_WEIGHTS)
 """Field weights: ``name``, ``description``, ``param_names``, ``param_text``."""
+
+Progress: TypeAlias = Callable[[str, int, int], object]
+"""``progress(phase, done, total)``: ``phase`` is ``"project"`` then ``"index"``."""
+PROGRESS_BATCH = 50_000
+"""Tools per progress report in ``ToolIndex.add(progress=...)``."""
+
+
+def _print_progress(phase: str, done: int, total: int) -> None:
+    print(f"tool index: {phase} {done:,} / {total:,}", file=sys.stderr, flush=True)
+
 
 _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters", "args_schema")
 
@@ -174,8 +187,15 @@ class ToolIndex:
             param_text_weight=param_text_weight,
         )
 
-    def add(self, tools: Iterable[ToolLike]) -> None:
+    def add(self, tools: Iterable[ToolLike], *, progress: Progress | bool | None = None) -> None:
         """Add or replace tools. All or nothing: if any tool is bad, none is added.
+
+        ``progress`` reports large builds: a callable ``progress(phase, done, total)`` called
+        after each batch of up to ``PROGRESS_BATCH`` tools, ``phase`` being ``"project"``
+        (validating and projecting, which is where a bad tool is found) then ``"index"``; or
+        ``True`` for a line on stderr per batch. Every tool is projected before the first is
+        indexed, so a bad tool still leaves the index unchanged; searches running meanwhile
+        may see the batches indexed so far.
 
         Raises:
             ValueError: naming the tool (or describing the object) that cannot be indexed.
@@ -187,7 +207,21 @@ class ToolIndex:
             )
         # Plain dicts go to the native side as they are (it reads the same keys); anything else
         # is reduced to a (name, description, schema) tuple here.
-        self._index.add([t if type(t) is dict and "name" in t else _parts(t) for t in tools])
+        items = [t if type(t) is dict and "name" in t else _parts(t) for t in tools]
+        if not progress:
+            self._index.add(items)
+            return
+        report = _print_progress if progress is True else progress
+        total = len(items)
+        batches = []
+        for start in range(0, total, PROGRESS_BATCH):
+            batches.append(_native.Bm25Index.stage(items[start : start + PROGRESS_BATCH]))
+            report("project", min(start + PROGRESS_BATCH, total), total)
+        done = 0
+        for batch in batches:
+            self._index.add_staged(batch)
+            done += len(batch)
+            report("index", done, total)
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether it was indexed."""

@@ -259,6 +259,28 @@ fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>
     Ok(Some(names))
 }
 
+/// Tools validated and projected by `Bm25Index.stage`, ready for `Bm25Index.add_staged`.
+#[pyclass(frozen, module = "algenta_graph._native", name = "StagedTools")]
+struct PyStaged {
+    inner: Staged,
+}
+
+#[pymethods]
+impl PyStaged {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+fn stage_all(tools: &Bound<'_, PyAny>) -> PyResult<Staged> {
+    let mut staged = Staged::default();
+    for item in tools.try_iter()? {
+        let item = item?;
+        guarded(|| stage_tool(&item, &mut staged))?;
+    }
+    Ok(staged)
+}
+
 /// A BM25F index over tools, keyed by tool name. Safe to share between threads: searches run
 /// concurrently without the GIL; adds and removes wait for running searches.
 #[pyclass(frozen, module = "algenta_graph._native", name = "Bm25Index")]
@@ -323,14 +345,29 @@ impl PyIndex {
     /// Add or replace tools given as `(name, description, schema)` tuples; `schema` is a JSON
     /// object as a dict or as JSON text, or None. All or nothing: on a bad tool nothing changes.
     fn add(&self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut staged = Staged::default();
-        for item in tools.try_iter()? {
-            let item = item?;
-            guarded(|| stage_tool(&item, &mut staged))?;
-        }
+        let staged = stage_all(tools)?;
         py.detach(|| {
             guarded(|| {
                 self.write().add_staged(&staged);
+                Ok(())
+            })
+        })
+    }
+
+    /// Validate and project tools without touching the index (the part of `add` that can
+    /// fail, and the part that needs the GIL): `add_staged` then indexes them.
+    #[staticmethod]
+    fn stage(tools: &Bound<'_, PyAny>) -> PyResult<PyStaged> {
+        Ok(PyStaged {
+            inner: stage_all(tools)?,
+        })
+    }
+
+    /// Index tools staged by `stage` (cannot fail; the GIL is released).
+    fn add_staged(&self, py: Python<'_>, staged: &PyStaged) -> PyResult<()> {
+        py.detach(|| {
+            guarded(|| {
+                self.write().add_staged(&staged.inner);
                 Ok(())
             })
         })
@@ -536,6 +573,7 @@ fn project_tool<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndex>()?;
+    m.add_class::<PyStaged>()?;
     m.add_function(wrap_pyfunction!(py_tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(project_tool, m)?)?;
     m.add("DEFAULT_K1", as_py_float(index::DEFAULT_K1))?;

@@ -1,0 +1,71 @@
+"""ToolIndex.add(progress=...): reports per batch, indexes exactly what a plain add does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from algenta_graph import retrieval
+from algenta_graph.retrieval import ToolIndex
+
+
+def _tools(n: int) -> list[dict[str, Any]]:
+    verbs = ("get", "list", "create", "delete", "sync")
+    return [
+        {
+            "name": f"svc{i % 7}.{verbs[i % 5]}_item_{i}",
+            "description": f"{verbs[i % 5]} items number {i} in service {i % 7}",
+            "input_schema": {"type": "object", "properties": {f"p{i % 3}": {"type": "string"}}},
+        }
+        for i in range(n)
+    ]
+
+
+def test_progress_reports_each_batch_and_ranks_like_a_plain_add(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 40)
+    tools = _tools(100)
+    calls: list[tuple[str, int, int]] = []
+    with_progress = ToolIndex()
+    with_progress.add(tools, progress=lambda *a: calls.append(a))
+    assert calls == [
+        ("project", 40, 100),
+        ("project", 80, 100),
+        ("project", 100, 100),
+        ("index", 40, 100),
+        ("index", 80, 100),
+        ("index", 100, 100),
+    ]
+    plain = ToolIndex()
+    plain.add(tools)
+    assert len(with_progress) == len(plain) == 100
+    for query in ("get items", "delete item 42 in service 3", "sync svc2", "p1"):
+        assert with_progress.search(query, 10) == plain.search(query, 10)
+
+
+def test_progress_keeps_add_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 10)
+    index = ToolIndex()
+    index.add(_tools(3))
+    bad = [*_tools(25), {"name": "broken", "input_schema": [1, 2]}]
+    phases: list[str] = []
+    with pytest.raises(ValueError, match="broken"):
+        index.add(bad, progress=lambda phase, done, total: phases.append(phase))
+    assert "index" not in phases
+    assert len(index) == 3
+
+
+def test_progress_true_prints_to_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 50)
+    ToolIndex().add(_tools(60), progress=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "tool index: project 50 / 60",
+        "tool index: project 60 / 60",
+        "tool index: index 50 / 60",
+        "tool index: index 60 / 60",
+    ]
