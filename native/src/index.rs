@@ -161,12 +161,6 @@ struct Posting {
     tf: [u8; NUM_FIELDS],
 }
 
-/// A tool's record in one allocation: its name, its field lengths and its distinct term ids
-/// (ascending, as differences), each length a LEB128 varint. Searches read only the name (for
-/// ties and results); `remove` reads the rest.
-#[derive(Debug)]
-struct Doc(Box<[u8]>);
-
 fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -188,50 +182,120 @@ fn get_varint(bytes: &[u8], i: &mut usize) -> u32 {
     }
 }
 
-impl Doc {
-    fn new(name: &str, lens: [u32; NUM_FIELDS], ids: &mut [u32]) -> Doc {
+/// A tool's record, read in place: its name, its field lengths and its distinct term ids
+/// (ascending, as differences), each number a LEB128 varint. Searches read only the name (for
+/// ties and results); `remove` reads the rest.
+#[derive(Clone, Copy, Debug)]
+struct Doc<'a>(&'a [u8]);
+
+impl<'a> Doc<'a> {
+    fn encode(out: &mut Vec<u8>, name: &str, lens: [u32; NUM_FIELDS], ids: &mut [u32]) {
         ids.sort_unstable();
-        let mut out = Vec::with_capacity(name.len() + 8 + ids.len() * 2);
-        put_varint(&mut out, name.len() as u32);
+        put_varint(out, name.len() as u32);
         out.extend_from_slice(name.as_bytes());
         for len in lens {
-            put_varint(&mut out, len);
+            put_varint(out, len);
         }
+        put_varint(out, ids.len() as u32);
         let mut prev = 0u32;
         for &id in ids.iter() {
-            put_varint(&mut out, id - prev);
+            put_varint(out, id - prev);
             prev = id;
         }
-        Doc(out.into_boxed_slice())
     }
 
-    fn name(&self) -> &str {
+    fn name(self) -> &'a str {
+        // Written from a `&str` in `encode`, so always valid UTF-8.
+        std::str::from_utf8(self.name_bytes()).unwrap_or("")
+    }
+
+    fn name_bytes(self) -> &'a [u8] {
         let mut i = 0;
-        let len = get_varint(&self.0, &mut i) as usize;
-        // Written from a `&str` in `new`, so always valid UTF-8.
-        std::str::from_utf8(&self.0[i..i + len]).unwrap_or("")
+        let len = get_varint(self.0, &mut i) as usize;
+        &self.0[i..i + len]
     }
 
-    /// The field lengths and the term ids.
-    fn lens_and_terms(&self) -> ([u32; NUM_FIELDS], impl Iterator<Item = u32> + '_) {
-        let bytes = &self.0;
+    /// The field lengths, the term ids and the record's length in bytes.
+    fn decode(self) -> ([u32; NUM_FIELDS], Vec<u32>, usize) {
+        let bytes = self.0;
         let mut i = 0;
         let len = get_varint(bytes, &mut i) as usize;
         i += len;
         let lens = std::array::from_fn(|_| get_varint(bytes, &mut i));
+        let n = get_varint(bytes, &mut i) as usize;
         let mut prev = 0u32;
-        let terms = std::iter::from_fn(move || {
-            if i >= bytes.len() {
-                return None;
-            }
-            prev += get_varint(bytes, &mut i);
-            Some(prev)
-        });
-        (lens, terms)
+        let terms = (0..n)
+            .map(|_| {
+                prev += get_varint(bytes, &mut i);
+                prev
+            })
+            .collect();
+        (lens, terms, i)
+    }
+}
+
+/// Every tool's record in one arena (no allocation per tool), addressed by slot. A removed or
+/// replaced record stays as garbage until garbage outweighs the live records; the arena is
+/// then compacted, so its size stays within twice the live records.
+#[derive(Debug, Default)]
+struct Docs {
+    bytes: Vec<u8>,
+    at: Vec<u64>, // slot -> offset of its record; FREE when the slot holds no tool
+    garbage: usize,
+}
+
+const FREE: u64 = u64::MAX;
+
+impl Docs {
+    fn slots(&self) -> usize {
+        self.at.len()
+    }
+
+    fn push_free_slot(&mut self) -> u32 {
+        self.at.push(FREE);
+        (self.at.len() - 1) as u32
+    }
+
+    fn get(&self, slot: u32) -> Option<Doc<'_>> {
+        let at = *self.at.get(slot as usize)?;
+        (at != FREE).then(|| Doc(&self.bytes[at as usize..]))
+    }
+
+    fn set(&mut self, slot: u32, name: &str, lens: [u32; NUM_FIELDS], ids: &mut [u32]) {
+        debug_assert_eq!(self.at[slot as usize], FREE);
+        self.at[slot as usize] = self.bytes.len() as u64;
+        Doc::encode(&mut self.bytes, name, lens, ids);
+    }
+
+    /// Free `slot`; returns its field lengths and term ids.
+    fn take(&mut self, slot: u32) -> Option<([u32; NUM_FIELDS], Vec<u32>)> {
+        let (lens, terms, len) = self.get(slot)?.decode();
+        self.at[slot as usize] = FREE;
+        self.garbage += len;
+        if self.garbage > (1 << 16) && self.garbage * 2 > self.bytes.len() {
+            self.compact();
+        }
+        Some((lens, terms))
+    }
+
+    fn compact(&mut self) {
+        let mut bytes = Vec::with_capacity(self.bytes.len() - self.garbage);
+        for at in self.at.iter_mut().filter(|at| **at != FREE) {
+            let start = *at as usize;
+            let (_, _, len) = Doc(&self.bytes[start..]).decode();
+            *at = bytes.len() as u64;
+            bytes.extend_from_slice(&self.bytes[start..start + len]);
+        }
+        self.bytes = bytes;
+        self.garbage = 0;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, Doc<'_>)> + '_ {
+        (0..self.at.len() as u32).filter_map(|slot| Some((slot, self.get(slot)?)))
     }
 
     fn heap_bytes(&self) -> usize {
-        self.0.len()
+        self.bytes.capacity() + self.at.capacity() * 8
     }
 }
 
@@ -244,14 +308,9 @@ struct Vocab {
 }
 
 impl Vocab {
-    fn term(&self, id: u32) -> &str {
-        let i = id as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.text[start..self.ends[i] as usize]
-    }
-
     fn get(&self, term: &str) -> Option<u32> {
-        self.table.get(term, |id| self.term(id))
+        self.table
+            .get(term.as_bytes(), |id| term_bytes(&self.text, &self.ends, id))
     }
 
     fn heap_bytes(&self) -> usize {
@@ -265,7 +324,7 @@ pub struct Index {
     params: Params,
     vocab: Vocab,
     postings: Vec<Vec<Posting>>,
-    docs: Vec<Option<Doc>>,
+    docs: Docs,
     /// Per slot and field, `len ^ length_exponent` (what scoring reads).
     scaled_lens: Vec<[f32; NUM_FIELDS]>,
     free_slots: Vec<u32>,
@@ -360,17 +419,25 @@ fn intern(vocab: &mut Vocab, postings: &mut Vec<Vec<Posting>>, term: &str) -> u3
     vocab.text.push_str(term);
     vocab.ends.push(vocab.text.len() as u32);
     let Vocab { text, ends, table } = vocab;
-    table.insert(id, |i| {
-        let i = i as usize;
-        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-        &text[start..ends[i] as usize]
-    });
+    table.insert(id, |i| term_bytes(text, ends, i));
     id
 }
 
+/// The text of term `id` in the vocabulary's arena.
+fn term_bytes<'a>(text: &'a str, ends: &[u32], id: u32) -> &'a [u8] {
+    let i = id as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    &text.as_bytes()[start..ends[i] as usize]
+}
+
+/// The name of the tool in `slot` as bytes (for the name table).
+fn doc_key(docs: &Docs, slot: u32) -> &[u8] {
+    docs.get(slot).map(Doc::name_bytes).unwrap_or(b"")
+}
+
 /// The name of the tool in `slot` (an occupied slot).
-fn doc_name(docs: &[Option<Doc>], slot: u32) -> &str {
-    docs[slot as usize].as_ref().map(Doc::name).unwrap_or("")
+fn doc_name(docs: &Docs, slot: u32) -> &str {
+    docs.get(slot).map(Doc::name).unwrap_or("")
 }
 
 /// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
@@ -424,17 +491,13 @@ impl Index {
 
     pub fn contains(&self, name: &str) -> bool {
         self.by_name
-            .get(name, |s| doc_name(&self.docs, s))
+            .get(name.as_bytes(), |s| doc_key(&self.docs, s))
             .is_some()
     }
 
     /// Tool names in slot order.
     pub fn names(&self) -> Vec<String> {
-        self.docs
-            .iter()
-            .flatten()
-            .map(|d| d.name().to_owned())
-            .collect()
+        self.docs.iter().map(|(_, d)| d.name().to_owned()).collect()
     }
 
     /// Number of distinct terms that occur in at least one tool.
@@ -456,13 +519,7 @@ impl Index {
             .sum::<usize>()
             + self.postings.capacity() * std::mem::size_of::<Vec<Posting>>();
         let vocab = self.vocab.heap_bytes();
-        let docs: usize = self
-            .docs
-            .iter()
-            .flatten()
-            .map(Doc::heap_bytes)
-            .sum::<usize>()
-            + self.docs.capacity() * std::mem::size_of::<Option<Doc>>();
+        let docs = self.docs.heap_bytes();
         let names = self.by_name.heap_bytes();
         postings
             + vocab
@@ -473,6 +530,7 @@ impl Index {
 
     /// Add or replace (by name) every staged tool, in order.
     pub fn add_staged(&mut self, staged: &Staged) {
+        let t0 = std::time::Instant::now();
         const STOP: u32 = u32::MAX;
         let mut tokenizer = Tokenizer::default();
         let stemmer = Stemmer::create(Algorithm::English);
@@ -571,10 +629,19 @@ impl Index {
                 }
             }
         }
+        if std::env::var_os("TIMING").is_some() {
+            eprintln!("pass1 {:?}", t0.elapsed());
+        }
+        let t_pass1 = std::time::Instant::now();
         // Pass 2: insert.
+        let docs = &self.docs;
+        self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
         for (tool, &(start, end, lens)) in staged.tools.iter().zip(&tools) {
             let (from, to) = tool.key;
             self.insert(&staged.arena[from..to], &all_terms[start..end], lens);
+        }
+        if std::env::var_os("TIMING").is_some() {
+            eprintln!("pass2 {:?}", t_pass1.elapsed());
         }
     }
 
@@ -584,9 +651,8 @@ impl Index {
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
-                self.docs.push(None);
                 self.scaled_lens.push([0.0; NUM_FIELDS]);
-                (self.docs.len() - 1) as u32
+                self.docs.push_free_slot()
             }
         };
         for &(id, tf) in terms {
@@ -612,21 +678,21 @@ impl Index {
         let e = self.params.length_exponent;
         self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
-        self.docs[slot as usize] = Some(Doc::new(name, lens, &mut ids));
+        self.docs.set(slot, name, lens, &mut ids);
         let docs = &self.docs;
-        self.by_name.insert(slot, |s| doc_name(docs, s));
+        self.by_name.insert(slot, |s| doc_key(docs, s));
     }
 
     /// Remove a tool; returns whether it was present.
     pub fn remove(&mut self, name: &str) -> bool {
         let docs = &self.docs;
-        let Some(slot) = self.by_name.remove(name, |s| doc_name(docs, s)) else {
+        let Some(slot) = self.by_name.remove(name.as_bytes(), |s| doc_key(docs, s)) else {
             return false;
         };
-        let doc = self.docs[slot as usize]
-            .take()
+        let (lens, terms) = self
+            .docs
+            .take(slot)
             .expect("slot of a named tool is occupied");
-        let (lens, terms) = doc.lens_and_terms();
         for t in terms {
             let list = &mut self.postings[t as usize];
             if let Ok(i) = list.binary_search_by_key(&slot, |p| p.slot) {
@@ -646,9 +712,9 @@ impl Index {
 
     /// Bitset over slots of the allowed tool names (unknown names are ignored).
     pub fn allow_mask<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Vec<u64> {
-        let mut mask = vec![0u64; self.docs.len().div_ceil(64)];
+        let mut mask = vec![0u64; self.docs.slots().div_ceil(64)];
         for n in names {
-            if let Some(s) = self.by_name.get(n, |s| doc_name(&self.docs, s)) {
+            if let Some(s) = self.by_name.get(n.as_bytes(), |s| doc_key(&self.docs, s)) {
                 mask[(s / 64) as usize] |= 1u64 << (s % 64);
             }
         }
@@ -708,8 +774,8 @@ impl Index {
                 touched,
                 kth,
             } = &mut *scratch;
-            if scores.len() < self.docs.len() {
-                scores.resize(self.docs.len(), 0.0);
+            if scores.len() < self.docs.slots() {
+                scores.resize(self.docs.slots(), 0.0);
             }
             touched.clear();
             // Phase 1: accumulate whole postings lists while a tool that no term has matched
@@ -985,17 +1051,38 @@ mod tests {
     }
 
     #[test]
-    fn term_lists_round_trip() {
+    fn records_round_trip_and_compact() {
+        let mut docs = Docs::default();
         let mut ids = vec![5, 0, 127, 128, 16_384, 70_000, u32::MAX - 1, 3];
-        let doc = Doc::new("caf\u{e9}.tool", [3, 0, 300, u32::MAX], &mut ids);
-        assert_eq!(doc.name(), "caf\u{e9}.tool");
-        let (lens, terms) = doc.lens_and_terms();
-        assert_eq!(lens, [3, 0, 300, u32::MAX]);
-        assert_eq!(terms.collect::<Vec<_>>(), ids);
-        assert!(doc.heap_bytes() < "caf\u{e9}.tool".len() + 16 + ids.len() * 4);
-        let empty = Doc::new("x", [0; NUM_FIELDS], &mut []);
-        assert_eq!(empty.name(), "x");
-        assert_eq!(empty.lens_and_terms().1.count(), 0);
+        let a = docs.push_free_slot();
+        docs.set(a, "caf\u{e9}.tool", [3, 0, 300, u32::MAX], &mut ids.clone());
+        ids.sort_unstable();
+        assert_eq!(docs.get(a).unwrap().name(), "caf\u{e9}.tool");
+        let (_, _, len) = docs.get(a).unwrap().decode();
+        assert!(len < "caf\u{e9}.tool".len() + 4 * 5 + ids.len() * 4);
+        // Many replaced records: the arena compacts and every live record survives.
+        let slots: Vec<u32> = (0..100).map(|_| docs.push_free_slot()).collect();
+        for round in 0..50u32 {
+            for &slot in &slots {
+                if round > 0 {
+                    docs.take(slot).unwrap();
+                }
+                let name = format!("tool{slot}-{round}");
+                docs.set(slot, &name, [round, 1, 2, 3], &mut [slot, round + 1000]);
+            }
+        }
+        assert!(docs.bytes.len() <= 2 * 100 * 40 + (1 << 16) + 100);
+        for &slot in &slots {
+            let doc = docs.get(slot).unwrap();
+            assert_eq!(doc.name(), format!("tool{slot}-49"));
+            let (lens, terms, _) = doc.decode();
+            assert_eq!(lens, [49, 1, 2, 3]);
+            assert_eq!(terms, vec![slot, 1049]);
+        }
+        let (lens, terms) = docs.take(a).unwrap();
+        assert_eq!((lens, terms), ([3, 0, 300, u32::MAX], ids));
+        assert!(docs.get(a).is_none() && docs.take(a).is_none());
+        assert_eq!(docs.iter().count(), 100);
     }
 
     #[test]
@@ -1106,8 +1193,8 @@ mod tests {
         }
         terms.sort_by(|a, b| b.2.total_cmp(&a.2));
         let mut all: Vec<(String, f32)> = Vec::new();
-        for (slot, doc) in ix.docs.iter().enumerate() {
-            let Some(doc) = doc else { continue };
+        for (slot, doc) in ix.docs.iter() {
+            let slot = slot as usize;
             let mut score = 0f32;
             for &(t, idf, _) in &terms {
                 if let Some(p) = ix.postings[t as usize]

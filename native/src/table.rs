@@ -2,8 +2,7 @@
 //!
 //! `FxHashMap<Box<str>, u32>` costs a heap allocation and 24 bytes of entry per key; at a
 //! million tools and as many terms that is over 100 MB. Here the table holds only the ids
-//! (4 bytes a bucket, open addressing, linear probing, load factor at most 7/8... kept at
-//! most 3/4); the caller passes the key of an id to every call.
+//! (4 bytes a bucket, open addressing, linear probing, load factor at most 3/4); the caller passes the key of an id to every call.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -12,9 +11,9 @@ use rustc_hash::FxBuildHasher;
 const EMPTY: u32 = u32::MAX;
 
 /// The hash of a key, the same for every table.
-pub fn hash_key(key: &str) -> u64 {
+pub fn hash_key(key: &[u8]) -> u64 {
     let mut h = FxBuildHasher.build_hasher();
-    h.write(key.as_bytes());
+    h.write(key);
     h.write_u8(0xff);
     h.finish()
 }
@@ -44,7 +43,7 @@ impl IdTable {
     }
 
     /// The id whose key is `key`.
-    pub fn get<'a>(&self, key: &str, key_of: impl Fn(u32) -> &'a str) -> Option<u32> {
+    pub fn get<'a>(&self, key: &[u8], key_of: impl Fn(u32) -> &'a [u8]) -> Option<u32> {
         if self.buckets.is_empty() {
             return None;
         }
@@ -62,7 +61,7 @@ impl IdTable {
     }
 
     /// Make room for `additional` more ids without growing on the way.
-    pub fn reserve<'a>(&mut self, additional: usize, key_of: impl Fn(u32) -> &'a str) {
+    pub fn reserve<'a>(&mut self, additional: usize, key_of: impl Fn(u32) -> &'a [u8]) {
         let needed = (self.len + additional) * 4 / 3 + 1;
         if needed > self.buckets.len() {
             self.rehash(needed.next_power_of_two().max(16), &key_of);
@@ -70,7 +69,7 @@ impl IdTable {
     }
 
     /// Insert `id` (its key must not be present already).
-    pub fn insert<'a>(&mut self, id: u32, key_of: impl Fn(u32) -> &'a str) {
+    pub fn insert<'a>(&mut self, id: u32, key_of: impl Fn(u32) -> &'a [u8]) {
         debug_assert_ne!(id, EMPTY);
         if (self.len + 1) * 4 > self.buckets.len() * 3 {
             let size = (self.buckets.len() * 2).max(16);
@@ -85,7 +84,7 @@ impl IdTable {
     }
 
     /// Remove the id whose key is `key`; returns it.
-    pub fn remove<'a>(&mut self, key: &str, key_of: impl Fn(u32) -> &'a str) -> Option<u32> {
+    pub fn remove<'a>(&mut self, key: &[u8], key_of: impl Fn(u32) -> &'a [u8]) -> Option<u32> {
         if self.buckets.is_empty() {
             return None;
         }
@@ -129,7 +128,7 @@ impl IdTable {
         Some(removed)
     }
 
-    fn rehash<'a>(&mut self, size: usize, key_of: &impl Fn(u32) -> &'a str) {
+    fn rehash<'a>(&mut self, size: usize, key_of: &impl Fn(u32) -> &'a [u8]) {
         let old = std::mem::replace(&mut self.buckets, vec![EMPTY; size]);
         let mask = size - 1;
         for id in old.into_iter().filter(|&id| id != EMPTY) {
@@ -151,7 +150,7 @@ mod tests {
         let keys: Vec<String> = (0..5000)
             .map(|i| format!("key{}", i * 7919 % 10007))
             .collect();
-        let key_of = |id: u32| keys[id as usize].as_str();
+        let key_of = |id: u32| keys[id as usize].as_bytes();
         let mut table = IdTable::default();
         let mut live = std::collections::HashSet::new();
         for id in 0..keys.len() as u32 {
@@ -168,7 +167,7 @@ mod tests {
             let expected = live.contains(&id).then_some(id);
             assert_eq!(table.get(key_of(id), key_of), expected, "id {id}");
         }
-        assert_eq!(table.get("absent", key_of), None);
+        assert_eq!(table.get(b"absent", key_of), None);
         for id in (0..keys.len() as u32).step_by(3) {
             table.insert(id, key_of);
         }
