@@ -530,7 +530,6 @@ impl Index {
 
     /// Add or replace (by name) every staged tool, in order.
     pub fn add_staged(&mut self, staged: &Staged) {
-        let t0 = std::time::Instant::now();
         const STOP: u32 = u32::MAX;
         let mut tokenizer = Tokenizer::default();
         let stemmer = Stemmer::create(Algorithm::English);
@@ -629,19 +628,12 @@ impl Index {
                 }
             }
         }
-        if std::env::var_os("TIMING").is_some() {
-            eprintln!("pass1 {:?}", t0.elapsed());
-        }
-        let t_pass1 = std::time::Instant::now();
         // Pass 2: insert.
         let docs = &self.docs;
         self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
         for (tool, &(start, end, lens)) in staged.tools.iter().zip(&tools) {
             let (from, to) = tool.key;
             self.insert(&staged.arena[from..to], &all_terms[start..end], lens);
-        }
-        if std::env::var_os("TIMING").is_some() {
-            eprintln!("pass2 {:?}", t_pass1.elapsed());
         }
     }
 
