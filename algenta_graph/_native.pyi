@@ -1,6 +1,6 @@
 """Type stub for the Rust extension ``algenta_graph._native`` (see ``native/README.md``)."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from typing_extensions import Self, final
@@ -12,7 +12,6 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "FIELDS",
     "Bm25Index",
-    "StagedTools",
     "project_tool",
     "tokenize",
 ]
@@ -30,12 +29,6 @@ def project_tool(name: str, description: str | None, schema: Any = None) -> dict
     """The text the index takes from a tool, per field, before tokenization."""
 
 @final
-class StagedTools:
-    """Tools validated and projected by ``Bm25Index.stage``."""
-
-    def __len__(self) -> int: ...
-
-@final
 class Bm25Index:
     """A BM25F index over tools keyed by name; searches release the GIL."""
 
@@ -50,15 +43,16 @@ class Bm25Index:
         param_name_weight: float = ...,
         param_text_weight: float = ...,
     ) -> Self: ...
-    def add(self, tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]]) -> None:
+    def add(
+        self,
+        tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],
+        progress: Callable[[str, int, int], object] | None = None,
+        every: int = 50000,
+    ) -> None:
         """Add or replace tools, all or nothing: ``(name, description, schema)`` tuples or
         dicts with ``name``, ``description`` and ``input_schema`` / ``inputSchema`` /
-        ``parameters`` / ``args_schema``."""
-    @staticmethod
-    def stage(tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]]) -> StagedTools:
-        """Validate and project tools (what ``add`` does before indexing)."""
-    def add_staged(self, staged: StagedTools) -> None:
-        """Index tools returned by ``stage``."""
+        ``parameters`` / ``args_schema``; ``progress(phase, done, total)`` every ``every``
+        tools and at the end of each phase (``project``, ``tokenize``, ``index``)."""
     def remove(self, name: str) -> bool: ...
     def __len__(self) -> int: ...
     def __contains__(self, name: object, /) -> bool: ...

@@ -62,7 +62,7 @@ DEFAULT_WEIGHTS: Mapping[str, float] = dict(_native.DEFAULT_WEIGHTS)
 """Field weights: ``name``, ``description``, ``param_names``, ``param_text``."""
 
 Progress: TypeAlias = Callable[[str, int, int], object]
-"""``progress(phase, done, total)``: ``phase`` is ``"project"`` then ``"index"``."""
+"""``progress(phase, done, total)``: ``phase`` is ``"project"``, ``"tokenize"``, ``"index"``."""
 PROGRESS_BATCH = 50_000
 """Tools per progress report in ``ToolIndex.add(progress=...)``."""
 
@@ -191,11 +191,11 @@ class ToolIndex:
         """Add or replace tools. All or nothing: if any tool is bad, none is added.
 
         ``progress`` reports large builds: a callable ``progress(phase, done, total)`` called
-        after each batch of up to ``PROGRESS_BATCH`` tools, ``phase`` being ``"project"``
-        (validating and projecting, which is where a bad tool is found) then ``"index"``; or
-        ``True`` for a line on stderr per batch. Every tool is projected before the first is
-        indexed, so a bad tool still leaves the index unchanged; searches running meanwhile
-        may see the batches indexed so far.
+        every ``PROGRESS_BATCH`` tools and at the end of each phase: ``"project"``
+        (validating and projecting: where a bad tool is found, and where an exception from
+        the callback aborts the add), then ``"tokenize"`` and ``"index"`` (the index is
+        locked: the callback must not use it, and an exception from it is raised once the add
+        is complete). ``True`` prints a line on stderr instead.
 
         Raises:
             ValueError: naming the tool (or describing the object) that cannot be indexed.
@@ -212,16 +212,7 @@ class ToolIndex:
             self._index.add(items)
             return
         report = _print_progress if progress is True else progress
-        total = len(items)
-        batches = []
-        for start in range(0, total, PROGRESS_BATCH):
-            batches.append(_native.Bm25Index.stage(items[start : start + PROGRESS_BATCH]))
-            report("project", min(start + PROGRESS_BATCH, total), total)
-        done = 0
-        for batch in batches:
-            self._index.add_staged(batch)
-            done += len(batch)
-            report("index", done, total)
+        self._index.add(items, report, PROGRESS_BATCH)
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether it was indexed."""

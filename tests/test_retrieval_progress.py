@@ -31,12 +31,7 @@ def test_progress_reports_each_batch_and_ranks_like_a_plain_add(
     with_progress = ToolIndex()
     with_progress.add(tools, progress=lambda *a: calls.append(a))
     assert calls == [
-        ("project", 40, 100),
-        ("project", 80, 100),
-        ("project", 100, 100),
-        ("index", 40, 100),
-        ("index", 80, 100),
-        ("index", 100, 100),
+        (phase, done, 100) for phase in ("project", "tokenize", "index") for done in (40, 80, 100)
     ]
     plain = ToolIndex()
     plain.add(tools)
@@ -53,7 +48,7 @@ def test_progress_keeps_add_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> N
     phases: list[str] = []
     with pytest.raises(ValueError, match="broken"):
         index.add(bad, progress=lambda phase, done, total: phases.append(phase))
-    assert "index" not in phases
+    assert phases == ["project", "project"]
     assert len(index) == 3
 
 
@@ -64,8 +59,35 @@ def test_progress_true_prints_to_stderr(
     ToolIndex().add(_tools(60), progress=True)
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "tool index: project 50 / 60",
-        "tool index: project 60 / 60",
-        "tool index: index 50 / 60",
-        "tool index: index 60 / 60",
+        f"tool index: {phase} {done} / 60"
+        for phase in ("project", "tokenize", "index")
+        for done in (50, 60)
     ]
+
+
+def test_a_callback_cannot_use_the_index_it_is_building() -> None:
+    index = ToolIndex()
+    index.add(_tools(5))
+    seen: list[str] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        seen.append(phase)
+        if phase == "index":
+            index.search("items")  # would wait forever on the lock this add holds
+
+    with pytest.raises(RuntimeError, match="being built"):
+        index.add(_tools(30), progress=progress)
+    assert seen == ["project", "tokenize", "index"]  # no call after the first error
+    assert len(index) == 30  # the add itself completed
+    assert index.search("items", 1)
+
+
+def test_an_exception_while_projecting_aborts_the_add() -> None:
+    index = ToolIndex()
+
+    def progress(phase: str, done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        index.add(_tools(10), progress=progress)
+    assert len(index) == 0

@@ -530,6 +530,17 @@ impl Index {
 
     /// Add or replace (by name) every staged tool, in order.
     pub fn add_staged(&mut self, staged: &Staged) {
+        self.add_staged_with(staged, usize::MAX, &mut |_, _| {});
+    }
+
+    /// `add_staged`, calling `progress(phase, done)` every `every` tools and at the end of
+    /// each phase: `"tokenize"` (pass 1), then `"index"` (pass 2).
+    pub fn add_staged_with(
+        &mut self,
+        staged: &Staged,
+        every: usize,
+        progress: &mut dyn FnMut(&str, usize),
+    ) {
         const STOP: u32 = u32::MAX;
         let mut tokenizer = Tokenizer::default();
         let stemmer = Stemmer::create(Algorithm::English);
@@ -616,6 +627,12 @@ impl Index {
                 }
             }
             tools.push((start, all_terms.len(), lens));
+            if tools.len().is_multiple_of(every) {
+                progress("tokenize", tools.len());
+            }
+        }
+        if every != usize::MAX && !tools.len().is_multiple_of(every) {
+            progress("tokenize", tools.len());
         }
         if staged.len() >= RESERVE_BATCH {
             let mut gained = vec![0u32; self.postings.len()];
@@ -631,9 +648,15 @@ impl Index {
         // Pass 2: insert.
         let docs = &self.docs;
         self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
-        for (tool, &(start, end, lens)) in staged.tools.iter().zip(&tools) {
+        for (i, (tool, &(start, end, lens))) in staged.tools.iter().zip(&tools).enumerate() {
             let (from, to) = tool.key;
             self.insert(&staged.arena[from..to], &all_terms[start..end], lens);
+            if (i + 1).is_multiple_of(every) {
+                progress("index", i + 1);
+            }
+        }
+        if every != usize::MAX && !tools.len().is_multiple_of(every) {
+            progress("index", tools.len());
         }
     }
 

@@ -13,7 +13,7 @@ pub mod tokenize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{PoisonError, RwLock};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -259,28 +259,6 @@ fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>
     Ok(Some(names))
 }
 
-/// Tools validated and projected by `Bm25Index.stage`, ready for `Bm25Index.add_staged`.
-#[pyclass(frozen, module = "algenta_graph._native", name = "StagedTools")]
-struct PyStaged {
-    inner: Staged,
-}
-
-#[pymethods]
-impl PyStaged {
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-}
-
-fn stage_all(tools: &Bound<'_, PyAny>) -> PyResult<Staged> {
-    let mut staged = Staged::default();
-    for item in tools.try_iter()? {
-        let item = item?;
-        guarded(|| stage_tool(&item, &mut staged))?;
-    }
-    Ok(staged)
-}
-
 /// A BM25F index over tools, keyed by tool name. Safe to share between threads: searches run
 /// concurrently without the GIL; adds and removes wait for running searches.
 #[pyclass(frozen, module = "algenta_graph._native", name = "Bm25Index")]
@@ -289,12 +267,56 @@ struct PyIndex {
 }
 
 impl PyIndex {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Index> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    /// The index for reading; an error inside a progress callback of `add` (the index is
+    /// write-locked by this very thread: waiting would never end).
+    fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Index>, String> {
+        not_building()?;
+        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Index> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    fn write(&self) -> Result<std::sync::RwLockWriteGuard<'_, Index>, String> {
+        not_building()?;
+        Ok(self.inner.write().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn read_py(&self) -> PyResult<std::sync::RwLockReadGuard<'_, Index>> {
+        self.read().map_err(PyRuntimeError::new_err)
+    }
+}
+
+thread_local! {
+    /// Set while this thread builds an index (and may call a progress callback).
+    static BUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn not_building() -> Result<(), String> {
+    if BUILDING.with(|b| b.get()) {
+        return Err("the tool index is being built: a progress callback must not use it".into());
+    }
+    Ok(())
+}
+
+/// Calls a Python `progress(phase, done, total)` from the build (re-taking the GIL); the
+/// first exception it raises stops further calls and is raised once the add is complete.
+struct Reporter<'a> {
+    callback: Option<&'a Py<PyAny>>,
+    total: usize,
+    error: Option<PyErr>,
+}
+
+impl Reporter<'_> {
+    fn report(&mut self, phase: &str, done: usize) {
+        let Some(callback) = self.callback else {
+            return;
+        };
+        if self.error.is_some() {
+            return;
+        }
+        Python::attach(|py| {
+            if let Err(e) = callback.call1(py, (phase, done, self.total)) {
+                self.error = Some(e);
+            }
+        });
     }
 }
 
@@ -344,54 +366,82 @@ impl PyIndex {
 
     /// Add or replace tools given as `(name, description, schema)` tuples; `schema` is a JSON
     /// object as a dict or as JSON text, or None. All or nothing: on a bad tool nothing changes.
-    fn add(&self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
-        let staged = stage_all(tools)?;
+    ///
+    /// `progress(phase, done, total)`, if given, is called every `every` tools and at the end
+    /// of each phase: `"project"` (validating and projecting, with the GIL: an exception
+    /// there aborts the add), then `"tokenize"` and `"index"` (the index is locked: the
+    /// callback must not use it, and an exception it raises is raised after the add).
+    #[pyo3(signature = (tools, progress = None, every = 50_000))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        tools: &Bound<'_, PyAny>,
+        progress: Option<Py<PyAny>>,
+        every: usize,
+    ) -> PyResult<()> {
+        not_building().map_err(PyRuntimeError::new_err)?;
+        let every = every.max(1);
+        let total = match &progress {
+            Some(_) => tools.len().unwrap_or(0),
+            None => 0,
+        };
+        let mut staged = Staged::default();
+        for item in tools.try_iter()? {
+            let item = item?;
+            guarded(|| stage_tool(&item, &mut staged))?;
+            if let Some(callback) = &progress {
+                let done = staged.len();
+                if done.is_multiple_of(every) {
+                    callback.call1(py, ("project", done, total))?;
+                }
+            }
+        }
+        if let Some(callback) = &progress {
+            if !staged.len().is_multiple_of(every) || staged.is_empty() {
+                callback.call1(py, ("project", staged.len(), total))?;
+            }
+        }
+        let mut reporter = Reporter {
+            callback: progress.as_ref(),
+            total,
+            error: None,
+        };
         py.detach(|| {
             guarded(|| {
-                self.write().add_staged(&staged);
-                Ok(())
+                let mut index = self.write()?;
+                BUILDING.with(|b| b.set(true));
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    index.add_staged_with(&staged, every, &mut |phase, done| {
+                        reporter.report(phase, done)
+                    })
+                }));
+                BUILDING.with(|b| b.set(false));
+                result.map_err(|p| format!("internal error: {}", panic_message(p)))
             })
-        })
-    }
-
-    /// Validate and project tools without touching the index (the part of `add` that can
-    /// fail, and the part that needs the GIL): `add_staged` then indexes them.
-    #[staticmethod]
-    fn stage(tools: &Bound<'_, PyAny>) -> PyResult<PyStaged> {
-        Ok(PyStaged {
-            inner: stage_all(tools)?,
-        })
-    }
-
-    /// Index tools staged by `stage` (cannot fail; the GIL is released).
-    fn add_staged(&self, py: Python<'_>, staged: &PyStaged) -> PyResult<()> {
-        py.detach(|| {
-            guarded(|| {
-                self.write().add_staged(&staged.inner);
-                Ok(())
-            })
-        })
+        })?;
+        reporter.error.map_or(Ok(()), Err)
     }
 
     /// Remove a tool by name; returns whether it was present.
     fn remove(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
-        py.detach(|| guarded(|| Ok(self.write().remove(name))))
+        not_building().map_err(PyRuntimeError::new_err)?;
+        py.detach(|| guarded(|| Ok(self.write()?.remove(name))))
     }
 
-    fn __len__(&self) -> usize {
-        self.read().len()
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.read_py()?.len())
     }
 
     fn __contains__(&self, name: &Bound<'_, PyAny>) -> bool {
         match name.extract::<&str>() {
-            Ok(n) => self.read().contains(n),
+            Ok(n) => self.read_py().is_ok_and(|ix| ix.contains(n)),
             Err(_) => false,
         }
     }
 
     /// Tool names (in internal slot order).
-    fn names(&self) -> Vec<String> {
-        self.read().names()
+    fn names(&self) -> PyResult<Vec<String>> {
+        self.read_py().map(|ix| ix.names())
     }
 
     /// The `k` best tools for `query` as `(name, score)`, best first; ties by name.
@@ -403,11 +453,12 @@ impl PyIndex {
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<(String, f32)>> {
+        not_building().map_err(PyRuntimeError::new_err)?;
         let allow = allow_names(allow)?;
         py.detach(|| {
             guarded(|| {
                 let tokens = analyze_query(query);
-                let index = self.read();
+                let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
@@ -440,10 +491,11 @@ impl PyIndex {
                 ))
             })?);
         }
+        not_building().map_err(PyRuntimeError::new_err)?;
         let allow = allow_names(allow)?;
         py.detach(|| {
             guarded(|| {
-                let index = self.read();
+                let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
@@ -457,7 +509,7 @@ impl PyIndex {
 
     /// Sizes: tools, terms, postings, and the index's own heap bytes (an estimate).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let index = self.read();
+        let index = self.read_py()?;
         let d = PyDict::new(py);
         d.set_item("tools", index.len())?;
         d.set_item("terms", index.num_terms())?;
@@ -467,26 +519,26 @@ impl PyIndex {
     }
 
     #[getter]
-    fn k1(&self) -> f64 {
-        as_py_float(self.read().params().k1)
+    fn k1(&self) -> PyResult<f64> {
+        self.read_py().map(|ix| as_py_float(ix.params().k1))
     }
 
     /// Length normalisation per field, as a dict.
     #[getter]
     fn b<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        field_dict(py, self.read().params().b)
+        field_dict(py, self.read_py()?.params().b)
     }
 
     /// Exponent of the relative length per field, as a dict.
     #[getter]
     fn length_exponent<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        field_dict(py, self.read().params().length_exponent)
+        field_dict(py, self.read_py()?.params().length_exponent)
     }
 
     /// Field weights as a dict: name, description, param_names, param_text.
     #[getter]
     fn weights<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        field_dict(py, self.read().params().weights)
+        field_dict(py, self.read_py()?.params().weights)
     }
 }
 
@@ -573,7 +625,6 @@ fn project_tool<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndex>()?;
-    m.add_class::<PyStaged>()?;
     m.add_function(wrap_pyfunction!(py_tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(project_tool, m)?)?;
     m.add("DEFAULT_K1", as_py_float(index::DEFAULT_K1))?;
