@@ -662,7 +662,19 @@ impl Index {
 
     /// Add or replace a tool given its distinct term ids with per-field counts.
     fn insert(&mut self, name: &str, terms: &[(u32, [u8; NUM_FIELDS])], lens: [u32; NUM_FIELDS]) {
-        self.remove(name);
+        // One probe of the name table for a new name: where it is absent is where it goes.
+        let docs = &self.docs;
+        self.by_name.reserve(1, |s| doc_key(docs, s));
+        let bucket = match self.by_name.find(name.as_bytes(), |s| doc_key(docs, s)) {
+            Ok(_) => {
+                self.remove(name);
+                let docs = &self.docs;
+                self.by_name
+                    .find(name.as_bytes(), |s| doc_key(docs, s))
+                    .expect_err("a removed name is absent")
+            }
+            Err(bucket) => bucket,
+        };
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -694,8 +706,7 @@ impl Index {
         self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
         self.docs.set(slot, name, lens, &mut ids);
-        let docs = &self.docs;
-        self.by_name.insert(slot, |s| doc_key(docs, s));
+        self.by_name.put_at(bucket, slot);
     }
 
     /// Remove a tool; returns whether it was present.

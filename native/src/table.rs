@@ -83,6 +83,32 @@ impl IdTable {
         self.len += 1;
     }
 
+    /// Where `key` is: `Ok(id)` if present, else `Err(bucket)`, the bucket an insert of it
+    /// would take. Make room first (`reserve`) when the bucket will be used.
+    pub fn find<'a>(&self, key: &[u8], key_of: impl Fn(u32) -> &'a [u8]) -> Result<u32, usize> {
+        if self.buckets.is_empty() {
+            return Err(usize::MAX);
+        }
+        let mut i = hash_key(key) as usize & self.mask();
+        loop {
+            let id = self.buckets[i];
+            if id == EMPTY {
+                return Err(i);
+            }
+            if key_of(id) == key {
+                return Ok(id);
+            }
+            i = (i + 1) & self.mask();
+        }
+    }
+
+    /// Put `id` into `bucket`, as returned by `find` with no change to the table since.
+    pub fn put_at(&mut self, bucket: usize, id: u32) {
+        debug_assert_eq!(self.buckets[bucket], EMPTY);
+        self.buckets[bucket] = id;
+        self.len += 1;
+    }
+
     /// Remove the id whose key is `key`; returns it.
     pub fn remove<'a>(&mut self, key: &[u8], key_of: impl Fn(u32) -> &'a [u8]) -> Option<u32> {
         if self.buckets.is_empty() {
@@ -168,6 +194,11 @@ mod tests {
             assert_eq!(table.get(key_of(id), key_of), expected, "id {id}");
         }
         assert_eq!(table.get(b"absent", key_of), None);
+        assert_eq!(table.find(key_of(1), key_of), Ok(1));
+        let bucket = table.find(key_of(0), key_of).unwrap_err();
+        table.put_at(bucket, 0);
+        assert_eq!(table.get(key_of(0), key_of), Some(0));
+        table.remove(key_of(0), key_of);
         for id in (0..keys.len() as u32).step_by(3) {
             table.insert(id, key_of);
         }
