@@ -161,6 +161,109 @@ struct Posting {
     tf: [u8; NUM_FIELDS],
 }
 
+/// A term's postings, sorted by slot. A single posting lives in the list itself: most terms of
+/// a large catalog (the whole identifiers of tool names) belong to one tool, and a heap
+/// block of one posting would cost four times its size. Same 24 bytes as a `Vec`.
+#[derive(Clone, Debug)]
+enum PostingList {
+    One(Posting),
+    Many(Vec<Posting>),
+}
+
+impl Default for PostingList {
+    fn default() -> Self {
+        PostingList::Many(Vec::new())
+    }
+}
+
+impl PostingList {
+    fn as_slice(&self) -> &[Posting] {
+        match self {
+            PostingList::One(p) => std::slice::from_ref(p),
+            PostingList::Many(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    /// Heap bytes held.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            PostingList::One(_) => 0,
+            PostingList::Many(v) => v.capacity() * std::mem::size_of::<Posting>(),
+        }
+    }
+
+    /// Room for `additional` more postings, exactly (a bulk add knows how many it brings).
+    fn reserve_exact(&mut self, additional: usize) {
+        match self {
+            PostingList::Many(v) if !(v.is_empty() && additional == 1) => {
+                v.reserve_exact(additional)
+            }
+            PostingList::Many(_) => {} // a single posting will live inline
+            PostingList::One(p) => {
+                let mut v = Vec::with_capacity(1 + additional);
+                v.push(*p);
+                *self = PostingList::Many(v);
+            }
+        }
+    }
+
+    /// Insert a posting for a slot not in the list, keeping the slot order.
+    fn insert(&mut self, post: Posting) {
+        let v = match self {
+            PostingList::Many(v) if v.is_empty() && v.capacity() == 0 => {
+                *self = PostingList::One(post);
+                return;
+            }
+            PostingList::Many(v) => v,
+            PostingList::One(p) => {
+                let first = *p;
+                *self = PostingList::Many(Vec::with_capacity(4));
+                let PostingList::Many(v) = self else {
+                    unreachable!()
+                };
+                v.push(first);
+                v
+            }
+        };
+        if v.len() == v.capacity() {
+            // Grow by an eighth, not double: a one-tool add must not double the memory of
+            // every large postings list it touches.
+            v.reserve_exact(v.len() / 8 + 4);
+        }
+        match v.last() {
+            Some(last) if last.slot > post.slot => {
+                let at = v.partition_point(|p| p.slot < post.slot);
+                v.insert(at, post);
+            }
+            _ => v.push(post),
+        }
+    }
+
+    /// Remove the posting of `slot`, if any; an emptied list releases its memory.
+    fn remove(&mut self, slot: u32) {
+        match self {
+            PostingList::One(p) if p.slot == slot => *self = PostingList::default(),
+            PostingList::One(_) => {}
+            PostingList::Many(v) => {
+                if let Ok(i) = v.binary_search_by_key(&slot, |p| p.slot) {
+                    v.remove(i);
+                }
+                if v.is_empty() {
+                    *v = Vec::new();
+                }
+            }
+        }
+    }
+}
+
 fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -323,7 +426,7 @@ impl Vocab {
 pub struct Index {
     params: Params,
     vocab: Vocab,
-    postings: Vec<Vec<Posting>>,
+    postings: Vec<PostingList>,
     docs: Docs,
     /// Per slot and field, `len ^ length_exponent` (what scoring reads).
     scaled_lens: Vec<[f32; NUM_FIELDS]>,
@@ -410,12 +513,12 @@ impl Scorer {
 }
 
 /// The id of `term`, added to the vocabulary (with an empty postings list) if new.
-fn intern(vocab: &mut Vocab, postings: &mut Vec<Vec<Posting>>, term: &str) -> u32 {
+fn intern(vocab: &mut Vocab, postings: &mut Vec<PostingList>, term: &str) -> u32 {
     if let Some(id) = vocab.get(term) {
         return id;
     }
     let id = postings.len() as u32;
-    postings.push(Vec::new());
+    postings.push(PostingList::default());
     vocab.text.push_str(term);
     vocab.ends.push(vocab.text.len() as u32);
     let Vocab { text, ends, table } = vocab;
@@ -507,7 +610,7 @@ impl Index {
 
     /// Total number of postings.
     pub fn num_postings(&self) -> usize {
-        self.postings.iter().map(Vec::len).sum()
+        self.postings.iter().map(PostingList::len).sum()
     }
 
     /// Heap bytes held by the index's own structures (an estimate from capacities).
@@ -515,9 +618,9 @@ impl Index {
         let postings: usize = self
             .postings
             .iter()
-            .map(|p| p.capacity() * std::mem::size_of::<Posting>())
+            .map(PostingList::heap_bytes)
             .sum::<usize>()
-            + self.postings.capacity() * std::mem::size_of::<Vec<Posting>>();
+            + self.postings.capacity() * std::mem::size_of::<PostingList>();
         let vocab = self.vocab.heap_bytes();
         let docs = self.docs.heap_bytes();
         let names = self.by_name.heap_bytes();
@@ -685,19 +788,7 @@ impl Index {
         for &(id, tf) in terms {
             // Postings stay sorted by slot (binary search in `search_tokens`); a bulk add
             // appends, a reused slot is inserted in place.
-            let list = &mut self.postings[id as usize];
-            if list.len() == list.capacity() {
-                // Grow by an eighth, not double: a one-tool add must not double the memory of
-                // every large postings list it touches.
-                list.reserve_exact(list.len() / 8 + 4);
-            }
-            match list.last() {
-                Some(last) if last.slot > slot => {
-                    let at = list.partition_point(|p| p.slot < slot);
-                    list.insert(at, Posting { slot, tf });
-                }
-                _ => list.push(Posting { slot, tf }),
-            }
+            self.postings[id as usize].insert(Posting { slot, tf });
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);
@@ -720,13 +811,7 @@ impl Index {
             .take(slot)
             .expect("slot of a named tool is occupied");
         for t in terms {
-            let list = &mut self.postings[t as usize];
-            if let Ok(i) = list.binary_search_by_key(&slot, |p| p.slot) {
-                list.remove(i);
-            }
-            if list.is_empty() {
-                *list = Vec::new(); // release the memory of a term that no tool uses any more
-            }
+            self.postings[t as usize].remove(slot);
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total -= u64::from(len);
@@ -818,7 +903,7 @@ impl Index {
                     }
                 }
                 let (term, idf, _) = terms[i];
-                for post in &self.postings[term as usize] {
+                for post in self.postings[term as usize].as_slice() {
                     if !allowed(post.slot) {
                         continue;
                     }
@@ -853,7 +938,7 @@ impl Index {
                     .collect();
                 candidates.sort_unstable();
                 for &(term, idf, _) in &terms[i..] {
-                    let list = &self.postings[term as usize];
+                    let list = self.postings[term as usize].as_slice();
                     let mut lo = 0;
                     for &slot in &candidates {
                         match list[lo..].binary_search_by_key(&slot, |p| p.slot) {
@@ -1077,6 +1162,42 @@ mod tests {
     }
 
     #[test]
+    fn posting_lists_keep_slot_order_inline_or_not() {
+        assert_eq!(
+            std::mem::size_of::<PostingList>(),
+            std::mem::size_of::<Vec<Posting>>()
+        );
+        let post = |slot| Posting {
+            slot,
+            tf: [1, 0, 0, 0],
+        };
+        let slots = |l: &PostingList| l.as_slice().iter().map(|p| p.slot).collect::<Vec<_>>();
+        let mut list = PostingList::default();
+        list.insert(post(7));
+        assert!(matches!(list, PostingList::One(_)) && list.heap_bytes() == 0);
+        for s in [3, 9, 1, 8] {
+            list.insert(post(s));
+        }
+        assert_eq!(slots(&list), [1, 3, 7, 8, 9]);
+        for s in [3, 42, 9, 1, 8] {
+            list.remove(s);
+        }
+        assert_eq!(slots(&list), [7]);
+        list.remove(7);
+        assert!(list.is_empty() && list.heap_bytes() == 0);
+        let mut one = PostingList::default();
+        one.reserve_exact(1);
+        one.insert(post(5));
+        assert!(matches!(one, PostingList::One(_)));
+        one.reserve_exact(3);
+        assert!(one.heap_bytes() >= 4 * std::mem::size_of::<Posting>());
+        for s in [6, 7, 8] {
+            one.insert(post(s));
+        }
+        assert_eq!(slots(&one), [5, 6, 7, 8]);
+    }
+
+    #[test]
     fn records_round_trip_and_compact() {
         let mut docs = Docs::default();
         let mut ids = vec![5, 0, 127, 128, 16_384, 70_000, u32::MAX - 1, 3];
@@ -1224,6 +1345,7 @@ mod tests {
             let mut score = 0f32;
             for &(t, idf, _) in &terms {
                 if let Some(p) = ix.postings[t as usize]
+                    .as_slice()
                     .iter()
                     .find(|p| p.slot as usize == slot)
                 {
