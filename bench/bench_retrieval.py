@@ -14,12 +14,13 @@ descriptions, enums, nested objects, arrays of objects, ``$defs``/``$ref`` and `
 Queries are generated from randomly chosen tools in plain English.
 
 Peers get the same information: ratel-ai receives each tool's name, description and JSON
-schema (it projects the schema itself); bm25s and rank-bm25 receive one text per tool, the
-same projection our index uses (name, description, parameter names, parameter descriptions,
-enum values), tokenized their own way (bm25s: its tokenizer with English stopwords;
-rank-bm25: lowercase ``\\w+`` words minus the same stopwords). Peers use k1 0.9, b 0.4 as in
-``../shared/eval/README.md``. Neither bm25s nor rank-bm25 can add a document to a built
-index, so their "add one tool" figure is a full re-index.
+schema (it projects the schema itself); bm25s and rank-bm25 receive one text per tool: the
+name's words (``split_name``), then the projection our index uses (name, description,
+parameter names, parameter descriptions, enum values), tokenized their own way (bm25s: its
+tokenizer with English stopwords; rank-bm25: lowercase ``\\w+`` words minus the same
+stopwords). Peers use k1 0.9, b 0.4 as in ``../shared/eval/README.md``. Neither bm25s nor
+rank-bm25 can add a document to a built index, so their "add one tool" figure is a full
+re-index.
 """
 
 from __future__ import annotations
