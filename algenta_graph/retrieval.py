@@ -350,7 +350,7 @@ def _unit(vector: Sequence[float]) -> list[float]:
 
 
 def _dot(a: list[float], b: list[float]) -> float:
-    return math.fsum(map(operator.mul, a, b)) if len(a) == len(b) else 0.0
+    return sum(map(operator.mul, a, b)) if len(a) == len(b) else 0.0
 
 
 def _per_field(value: PerField | None) -> float | dict[str, float] | None:
