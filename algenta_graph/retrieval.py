@@ -26,24 +26,60 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import math
+import operator
+import sys
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
 from mcp.types import Tool as McpTool
 
 from algenta_graph import _native
 
-__all__ = ["DEFAULT_B", "DEFAULT_K1", "DEFAULT_WEIGHTS", "Hit", "ToolIndex", "ToolLike"]
+__all__ = [
+    "DEFAULT_B",
+    "DEFAULT_K1",
+    "DEFAULT_LENGTH_EXPONENT",
+    "DEFAULT_WEIGHTS",
+    "FUSION_DEPTH",
+    "PROGRESS_BATCH",
+    "RRF_K",
+    "Hit",
+    "Progress",
+    "ToolIndex",
+    "ToolLike",
+]
 
 ToolLike: TypeAlias = BaseTool | McpTool | Mapping[str, Any]
 """What `ToolIndex.add` accepts: a LangChain tool, an MCP tool, or a dict."""
 
 DEFAULT_K1: float = _native.DEFAULT_K1
-DEFAULT_B: float = _native.DEFAULT_B
+DEFAULT_B: Mapping[str, float] = dict(_native.DEFAULT_B)
+"""Length normalisation per field, 0..1."""
+DEFAULT_LENGTH_EXPONENT: Mapping[str, float] = dict(_native.DEFAULT_LENGTH_EXPONENT)
+"""Exponent of each field's relative length in its normalisation, 0..1 (below 1: sublinear)."""
+PerField: TypeAlias = float | Mapping[str, float]
+"""One value for every field, or ``{field: value}`` (omitted fields keep their default)."""
 DEFAULT_WEIGHTS: Mapping[str, float] = dict(_native.DEFAULT_WEIGHTS)
 """Field weights: ``name``, ``description``, ``param_names``, ``param_text``."""
+
+RRF_K = 60
+"""Reciprocal rank fusion constant (Cormack, Clarke & Buettcher 2009): ``1 / (60 + rank)``."""
+FUSION_DEPTH = 50
+"""Hits of each ranking (BM25, embeddings) that reciprocal rank fusion reads."""
+
+Progress: TypeAlias = Callable[[str, int, int], object]
+"""``progress(phase, done, total)``: ``phase`` is ``"project"``, ``"tokenize"``, ``"index"``."""
+PROGRESS_BATCH = 50_000
+"""Tools per progress report in ``ToolIndex.add(progress=...)``."""
+
+
+def _print_progress(phase: str, done: int, total: int) -> None:
+    print(f"tool index: {phase} {done:,} / {total:,}", file=sys.stderr, flush=True)
+
 
 _SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters", "args_schema")
 
@@ -125,39 +161,68 @@ class ToolIndex:
 
     Args:
         k1: term-frequency saturation (default ``DEFAULT_K1``).
-        b: length normalisation, 0..1 (default ``DEFAULT_B``).
+        b: length normalisation, 0..1, one number or per field (default ``DEFAULT_B``).
+        length_exponent: how a field's relative length enters its normalisation,
+            ``(len / avglen) ** e``, 0..1, one number or per field (default
+            ``DEFAULT_LENGTH_EXPONENT``: the description's length counts sublinearly).
         name_weight, description_weight, param_name_weight, param_text_weight: BM25F field
             weights (defaults in ``DEFAULT_WEIGHTS``): names and parameter names count more
             than prose.
+
+        embeddings: any LangChain ``Embeddings``: the index then also ranks tools by cosine
+            similarity to the query and fuses both rankings by reciprocal rank fusion
+            (``RRF_K``); see ``search``. Each tool is embedded once, when added (again only if
+            its text changes), from its name, description and parameter names. Nothing is
+            downloaded or called without it: the default index is BM25 alone, offline.
+        rrf_k: the RRF constant, ``score = sum 1 / (rrf_k + rank)`` (default ``RRF_K``).
+        depth: how many hits of each ranking are fused (default ``FUSION_DEPTH``).
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
     the GIL and may run from several threads at once.
     """
 
-    __slots__ = ("_index",)
+    __slots__ = ("_depth", "_embeddings", "_index", "_rrf_k", "_vectors")
 
     def __init__(
         self,
         *,
         k1: float = DEFAULT_K1,
-        b: float = DEFAULT_B,
+        b: PerField | None = None,
+        length_exponent: PerField | None = None,
         name_weight: float = DEFAULT_WEIGHTS["name"],
         description_weight: float = DEFAULT_WEIGHTS["description"],
         param_name_weight: float = DEFAULT_WEIGHTS["param_names"],
         param_text_weight: float = DEFAULT_WEIGHTS["param_text"],
+        embeddings: Embeddings | None = None,
+        rrf_k: int = RRF_K,
+        depth: int = FUSION_DEPTH,
     ) -> None:
+        if rrf_k < 0 or depth < 1:
+            raise ValueError(f"rrf_k must be >= 0 and depth >= 1, got {rrf_k}, {depth}")
+        self._embeddings = embeddings
+        self._rrf_k = rrf_k
+        self._depth = depth
+        self._vectors: dict[str, tuple[str, list[float]]] = {}  # name -> (text, unit vector)
         self._index = _native.Bm25Index(
             k1=k1,
-            b=b,
+            b=_per_field(b),
+            length_exponent=_per_field(length_exponent),
             name_weight=name_weight,
             description_weight=description_weight,
             param_name_weight=param_name_weight,
             param_text_weight=param_text_weight,
         )
 
-    def add(self, tools: Iterable[ToolLike]) -> None:
+    def add(self, tools: Iterable[ToolLike], *, progress: Progress | bool | None = None) -> None:
         """Add or replace tools. All or nothing: if any tool is bad, none is added.
+
+        ``progress`` reports large builds: a callable ``progress(phase, done, total)`` called
+        every ``PROGRESS_BATCH`` tools and at the end of each phase: ``"project"``
+        (validating and projecting: where a bad tool is found, and where an exception from
+        the callback aborts the add), then ``"tokenize"`` and ``"index"`` (the index is
+        locked: the callback must not use it, and an exception from it is raised once the add
+        is complete). ``True`` prints a line on stderr instead.
 
         Raises:
             ValueError: naming the tool (or describing the object) that cannot be indexed.
@@ -169,21 +234,49 @@ class ToolIndex:
             )
         # Plain dicts go to the native side as they are (it reads the same keys); anything else
         # is reduced to a (name, description, schema) tuple here.
-        self._index.add([t if type(t) is dict and "name" in t else _parts(t) for t in tools])
+        items = [t if type(t) is dict and "name" in t else _parts(t) for t in tools]
+        vectors = self._embed(items) if self._embeddings is not None else {}
+        if not progress:
+            self._index.add(items)
+        else:
+            report = _print_progress if progress is True else progress
+            self._index.add(items, report, PROGRESS_BATCH)
+        self._vectors.update(vectors)
+
+    def _embed(self, items: list[Any]) -> dict[str, tuple[str, list[float]]]:
+        """Unit vectors of the tools whose embedding text is new or changed."""
+        assert self._embeddings is not None
+        texts: dict[str, str] = {}
+        for item in items:
+            name, description, schema = item if isinstance(item, tuple) else _parts(item)
+            texts[name] = _embedding_text(name, description, schema)
+        todo = [n for n, text in texts.items() if self._vectors.get(n, ("",))[0] != text]
+        if not todo:
+            return {}
+        raw = self._embeddings.embed_documents([texts[n] for n in todo])
+        if len(raw) != len(todo):
+            raise ValueError(f"embeddings returned {len(raw)} vectors for {len(todo)} texts")
+        return {n: (texts[n], _unit(v)) for n, v in zip(todo, raw, strict=True)}
 
     def remove(self, name: str) -> bool:
         """Remove the tool called ``name``; returns whether it was indexed."""
+        self._vectors.pop(name, None)
         return self._index.remove(name)
 
     def search(self, query: str, k: int = 5, allow: Collection[str] | None = None) -> list[Hit]:
         """The ``k`` best tools for ``query``, best first; equal scores are ordered by name.
 
         ``allow`` restricts the hits to those tool names (unknown names are ignored). A query
-        with no indexed word gives ``[]``.
+        with no indexed word gives ``[]``. With ``embeddings``, the BM25 ranking and the
+        cosine ranking (each cut to ``depth``) are fused by reciprocal rank fusion: a tool's
+        score is ``sum 1 / (rrf_k + rank)`` over the rankings it appears in (rank from 1).
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
-        return _hits(self._index.search(query, _check_k(k), allow))
+        k = _check_k(k)
+        if self._embeddings is None:
+            return _hits(self._index.search(query, k, allow))
+        return self._fused(query, self._index.search(query, max(k, self._depth), allow), k, allow)
 
     def search_many(
         self, queries: Iterable[str], k: int = 5, allow: Collection[str] | None = None
@@ -192,7 +285,37 @@ class ToolIndex:
         queries = list(queries)
         for query in queries:
             _check_query(query)
-        return [_hits(hits) for hits in self._index.search_many(queries, _check_k(k), allow)]
+        k = _check_k(k)
+        if self._embeddings is None:
+            return [_hits(hits) for hits in self._index.search_many(queries, k, allow)]
+        depth = max(k, self._depth)
+        bm25 = self._index.search_many(queries, depth, allow)
+        return [self._fused(q, hits, k, allow) for q, hits in zip(queries, bm25, strict=True)]
+
+    def _fused(
+        self,
+        query: str,
+        bm25: list[tuple[str, float]],
+        k: int,
+        allow: Collection[str] | None,
+    ) -> list[Hit]:
+        assert self._embeddings is not None
+        depth = max(k, self._depth)
+        q = _unit(self._embeddings.embed_query(query))
+        allowed = None if allow is None else set(allow)
+        cosine = sorted(
+            (
+                (-_dot(q, vector), name)
+                for name, (_, vector) in self._vectors.items()
+                if allowed is None or name in allowed
+            ),
+        )[:depth]
+        fused: dict[str, float] = {}
+        for ranking in ([name for name, _ in bm25], [name for _, name in cosine]):
+            for rank, name in enumerate(ranking, 1):
+                fused[name] = fused.get(name, 0.0) + 1.0 / (self._rrf_k + rank)
+        best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
+        return [Hit(name, score) for name, score in best]
 
     @property
     def tool_names(self) -> list[str]:
@@ -211,6 +334,27 @@ class ToolIndex:
 
     def __repr__(self) -> str:
         return f"ToolIndex({len(self)} tools)"
+
+
+def _embedding_text(name: str, description: str, schema: Any) -> str:
+    """What a tool's embedding is computed from: its name, description, parameter names."""
+    params = _native.project_tool(name, "", schema)["param_names"] if schema else []
+    text = f"{name}: {description}"
+    return f"{text} (parameters: {', '.join(params)})" if params else text
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    values = [float(x) for x in vector]
+    norm = math.sqrt(math.fsum(x * x for x in values))
+    return [x / norm for x in values] if norm > 0 else values
+
+
+def _dot(a: list[float], b: list[float]) -> float:
+    return sum(map(operator.mul, a, b)) if len(a) == len(b) else 0.0
+
+
+def _per_field(value: PerField | None) -> float | dict[str, float] | None:
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def _check_query(query: object) -> None:

@@ -14,12 +14,13 @@ descriptions, enums, nested objects, arrays of objects, ``$defs``/``$ref`` and `
 Queries are generated from randomly chosen tools in plain English.
 
 Peers get the same information: ratel-ai receives each tool's name, description and JSON
-schema (it projects the schema itself); bm25s and rank-bm25 receive one text per tool, the
-same projection our index uses (name, description, parameter names, parameter descriptions,
-enum values), tokenized their own way (bm25s: its tokenizer with English stopwords;
-rank-bm25: lowercase ``\\w+`` words minus the same stopwords). Peers use k1 0.9, b 0.4 as in
-``../shared/eval/README.md``. Neither bm25s nor rank-bm25 can add a document to a built
-index, so their "add one tool" figure is a full re-index.
+schema (it projects the schema itself); bm25s and rank-bm25 receive one text per tool: the
+name's words (``split_name``), then the projection our index uses (name, description,
+parameter names, parameter descriptions, enum values), tokenized their own way (bm25s: its
+tokenizer with English stopwords; rank-bm25: lowercase ``\\w+`` words minus the same
+stopwords). Peers use k1 0.9, b 0.4 as in ``../shared/eval/README.md``. Neither bm25s nor
+rank-bm25 can add a document to a built index, so their "add one tool" figure is a full
+re-index.
 """
 
 from __future__ import annotations
@@ -191,10 +192,19 @@ def generate_catalog(n: int, seed: int = SEED) -> tuple[list[dict[str, Any]], li
     """``n`` distinct tools and, for each, what it does (for generating queries)."""
     rng = random.Random(seed)
     # A long tail of product names so the vocabulary grows with the catalog, as it does in
-    # real multi-server catalogs.
-    products = sorted(
-        {"".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))) for _ in range(4000)}
-    )
+    # real multi-server catalogs: 4,000 draws up to 50k tools (the catalogs of the committed
+    # figures), one per 10 tools beyond (2-4 syllables).
+    if n <= 50_000:
+        products = sorted(
+            {"".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))) for _ in range(4000)}
+        )
+    else:
+        products = sorted(
+            {
+                "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))
+                for _ in range(n // 10)
+            }
+        )
     styles = ("snake", "snake", "camel", "kebab", "dotted", "pascal")
     tools: list[dict[str, Any]] = []
     intents: list[Intent] = []
@@ -264,11 +274,19 @@ def generate_queries(intents: Sequence[Intent], n: int, seed: int = SEED) -> lis
 
 
 def tool_text(tool: dict[str, Any]) -> str:
-    """One flat text per tool for the text-only peers: our projection, fields joined."""
+    """One flat text per tool for the text-only peers: the name's words, then our projection
+    (name, description, parameter names and texts)."""
     from algenta_graph._native import project_tool
 
     p = project_tool(tool["name"], tool.get("description") or "", tool.get("input_schema"))
-    return " ".join(" ".join(v) for v in p.values())
+    return " ".join([split_name(tool["name"]), *(" ".join(v) for v in p.values())])
+
+
+def split_name(name: str) -> str:
+    """``getHTTPResponse_code`` -> ``get HTTP Response code``: the name's words, for peers whose
+    tokenizer keeps identifiers whole (as ``../shared/eval/apibench/README.md`` drives bm25s)."""
+    name = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3 \2\4", name)
+    return re.sub(r"[^A-Za-z0-9]+", " ", name).strip()
 
 
 class Engine:

@@ -65,6 +65,34 @@ def load_bfcl(root: Path | None = None) -> Bfcl:
     return Bfcl(tools=tools, queries=queries)
 
 
+def load_bfcl_plain(root: Path | None = None) -> Bfcl:
+    """The plain loading of ``../shared/eval/README.md``: the first definition of each name,
+    unchanged, and the first user message of each entry as its query."""
+    base = (root or eval_dir()) / "bfcl_v3"
+    first: dict[str, dict[str, Any]] = {}
+    queries: list[tuple[str, str]] = []
+    for name in FILES:
+        answers = _read_jsonl(base / "possible_answer" / name)
+        gold = {row["id"]: row["ground_truth"] for row in answers}
+        for row in _read_jsonl(base / name):
+            for fn in row["function"]:
+                first.setdefault(fn["name"], fn)
+            text = next(
+                m["content"] for turn in row["question"] for m in turn if m["role"] == "user"
+            )
+            (gold_name,) = gold[row["id"]][0].keys()
+            queries.append((text, _resolve(gold_name, row["function"])))
+    tools = [
+        {
+            "name": n,
+            "description": fn.get("description") or "",
+            "input_schema": fn.get("parameters"),
+        }
+        for n, fn in first.items()
+    ]
+    return Bfcl(tools=tools, queries=queries)
+
+
 def _resolve(gold: str, functions: list[dict[str, Any]]) -> str:
     """The gold name as the catalog spells it.
 

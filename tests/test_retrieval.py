@@ -168,6 +168,9 @@ def test_weights_change_ranking() -> None:
     [
         ({"k1": -1.0}, "k1"),
         ({"b": 1.5}, "b must be between"),
+        ({"b": {"description": -0.1}}, "description b must be between"),
+        ({"b": {"names": 0.5}}, "unknown field"),
+        ({"length_exponent": 1.5}, "length exponent must be between"),
         ({"name_weight": float("nan")}, "name weight"),
         (
             {
@@ -180,9 +183,18 @@ def test_weights_change_ranking() -> None:
         ),
     ],
 )
-def test_bad_parameters(kwargs: dict[str, float], message: str) -> None:
+def test_bad_parameters(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ToolIndex(**kwargs)
+
+
+def test_per_field_settings_accept_a_number_or_a_partial_dict() -> None:
+    from algenta_graph.retrieval import DEFAULT_B, DEFAULT_LENGTH_EXPONENT
+
+    index = ToolIndex(b={"description": 0.5}, length_exponent=1.0)
+    assert index._index.b == {**DEFAULT_B, "description": 0.5}
+    assert index._index.length_exponent == dict.fromkeys(DEFAULT_LENGTH_EXPONENT, 1.0)
+    assert ToolIndex(b=0.4)._index.b == dict.fromkeys(DEFAULT_B, 0.4)
 
 
 # --- every accepted tool shape -------------------------------------------------------------

@@ -7,12 +7,13 @@
 
 pub mod index;
 pub mod project;
+pub mod table;
 pub mod tokenize;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{PoisonError, RwLock};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -266,12 +267,56 @@ struct PyIndex {
 }
 
 impl PyIndex {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Index> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    /// The index for reading; an error inside a progress callback of `add` (the index is
+    /// write-locked by this very thread: waiting would never end).
+    fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Index>, String> {
+        not_building()?;
+        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Index> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    fn write(&self) -> Result<std::sync::RwLockWriteGuard<'_, Index>, String> {
+        not_building()?;
+        Ok(self.inner.write().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn read_py(&self) -> PyResult<std::sync::RwLockReadGuard<'_, Index>> {
+        self.read().map_err(PyRuntimeError::new_err)
+    }
+}
+
+thread_local! {
+    /// Set while this thread builds an index (and may call a progress callback).
+    static BUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn not_building() -> Result<(), String> {
+    if BUILDING.with(|b| b.get()) {
+        return Err("the tool index is being built: a progress callback must not use it".into());
+    }
+    Ok(())
+}
+
+/// Calls a Python `progress(phase, done, total)` from the build (re-taking the GIL); the
+/// first exception it raises stops further calls and is raised once the add is complete.
+struct Reporter<'a> {
+    callback: Option<&'a Py<PyAny>>,
+    total: usize,
+    error: Option<PyErr>,
+}
+
+impl Reporter<'_> {
+    fn report(&mut self, phase: &str, done: usize) {
+        let Some(callback) = self.callback else {
+            return;
+        };
+        if self.error.is_some() {
+            return;
+        }
+        Python::attach(|py| {
+            if let Err(e) = callback.call1(py, (phase, done, self.total)) {
+                self.error = Some(e);
+            }
+        });
     }
 }
 
@@ -281,15 +326,18 @@ impl PyIndex {
     #[pyo3(signature = (
         *,
         k1 = index::DEFAULT_K1,
-        b = index::DEFAULT_B,
+        b = None,
+        length_exponent = None,
         name_weight = index::DEFAULT_WEIGHTS[0],
         description_weight = index::DEFAULT_WEIGHTS[1],
         param_name_weight = index::DEFAULT_WEIGHTS[2],
         param_text_weight = index::DEFAULT_WEIGHTS[3],
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         k1: f32,
-        b: f32,
+        b: Option<&Bound<'_, PyAny>>,
+        length_exponent: Option<&Bound<'_, PyAny>>,
         name_weight: f32,
         description_weight: f32,
         param_name_weight: f32,
@@ -297,7 +345,12 @@ impl PyIndex {
     ) -> PyResult<Self> {
         let params = Params {
             k1,
-            b,
+            b: per_field(b, index::DEFAULT_B, "b")?,
+            length_exponent: per_field(
+                length_exponent,
+                index::DEFAULT_LENGTH_EXPONENT,
+                "length_exponent",
+            )?,
             weights: [
                 name_weight,
                 description_weight,
@@ -313,39 +366,82 @@ impl PyIndex {
 
     /// Add or replace tools given as `(name, description, schema)` tuples; `schema` is a JSON
     /// object as a dict or as JSON text, or None. All or nothing: on a bad tool nothing changes.
-    fn add(&self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
+    ///
+    /// `progress(phase, done, total)`, if given, is called every `every` tools and at the end
+    /// of each phase: `"project"` (validating and projecting, with the GIL: an exception
+    /// there aborts the add), then `"tokenize"` and `"index"` (the index is locked: the
+    /// callback must not use it, and an exception it raises is raised after the add).
+    #[pyo3(signature = (tools, progress = None, every = 50_000))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        tools: &Bound<'_, PyAny>,
+        progress: Option<Py<PyAny>>,
+        every: usize,
+    ) -> PyResult<()> {
+        not_building().map_err(PyRuntimeError::new_err)?;
+        let every = every.max(1);
+        let total = match &progress {
+            Some(_) => tools.len().unwrap_or(0),
+            None => 0,
+        };
         let mut staged = Staged::default();
         for item in tools.try_iter()? {
             let item = item?;
             guarded(|| stage_tool(&item, &mut staged))?;
+            if let Some(callback) = &progress {
+                let done = staged.len();
+                if done.is_multiple_of(every) {
+                    callback.call1(py, ("project", done, total))?;
+                }
+            }
         }
+        if let Some(callback) = &progress {
+            if !staged.len().is_multiple_of(every) || staged.is_empty() {
+                callback.call1(py, ("project", staged.len(), total))?;
+            }
+        }
+        let mut reporter = Reporter {
+            callback: progress.as_ref(),
+            total,
+            error: None,
+        };
         py.detach(|| {
             guarded(|| {
-                self.write().add_staged(&staged);
-                Ok(())
+                let mut index = self.write()?;
+                BUILDING.with(|b| b.set(true));
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    index.add_staged_with(&staged, every, &mut |phase, done| {
+                        reporter.report(phase, done)
+                    })
+                }));
+                BUILDING.with(|b| b.set(false));
+                result.map_err(|p| format!("internal error: {}", panic_message(p)))
             })
-        })
+        })?;
+        reporter.error.map_or(Ok(()), Err)
     }
 
     /// Remove a tool by name; returns whether it was present.
     fn remove(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
-        py.detach(|| guarded(|| Ok(self.write().remove(name))))
+        not_building().map_err(PyRuntimeError::new_err)?;
+        py.detach(|| guarded(|| Ok(self.write()?.remove(name))))
     }
 
-    fn __len__(&self) -> usize {
-        self.read().len()
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.read_py()?.len())
     }
 
     fn __contains__(&self, name: &Bound<'_, PyAny>) -> bool {
         match name.extract::<&str>() {
-            Ok(n) => self.read().contains(n),
+            Ok(n) => self.read_py().is_ok_and(|ix| ix.contains(n)),
             Err(_) => false,
         }
     }
 
     /// Tool names (in internal slot order).
-    fn names(&self) -> Vec<String> {
-        self.read().names()
+    fn names(&self) -> PyResult<Vec<String>> {
+        self.read_py().map(|ix| ix.names())
     }
 
     /// The `k` best tools for `query` as `(name, score)`, best first; ties by name.
@@ -357,11 +453,12 @@ impl PyIndex {
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<(String, f32)>> {
+        not_building().map_err(PyRuntimeError::new_err)?;
         let allow = allow_names(allow)?;
         py.detach(|| {
             guarded(|| {
                 let tokens = analyze_query(query);
-                let index = self.read();
+                let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
@@ -394,10 +491,11 @@ impl PyIndex {
                 ))
             })?);
         }
+        not_building().map_err(PyRuntimeError::new_err)?;
         let allow = allow_names(allow)?;
         py.detach(|| {
             guarded(|| {
-                let index = self.read();
+                let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
@@ -411,7 +509,7 @@ impl PyIndex {
 
     /// Sizes: tools, terms, postings, and the index's own heap bytes (an estimate).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let index = self.read();
+        let index = self.read_py()?;
         let d = PyDict::new(py);
         d.set_item("tools", index.len())?;
         d.set_item("terms", index.num_terms())?;
@@ -421,25 +519,77 @@ impl PyIndex {
     }
 
     #[getter]
-    fn k1(&self) -> f64 {
-        as_py_float(self.read().params().k1)
+    fn k1(&self) -> PyResult<f64> {
+        self.read_py().map(|ix| as_py_float(ix.params().k1))
     }
 
+    /// Length normalisation per field, as a dict.
     #[getter]
-    fn b(&self) -> f64 {
-        as_py_float(self.read().params().b)
+    fn b<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        field_dict(py, self.read_py()?.params().b)
+    }
+
+    /// Exponent of the relative length per field, as a dict.
+    #[getter]
+    fn length_exponent<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        field_dict(py, self.read_py()?.params().length_exponent)
     }
 
     /// Field weights as a dict: name, description, param_names, param_text.
     #[getter]
     fn weights<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let params = self.read().params();
-        let d = PyDict::new(py);
-        for f in Field::ALL {
-            d.set_item(f.key(), as_py_float(params.weights[f as usize]))?;
-        }
-        Ok(d)
+        field_dict(py, self.read_py()?.params().weights)
     }
+}
+
+/// Per-field values as a `{field: value}` dict.
+fn field_dict(py: Python<'_>, values: [f32; project::NUM_FIELDS]) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for f in Field::ALL {
+        d.set_item(f.key(), as_py_float(values[f as usize]))?;
+    }
+    Ok(d)
+}
+
+/// A per-field setting given as one number (every field), a `{field: value}` dict (the
+/// fields it omits keep their default) or None (the defaults).
+fn per_field(
+    value: Option<&Bound<'_, PyAny>>,
+    default: [f32; project::NUM_FIELDS],
+    what: &str,
+) -> PyResult<[f32; project::NUM_FIELDS]> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(default);
+    };
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut out = default;
+        for (k, v) in d.iter() {
+            let key: String = k
+                .extract()
+                .map_err(|_| PyTypeError::new_err(format!("{what} keys must be field names")))?;
+            let f = Field::ALL
+                .iter()
+                .find(|f| f.key() == key)
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "{what}: unknown field {key:?} (fields: name, description, param_names, param_text)"
+                    ))
+                })?;
+            out[*f as usize] = v
+                .extract()
+                .map_err(|_| PyTypeError::new_err(format!("{what}[{key:?}] must be a number")))?;
+        }
+        return Ok(out);
+    }
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a number or a dict"
+        )));
+    }
+    let v: f32 = value
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a number or a dict")))?;
+    Ok([v; project::NUM_FIELDS])
 }
 
 /// The index's tokens for `text` (the recipe in native/README.md).
@@ -478,13 +628,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(project_tool, m)?)?;
     m.add("DEFAULT_K1", as_py_float(index::DEFAULT_K1))?;
-    m.add("DEFAULT_B", as_py_float(index::DEFAULT_B))?;
+    m.add("DEFAULT_B", field_dict(m.py(), index::DEFAULT_B)?)?;
+    m.add(
+        "DEFAULT_LENGTH_EXPONENT",
+        field_dict(m.py(), index::DEFAULT_LENGTH_EXPONENT)?,
+    )?;
     let fields: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
     m.add("FIELDS", PyTuple::new(m.py(), fields)?)?;
-    let weights = PyDict::new(m.py());
-    for f in Field::ALL {
-        weights.set_item(f.key(), as_py_float(index::DEFAULT_WEIGHTS[f as usize]))?;
-    }
-    m.add("DEFAULT_WEIGHTS", weights)?;
+    m.add(
+        "DEFAULT_WEIGHTS",
+        field_dict(m.py(), index::DEFAULT_WEIGHTS)?,
+    )?;
     Ok(())
 }

@@ -1,0 +1,93 @@
+"""ToolIndex.add(progress=...): reports per batch, indexes exactly what a plain add does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from algenta_graph import retrieval
+from algenta_graph.retrieval import ToolIndex
+
+
+def _tools(n: int) -> list[dict[str, Any]]:
+    verbs = ("get", "list", "create", "delete", "sync")
+    return [
+        {
+            "name": f"svc{i % 7}.{verbs[i % 5]}_item_{i}",
+            "description": f"{verbs[i % 5]} items number {i} in service {i % 7}",
+            "input_schema": {"type": "object", "properties": {f"p{i % 3}": {"type": "string"}}},
+        }
+        for i in range(n)
+    ]
+
+
+def test_progress_reports_each_batch_and_ranks_like_a_plain_add(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 40)
+    tools = _tools(100)
+    calls: list[tuple[str, int, int]] = []
+    with_progress = ToolIndex()
+    with_progress.add(tools, progress=lambda *a: calls.append(a))
+    assert calls == [
+        (phase, done, 100) for phase in ("project", "tokenize", "index") for done in (40, 80, 100)
+    ]
+    plain = ToolIndex()
+    plain.add(tools)
+    assert len(with_progress) == len(plain) == 100
+    for query in ("get items", "delete item 42 in service 3", "sync svc2", "p1"):
+        assert with_progress.search(query, 10) == plain.search(query, 10)
+
+
+def test_progress_keeps_add_all_or_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 10)
+    index = ToolIndex()
+    index.add(_tools(3))
+    bad = [*_tools(25), {"name": "broken", "input_schema": [1, 2]}]
+    phases: list[str] = []
+    with pytest.raises(ValueError, match="broken"):
+        index.add(bad, progress=lambda phase, done, total: phases.append(phase))
+    assert phases == ["project", "project"]
+    assert len(index) == 3
+
+
+def test_progress_true_prints_to_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 50)
+    ToolIndex().add(_tools(60), progress=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"tool index: {phase} {done} / 60"
+        for phase in ("project", "tokenize", "index")
+        for done in (50, 60)
+    ]
+
+
+def test_a_callback_cannot_use_the_index_it_is_building() -> None:
+    index = ToolIndex()
+    index.add(_tools(5))
+    seen: list[str] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        seen.append(phase)
+        if phase == "index":
+            index.search("items")  # would wait forever on the lock this add holds
+
+    with pytest.raises(RuntimeError, match="being built"):
+        index.add(_tools(30), progress=progress)
+    assert seen == ["project", "tokenize", "index"]  # no call after the first error
+    assert len(index) == 30  # the add itself completed
+    assert index.search("items", 1)
+
+
+def test_an_exception_while_projecting_aborts_the_add() -> None:
+    index = ToolIndex()
+
+    def progress(phase: str, done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        index.add(_tools(10), progress=progress)
+    assert len(index) == 0
