@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "ToolNotInProfileError": "algenta_graph.errors",
     # parts
     "ToolIndex": "algenta_graph.retrieval",
+    "UsageSignal": "algenta_graph.usage",
     "EngineConnection": "algenta_graph.connection",
     "DemoChatModel": "algenta_graph.models",
     "ModelPackageMissingError": "algenta_graph.models",
@@ -81,6 +82,7 @@ __all__ = [
     "ScriptedChatModel",
     "ToolIndex",
     "ToolNotInProfileError",
+    "UsageSignal",
     "__version__",
     "aclose_governed_agent",
     "build_governed_graph",
@@ -122,6 +124,7 @@ if TYPE_CHECKING:
         parse_execution_outcome,
     )
     from algenta_graph.retrieval import ToolIndex
+    from algenta_graph.usage import UsageSignal
     from algenta_graph.state import (
         DenialRecord,
         GovernedState,

@@ -45,6 +45,7 @@ from algenta_graph.run_settings import RunSettings
 if TYPE_CHECKING:
     from algenta_graph.connection import EngineConnection
     from algenta_graph.retrieval import ToolIndex
+    from algenta_graph.usage import UsageSignal
 
 __all__ = ["EXECUTE_TOOL", "MAX_FOUND_TOOLS", "SEARCH_TOOL", "GovernedCatalog", "SearchToolsArgs"]
 
@@ -104,10 +105,14 @@ class GovernedCatalog:
         index: ToolIndex,
         *,
         always_include: Sequence[str] = (),
+        usage: UsageSignal | None = None,
     ):
         self.conn = connection
         self.model = model
         self.index = index
+        self.usage = usage
+        """Optional usage signal (:mod:`algenta_graph.usage`): reranks retrieval by what served
+        similar queries before, and learns from every successful call."""
         self.tools: dict[str, BaseTool] = {t.name: t for t in connection.tools}
         self.search_tool = _make_search_tool()
         self.names = ToolNames(
@@ -219,14 +224,23 @@ class GovernedCatalog:
             self._bound.move_to_end(key)
         return bound
 
-    def retrieve(self, query: str, run: RunSettings) -> list[str]:
+    def profile_name(self, run: RunSettings) -> str:
+        """The profile a run works under (the run's, else the connection's)."""
+        return run.profile.name if run.profile is not None else self.conn.profile.name
+
+    async def retrieve(self, query: str, run: RunSettings) -> list[str]:
         """The top-K tool names for ``query`` among the tools this run may see, base tools
-        (``always_include``) not counted."""
+        (``always_include``) not counted; reranked by the usage signal when there is one."""
         if not query:
             return []
-        hits = self.index.search(
-            query, k=run.top_k + len(self.always_include), allow=self.allow_list(run)
-        )
+        k = run.top_k + len(self.always_include)
+        allow = self.allow_list(run)
+        if self.usage is not None:
+            hits = await self.usage.asearch(
+                self.index, query, k, allow, profile=self.profile_name(run)
+            )
+        else:
+            hits = self.index.search(query, k=k, allow=allow)
         names = [h.tool_id for h in hits if h.tool_id not in self.always_include]
         return names[: run.top_k]
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from algenta_graph.catalog import EXECUTE_TOOL, SEARCH_TOOL, GovernedCatalog
@@ -59,6 +60,8 @@ __all__ = [
     "last_step",
     "step_denials",
 ]
+
+logger = logging.getLogger(__name__)
 
 OUTCOME_KEY = "algenta_outcome"
 """``ToolMessage.response_metadata`` key naming the call's outcome (``ok``, ``failed``,
@@ -273,6 +276,7 @@ class GovernedToolNode:
         out_messages: list[ToolMessage] = []
         receipts: list[ReceiptRecord] = []
         denials: list[DenialRecord] = []
+        used: list[tuple[str, ToolMessage]] = []  # (real name, answer) of each catalog call
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id in done:
@@ -316,8 +320,11 @@ class GovernedToolNode:
                 if denial is not None:
                     denials.append(denial)
                 out_messages.append(message)
+                used.append((name, message))
                 continue
             out_messages.append(await self._plain_call(name, args, call_id))
+            used.append((name, out_messages[-1]))
+        await self._learn(state, run, used)
         called = {c["id"]: c["name"] for c in ai.tool_calls}
         for message in out_messages:  # each answer carries the name the model used
             message.name = called.get(message.tool_call_id, message.name)
@@ -329,6 +336,31 @@ class GovernedToolNode:
         if selected != list(state.get("selected_tools") or []):
             update["selected_tools"] = selected
         return seal(state, update)  # each new record linked into the thread's hash chain
+
+    async def _learn(
+        self, state: GovernedState, run: RunSettings, used: Sequence[tuple[str, ToolMessage]]
+    ) -> None:
+        """Feed the usage signal: each tool of the run's profile that served this turn's query
+        successfully (never a denial, a failure or ``search_tools``)."""
+        usage = self.catalog.usage
+        if usage is None:
+            return
+        query = next(
+            (
+                message_text(m)
+                for m in reversed(state.get("messages", []))
+                if isinstance(m, HumanMessage)
+            ),
+            "",
+        )
+        allowed = self.catalog.allow_list(run) or list(self.catalog.tools)
+        profile = self.catalog.profile_name(run)
+        for name, message in used:
+            ok = message.response_metadata.get(OUTCOME_KEY) == "ok"
+            try:
+                await usage.arecord(query, name, profile=profile, ok=ok, allowed=allowed)
+            except Exception as exc:  # learning must never cost a governed step its records
+                logger.warning("usage signal: could not record %s: %s", name, exc)
 
     @staticmethod
     def route(state: GovernedState) -> str:

@@ -58,11 +58,13 @@ from algenta_graph.models import resolve_model
 from algenta_graph.state import GovernedInput, GovernedState
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
     from algenta_graph.connection import EngineConnection
     from algenta_graph.retrieval import ToolIndex
+    from algenta_graph.usage import UsageSignal
 
 __all__ = [
     "DEFAULT_STEP_LIMIT",
@@ -116,7 +118,7 @@ class _AgentNodes:
             "",
         )
         return {
-            "selected_tools": self.catalog.retrieve(query, run),
+            "selected_tools": await self.catalog.retrieve(query, run),
             # present (possibly empty) in every thread; the reducers only append
             "receipts": [],
             "denials": [],
@@ -161,6 +163,8 @@ def build_governed_graph(
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
     authorize_operator: AuthorizeOperator | None = None,
     always_include: Sequence[str] = (),
+    usage: UsageSignal | None = None,
+    embeddings: Embeddings | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Build the governed graph (uncompiled) over an **open** connection.
 
@@ -168,7 +172,11 @@ def build_governed_graph(
     ``index`` to reuse one already built over the same tools. Compile it yourself with any
     checkpointer; consider ``durability="sync"`` when invoking (see :func:`create_governed_agent`).
     ``always_include``: tool names bound on every step whatever retrieval ranks (not counted
-    in ``top_k``; still subject to the run's profile).
+    in ``top_k``; still subject to the run's profile). ``usage``: a
+    :class:`~algenta_graph.usage.UsageSignal` (kept in a LangGraph store) that reranks retrieval
+    by what served similar queries and learns from each successful call. ``embeddings``: any
+    LangChain ``Embeddings``, fused with BM25 by reciprocal rank fusion (nothing is downloaded
+    or called without it).
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
@@ -176,10 +184,12 @@ def build_governed_graph(
     if index is None:
         from algenta_graph.retrieval import ToolIndex
 
-        index = ToolIndex()
+        index = ToolIndex(embeddings=embeddings)
         index.add(connection.tools)
+    elif embeddings is not None:
+        raise ValueError("pass embeddings= to the ToolIndex you pass as index=, not both")
     catalog = GovernedCatalog(
-        connection, resolve_model(model), index, always_include=always_include
+        connection, resolve_model(model), index, always_include=always_include, usage=usage
     )
     tools = GovernedToolNode(catalog, top_k=top_k, policies=policies)
     nodes = _AgentNodes(catalog, tools, system_prompt)
@@ -229,6 +239,8 @@ async def create_governed_agent(
     step_limit: int = DEFAULT_STEP_LIMIT,
     authorize_operator: AuthorizeOperator | None = None,
     always_include: Sequence[str] = (),
+    usage: UsageSignal | None = None,
+    embeddings: Embeddings | None = None,
     name: str = "algenta_governed_agent",
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Connect to the engine, list its tools and return the compiled governed graph.
@@ -246,6 +258,7 @@ async def create_governed_agent(
     - ``step_limit``: the default ``recursion_limit``; a run that reaches it ends with
       :data:`STEP_LIMIT_MESSAGE` instead of ``GraphRecursionError``.
     - ``authorize_operator``: ``(identity, gate, config) -> bool``, who may answer an escalation.
+    - ``always_include``, ``usage``, ``embeddings``: see :func:`build_governed_graph`.
     - ``always_include``: base tools bound on every step whatever retrieval ranks (not counted
       in ``top_k``; the run's profile still applies).
 
@@ -284,6 +297,8 @@ async def create_governed_agent(
             system_prompt=system_prompt,
             authorize_operator=authorize_operator,
             always_include=always_include,
+            usage=usage,
+            embeddings=embeddings,
         )
         compiled = graph.compile(checkpointer=checkpointer, name=name)  # type: ignore[arg-type]
         conf: dict[str, Any] = {}
