@@ -124,7 +124,6 @@ if TYPE_CHECKING:
         parse_execution_outcome,
     )
     from algenta_graph.retrieval import ToolIndex
-    from algenta_graph.usage import UsageSignal
     from algenta_graph.state import (
         DenialRecord,
         GovernedState,
@@ -133,6 +132,7 @@ if TYPE_CHECKING:
         ReceiptRecord,
     )
     from algenta_graph.sync import GovernedAgentSync, create_governed_agent_sync
+    from algenta_graph.usage import UsageSignal
 
 
 def __getattr__(name: str) -> Any:
