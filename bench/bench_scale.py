@@ -36,6 +36,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,7 +116,7 @@ async def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     warmup = 2
     instant = spec["engine"] == "instant"
-    cls = _instant_connection_class() if instant else EngineConnection
+    cls: Any = _instant_connection_class() if instant else EngineConnection
     tag = f"w{spec['index']}-{os.getpid()}"
     async with (
         cls(spec["engine_url"], profile="execute") as conn,
@@ -288,11 +289,8 @@ def run_config(
 
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace, info: dict[str, Any]) -> str:
-    base = {
-        (r["engine"], r["store"]): r["turns_per_s"]
-        for r in rows
-        if r["workers"] == rows[0]["workers"]
-    }
+    first = rows[0]["workers"]
+    base = {(r["engine"], r["store"]): r["turns_per_s"] for r in rows if r["workers"] == first}
     lines = [
         "## Scale",
         "",
@@ -337,6 +335,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.worker:
         return worker_main(args.worker)
+    # a SIGTERM unwinds the context managers: the engine, PostgreSQL and workers are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from algenta_graph.engine import WebhookReceiver
 
