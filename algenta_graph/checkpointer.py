@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,16 @@ __all__ = [
     "is_postgres_url",
     "open_checkpointer",
     "read_thread_records",
+    "server_checkpointer",
 ]
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
 RECORD_KINDS = ("receipts", "denials", "operator_decisions")
 """The append-only governed records a thread's state holds."""
+
+ENV_CHECKPOINTER = "ALGENTA_CHECKPOINTER"
+"""The served graph's checkpoint store (``server_checkpointer``): a ``postgresql://`` URL."""
 
 _SETUP_LOCK_KEY = 0x616C67656E7461  # "algenta": the advisory lock that serialises setup()
 DEFAULT_POOL_SIZE = 10
@@ -166,6 +171,28 @@ async def _open_postgres(url: str, *, setup: bool, pool_size: int) -> AsyncItera
         yield AsyncPostgresSaver(pool)
     finally:
         await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def server_checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The checkpointer a LangGraph server runs the served graph on, from ``ALGENTA_CHECKPOINTER``.
+
+    Name it in ``langgraph.json`` (the server enters it once at start and closes it at exit)::
+
+        "checkpointer": {"path": "algenta_graph.checkpointer.server_checkpointer"}
+
+    and set ``ALGENTA_CHECKPOINTER=postgresql://...`` in the server's environment. Every
+    checkpoint of every thread then lives in that database, where any worker (and
+    ``algenta-graph receipts``) can read it. A SQLite path works too, for one process.
+    """
+    spec = os.environ.get(ENV_CHECKPOINTER, "").strip()
+    if not spec:
+        raise CheckpointerError(
+            f"{ENV_CHECKPOINTER} is not set: set it to the checkpoint database "
+            "(postgresql://user:password@host:5432/db) in the server's environment"
+        )
+    async with open_checkpointer(spec) as saver:
+        yield saver
 
 
 async def _migration(conn: Any) -> int | None:

@@ -25,7 +25,11 @@ PostgreSQL is a throwaway PostgreSQL 15 server started the way the tests start i
 (``tests/postgres_support.py``: ``fsync=off``), or ``--pg-url`` (a database the run may fill).
 SQLite is one file per run, shared by all the workers.
 
-Run: ``python bench/bench_scale.py [--turns 240] [--concurrency 4] [--append bench/RESULTS.md]``
+Every configuration runs ``--repeat`` times, in rounds (each round runs every configuration once,
+after one discarded warm-up run), and the median is reported with the range: on a shared machine
+one run says little.
+
+Run: ``python bench/bench_scale.py [--turns 240] [--repeat 3] [--append bench/RESULTS.md]``
 """
 
 from __future__ import annotations
@@ -288,36 +292,58 @@ def run_config(
     }
 
 
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per configuration: the median turns/s over the rounds, and its range."""
+    import statistics
+
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["engine"], r["store"], r["workers"])
+        agg = out.setdefault(
+            key, {**{k: r[k] for k in ("engine", "store", "workers", "concurrent_turns")}}
+        )
+        agg.setdefault("rates", []).append(r["turns_per_s"])
+        agg["ok"] = agg.get("ok", 0) + r["ok"]
+        agg["failed"] = agg.get("failed", 0) + r["failed"]
+        agg.setdefault("errors", []).extend(r["errors"])
+    for agg in out.values():
+        agg["median"] = statistics.median(agg["rates"])
+    return list(out.values())
+
+
 def render(rows: list[dict[str, Any]], args: argparse.Namespace, info: dict[str, Any]) -> str:
-    first = rows[0]["workers"]
-    base = {(r["engine"], r["store"]): r["turns_per_s"] for r in rows if r["workers"] == first}
+    table = summarise(rows)
+    first = table[0]["workers"]
+    base = {(r["engine"], r["store"]): r["median"] for r in table if r["workers"] == first}
     lines = [
         "## Scale",
         "",
         "```bash",
         f"python bench/bench_scale.py --turns {args.turns} --concurrency {args.concurrency}"
-        f" --workers {args.workers}",
+        f" --workers {args.workers} --repeat {args.repeat}",
         "```",
         "",
         f"Run on {info['date']} on {info['machine']}: {info['cpus']} CPUs, load average "
         f"{info['load_before']} before and {info['load_after']} after, Python {info['python']}, "
-        f"PostgreSQL {info['pg']}.",
+        f"PostgreSQL {info['pg']}. {args.turns} turns per run, split evenly over the workers; "
+        f"{args.repeat} rounds over every configuration (after one warm-up run); the median "
+        "turns/s, and the rounds' range.",
         "",
-        "| engine | store | workers | turns at once | turns ok | failed | wall s | turns/s "
-        f"| vs {first} worker{'s' if first > 1 else ''} |",
+        "| engine | store | workers | turns at once | turns ok | failed | turns/s (median) "
+        f"| range | vs {first} worker{'s' if first > 1 else ''} |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        ratio = r["turns_per_s"] / base[(r["engine"], r["store"])]
+    for r in table:
+        ratio = r["median"] / base[(r["engine"], r["store"])]
         lines.append(
             f"| {r['engine']} | {r['store']} | {r['workers']} | {r['concurrent_turns']} "
-            f"| {r['ok']} | {r['failed']} | {r['wall_s']:.2f} | {r['turns_per_s']:.1f} "
-            f"| {ratio:.2f}x |"
+            f"| {r['ok']} | {r['failed']} | {r['median']:.1f} "
+            f"| {min(r['rates']):.1f}-{max(r['rates']):.1f} | {ratio:.2f}x |"
         )
-    errors = [(r["engine"], r["store"], r["workers"], e) for r in rows for e in r["errors"]]
+    errors = [(r["engine"], r["store"], r["workers"], e) for r in table for e in r["errors"]]
     if errors:
-        lines += ["", "Errors seen (first per run):", ""]
-        lines += [f"- {e} / {s} / {w} workers: `{msg}`" for e, s, w, msg in errors]
+        lines += ["", "Errors seen (the first few):", ""]
+        lines += [f"- {e} / {s} / {w} workers: `{msg}`" for e, s, w, msg in errors[:6]]
     return "\n".join(lines) + "\n"
 
 
@@ -329,6 +355,7 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--engines", default="instant,engine")
     parser.add_argument("--stores", default="postgres,sqlite")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds over every configuration")
     parser.add_argument("--pg-url", default=None, help="use this database (its tables dropped)")
     parser.add_argument("--append", default=None, help="append the section to this file")
     parser.add_argument("--json", default=None, help="write the raw rows here")
@@ -358,25 +385,35 @@ def main() -> int:
 
         with psycopg.connect(fresh_pg()) as conn:
             info["pg"] = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
-        for engine in args.engines.split(","):
-            for store in args.stores.split(","):
-                for n, workers in enumerate(int(w) for w in args.workers.split(",")):
-                    db = (
-                        fresh_pg()
-                        if store == "postgres"
-                        else str(Path(tmp_dir) / f"{engine}-{workers}-{n}.sqlite")
-                    )
-                    row = run_config(
-                        engine=engine,
-                        store=store,
-                        workers=workers,
-                        db=db,
-                        engine_url=engine_url,
-                        webhook_url=hook.url,
-                        turns=args.turns,
-                        concurrency=args.concurrency,
-                    )
-                    print(json.dumps(row), flush=True)
+        configs = [
+            (engine, store, int(w))
+            for engine in args.engines.split(",")
+            for store in args.stores.split(",")
+            for w in args.workers.split(",")
+        ]
+        # round 0 warms the machine up (PostgreSQL's caches, the engine, the page cache) and
+        # is not reported; then every round runs every configuration once, so a change in
+        # the machine's load during the run falls on all configurations alike
+        for rnd in range(args.repeat + 1):
+            for engine, store, workers in configs if rnd else configs[:1]:
+                db = (
+                    fresh_pg()
+                    if store == "postgres"
+                    else str(Path(tmp_dir) / f"{engine}-{workers}-{rnd}.sqlite")
+                )
+                row = run_config(
+                    engine=engine,
+                    store=store,
+                    workers=workers,
+                    db=db,
+                    engine_url=engine_url,
+                    webhook_url=hook.url,
+                    turns=args.turns,
+                    concurrency=args.concurrency,
+                )
+                row["round"] = rnd
+                print(json.dumps(row), flush=True)
+                if rnd:
                     rows.append(row)
     info["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if args.json:
