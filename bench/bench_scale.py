@@ -22,8 +22,10 @@ Two engines:
   a receiver that answers 200 at once. The decisions are logged before the timed part.
 
 PostgreSQL is a throwaway PostgreSQL 15 server started the way the tests start it
-(``tests/postgres_support.py``: ``fsync=off``), or ``--pg-url`` (a database the run may fill).
-SQLite is one file per run, shared by all the workers.
+(``tests/postgres_support.py``) but with its durability settings at their defaults (``fsync``,
+``synchronous_commit`` and ``full_page_writes`` on: every commit is flushed, as SQLite's are),
+or ``--pg-url`` (a database the run may fill). SQLite is one file per run, shared by all the
+workers, in the temporary directory (on this machine an ext4 disk), in LangGraph's WAL mode.
 
 Every configuration runs ``--repeat`` times, in rounds (each round runs every configuration once,
 after one discarded warm-up run), and the median is reported with the range: on a shared machine
@@ -215,7 +217,8 @@ def postgres(pg_url: str | None) -> Iterator[Any]:
     bindir = find_bindir()
     if bindir is None:
         raise SystemExit("PostgreSQL binaries not found: apt-get install postgresql-15")
-    with PostgresServer(bindir) as server:
+    # durable: fsync and synchronous_commit on, as SQLite flushes each commit (WAL, FULL)
+    with PostgresServer(bindir, durable=True) as server:
         yield server.create_database
 
 

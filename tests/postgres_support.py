@@ -79,8 +79,11 @@ def require_bindir() -> Path:
 class PostgresServer:
     """One PostgreSQL server in a temporary directory; ``with`` starts it and stops it."""
 
-    def __init__(self, bindir: Path, *, port: int | None = None) -> None:
+    def __init__(self, bindir: Path, *, port: int | None = None, durable: bool = False) -> None:
+        """``durable=True`` keeps PostgreSQL's own defaults (``fsync``, ``synchronous_commit``,
+        ``full_page_writes`` on): what a benchmark against a flushed SQLite file needs."""
         self.bindir = bindir
+        self.durable = durable
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -129,12 +132,7 @@ class PostgresServer:
                     f"listen_addresses={self.host}",
                     "-c",
                     f"unix_socket_directories={self._root}",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
-                    "-c",
-                    "full_page_writes=off",
+                    *self._speed_settings(),
                     "-c",
                     "max_connections=300",
                     "-c",
@@ -162,6 +160,18 @@ class PostgresServer:
 
         wait_until(ready, timeout=60, interval=0.05, what=f"PostgreSQL on port {self.port}")
         return self
+
+    def _speed_settings(self) -> list[str]:
+        if self.durable:
+            return []
+        return [
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+        ]
 
     def create_database(self, name: str | None = None) -> str:
         """A new empty database; returns its URL."""

@@ -9,6 +9,8 @@ which reads from any saver.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import psycopg
@@ -16,6 +18,7 @@ import pytest
 from guarantee_support import log_decision
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from mcp import ClientSession
 from postgres_support import PostgresServer, postgres_server, postgres_url  # noqa: F401
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -103,7 +106,7 @@ async def test_a_governed_turn_on_postgres_is_read_back_by_another_opener(
     postgres_url: str,  # noqa: F811
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
-    mcp_session,  # type: ignore[no-untyped-def]
+    mcp_session: Callable[..., AbstractAsyncContextManager[ClientSession]],
     tmp_path: Path,
 ) -> None:
     async with mcp_session(engine.url) as session:

@@ -8,10 +8,13 @@ reader outside the server finds it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
 from guarantee_support import log_decision
+from mcp import ClientSession
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 from test_server import CONFIG, langgraph_dev
 
@@ -27,7 +30,7 @@ async def test_langgraph_dev_keeps_the_served_graphs_checkpoints_in_postgres(
     postgres_url: str,  # noqa: F811
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
-    mcp_session,  # type: ignore[no-untyped-def]
+    mcp_session: Callable[..., AbstractAsyncContextManager[ClientSession]],
     tmp_path: Path,
 ) -> None:
     from langgraph_sdk import get_client
