@@ -24,7 +24,8 @@ Two engines:
 PostgreSQL is a throwaway PostgreSQL 15 server started the way the tests start it
 (``tests/postgres_support.py``) but with its durability settings at their defaults (``fsync``,
 ``synchronous_commit`` and ``full_page_writes`` on: every commit is flushed, as SQLite's are),
-or ``--pg-url`` (a database the run may fill). SQLite is one file per run, shared by all the
+or with ``--pg-no-fsync`` as the tests start it (flushes off: what is left is CPU), or
+``--pg-url`` (a database the run may fill). SQLite is one file per run, shared by all the
 workers, in the temporary directory (on this machine an ext4 disk), in LangGraph's WAL mode.
 
 Every configuration runs ``--repeat`` times, in rounds (each round runs every configuration once,
@@ -197,7 +198,7 @@ def engine_process(tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def postgres(pg_url: str | None) -> Iterator[Any]:
+def postgres(pg_url: str | None, *, durable: bool = True) -> Iterator[Any]:
     """A function that makes a fresh database URL each call."""
     if pg_url:
         import psycopg
@@ -218,7 +219,7 @@ def postgres(pg_url: str | None) -> Iterator[Any]:
     if bindir is None:
         raise SystemExit("PostgreSQL binaries not found: apt-get install postgresql-15")
     # durable: fsync and synchronous_commit on, as SQLite flushes each commit (WAL, FULL)
-    with PostgresServer(bindir, durable=True) as server:
+    with PostgresServer(bindir, durable=durable) as server:
         yield server.create_database
 
 
@@ -323,12 +324,15 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace, info: dict[str,
         "",
         "```bash",
         f"python bench/bench_scale.py --turns {args.turns} --concurrency {args.concurrency}"
-        f" --workers {args.workers} --repeat {args.repeat}",
+        f" --workers {args.workers} --repeat {args.repeat}"
+        + (" --pg-no-fsync" if args.pg_no_fsync else ""),
         "```",
         "",
         f"Run on {info['date']} on {info['machine']}: {info['cpus']} CPUs, load average "
         f"{info['load_before']} before and {info['load_after']} after, Python {info['python']}, "
-        f"PostgreSQL {info['pg']}. {args.turns} turns per run, split evenly over the workers; "
+        f"PostgreSQL {info['pg']}"
+        + (" with fsync and synchronous_commit off" if args.pg_no_fsync else "")
+        + f". {args.turns} turns per run, split evenly over the workers; "
         f"{args.repeat} rounds over every configuration (after one warm-up run); the median "
         "turns/s, and the rounds' range.",
         "",
@@ -359,6 +363,11 @@ def main() -> int:
     parser.add_argument("--engines", default="instant,engine")
     parser.add_argument("--stores", default="postgres,sqlite")
     parser.add_argument("--repeat", type=int, default=3, help="rounds over every configuration")
+    parser.add_argument(
+        "--pg-no-fsync",
+        action="store_true",
+        help="start PostgreSQL as the tests do (fsync, synchronous_commit off): CPU-bound figures",
+    )
     parser.add_argument("--pg-url", default=None, help="use this database (its tables dropped)")
     parser.add_argument("--append", default=None, help="append the section to this file")
     parser.add_argument("--json", default=None, help="write the raw rows here")
@@ -382,7 +391,7 @@ def main() -> int:
         tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_dir,
         WebhookReceiver() as hook,
         engine_process(Path(tmp_dir)) as engine_url,
-        postgres(args.pg_url) as fresh_pg,
+        postgres(args.pg_url, durable=not args.pg_no_fsync) as fresh_pg,
     ):
         import psycopg
 

@@ -29,6 +29,7 @@ from algenta_graph.checkpointer import (
     is_postgres_url,
     open_checkpointer,
     read_thread_records,
+    server_checkpointer,
 )
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import governed_agent
@@ -100,6 +101,23 @@ async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> 
     assert "postgresql://someone:***@127.0.0.1" in message
     assert "hunter2" not in message
     assert "check that the server runs" in message
+
+
+async def test_the_server_checkpointer_opens_the_database_its_variable_names(
+    postgres_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ALGENTA_CHECKPOINTER", raising=False)
+    with pytest.raises(CheckpointerError, match="ALGENTA_CHECKPOINTER is not set"):
+        async with server_checkpointer():
+            pass
+    monkeypatch.setenv("ALGENTA_CHECKPOINTER", postgres_url)
+    async with server_checkpointer() as saver:
+        assert isinstance(saver, AsyncPostgresSaver)
+        pool = saver.conn
+        assert isinstance(pool, AsyncConnectionPool) and not pool.closed
+    assert pool.closed
+    assert "checkpoints" in _tables(postgres_url)
 
 
 async def test_a_governed_turn_on_postgres_is_read_back_by_another_opener(
