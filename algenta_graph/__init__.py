@@ -16,15 +16,23 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # the graph
     "create_governed_agent": "algenta_graph.graph",
-    "create_governed_agent_sync": "algenta_graph.graph",
+    "create_governed_agent_sync": "algenta_graph.sync",
     "governed_agent": "algenta_graph.graph",
     "aclose_governed_agent": "algenta_graph.graph",
     "build_governed_graph": "algenta_graph.graph",
-    "GovernedAgentSync": "algenta_graph.graph",
-    "DEFAULT_POLICIES": "algenta_graph.graph",
+    "GovernedAgentSync": "algenta_graph.sync",
+    # gates and escalation
+    "DEFAULT_POLICIES": "algenta_graph.gates",
+    "GATES": "algenta_graph.gates",
+    "Gate": "algenta_graph.gates",
+    "EscalationRequest": "algenta_graph.escalation",
+    "EscalationAlreadyDecided": "algenta_graph.claims",
     # state
     "GovernedState": "algenta_graph.state",
     "OperatorDecision": "algenta_graph.state",
+    "ReceiptRecord": "algenta_graph.state",
+    "DenialRecord": "algenta_graph.state",
+    "OperatorDecisionRecord": "algenta_graph.state",
     # outcomes
     "ExecutionReceipt": "algenta_graph.outcomes",
     "ExecutionDenial": "algenta_graph.outcomes",
@@ -41,24 +49,35 @@ _EXPORTS: dict[str, str] = {
     "ToolIndex": "algenta_graph.retrieval",
     "EngineConnection": "algenta_graph.connection",
     "DemoChatModel": "algenta_graph.models",
+    "ModelPackageMissingError": "algenta_graph.models",
+    "ModelSetupError": "algenta_graph.models",
     "ScriptedChatModel": "algenta_graph.models",
 }
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "GATES",
     "AlgentaGraphError",
     "DemoChatModel",
+    "DenialRecord",
     "EngineAuthError",
     "EngineConnection",
     "EngineConnectionError",
     "EngineTimeoutError",
+    "EscalationAlreadyDecided",
+    "EscalationRequest",
     "ExecutionDenial",
     "ExecutionFailure",
     "ExecutionOutcome",
     "ExecutionReceipt",
+    "Gate",
     "GovernedAgentSync",
     "GovernedState",
+    "ModelPackageMissingError",
+    "ModelSetupError",
     "OperatorDecision",
+    "OperatorDecisionRecord",
+    "ReceiptRecord",
     "ScriptedChatModel",
     "ToolIndex",
     "ToolNotInProfileError",
@@ -72,6 +91,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from algenta_graph.claims import EscalationAlreadyDecided
     from algenta_graph.connection import EngineConnection
     from algenta_graph.errors import (
         AlgentaGraphError,
@@ -80,16 +100,20 @@ if TYPE_CHECKING:
         EngineTimeoutError,
         ToolNotInProfileError,
     )
+    from algenta_graph.escalation import EscalationRequest
+    from algenta_graph.gates import DEFAULT_POLICIES, GATES, Gate
     from algenta_graph.graph import (
-        DEFAULT_POLICIES,
-        GovernedAgentSync,
         aclose_governed_agent,
         build_governed_graph,
         create_governed_agent,
-        create_governed_agent_sync,
         governed_agent,
     )
-    from algenta_graph.models import DemoChatModel, ScriptedChatModel
+    from algenta_graph.models import (
+        DemoChatModel,
+        ModelPackageMissingError,
+        ModelSetupError,
+        ScriptedChatModel,
+    )
     from algenta_graph.outcomes import (
         ExecutionDenial,
         ExecutionFailure,
@@ -98,7 +122,14 @@ if TYPE_CHECKING:
         parse_execution_outcome,
     )
     from algenta_graph.retrieval import ToolIndex
-    from algenta_graph.state import GovernedState, OperatorDecision
+    from algenta_graph.state import (
+        DenialRecord,
+        GovernedState,
+        OperatorDecision,
+        OperatorDecisionRecord,
+        ReceiptRecord,
+    )
+    from algenta_graph.sync import GovernedAgentSync, create_governed_agent_sync
 
 
 def __getattr__(name: str) -> Any:

@@ -41,6 +41,7 @@ __all__ = [
     "CheckpointerError",
     "is_postgres_url",
     "open_checkpointer",
+    "open_sqlite_read_only",
     "read_thread_records",
     "server_checkpointer",
 ]
@@ -259,3 +260,24 @@ async def read_thread_records(
         values = item.checkpoint["channel_values"]
         latest[tid] = {k: list(values.get(k) or []) for k in RECORD_KINDS}
     return dict(sorted(latest.items()))
+
+
+def open_sqlite_read_only(path: str | Path) -> contextlib.closing[Any]:
+    """``with open_sqlite_read_only(path) as conn``: a read-only ``sqlite3`` connection.
+
+    The file is opened with ``mode=ro`` and ``query_only``: nothing is ever written to it, and
+    a missing file raises ``FileNotFoundError`` instead of being created. (``receipts`` reads
+    through this; graphs write through :func:`open_checkpointer`.)
+    """
+    import sqlite3
+
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no SQLite file at {file}")
+    conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA query_only = 1")
+    except BaseException:
+        conn.close()
+        raise
+    return contextlib.closing(conn)

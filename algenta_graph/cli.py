@@ -3,28 +3,53 @@
 Subcommands:
 
 - ``demo``: the main job, offline: reference engine, webhook receiver, the governed graph.
-- ``run PROMPT``: one turn against a real engine, asking the operator on an escalation.
-- ``receipts --db PATH``: every receipt, denial and operator decision in a checkpoint file.
+- ``run [PROMPT]``: one turn against a real engine, asking the operator on an escalation; or,
+  without a prompt, resume a thread (a pending escalation, a killed run's unfinished step).
+- ``receipts``: every receipt, denial and operator decision in a checkpoint file.
 - ``engine``: serve the local reference engine over MCP streamable HTTP.
 
-Each subcommand lives in its own module; this file only parses and dispatches.
+The subcommands live in :mod:`algenta_graph.commands` and :mod:`algenta_graph.engine.cli`;
+this file parses and dispatches, and turns every error into one line on stderr and an exit
+code (2 a bad input, 1 a failure, 3 an escalation left pending, 130 Ctrl-C): never a traceback.
+Set ``ALGENTA_GRAPH_DEBUG=1`` to see the traceback of an unexpected error.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+PROG = "algenta-graph"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def version() -> str:
+    """The installed distribution's version (the package's own when not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(PROG)
+    except metadata.PackageNotFoundError:
+        from algenta_graph import __version__
+
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from algenta_graph.commands import add_demo_parser, add_receipts_parser, add_run_parser
     from algenta_graph.engine.cli import add_engine_parser
-    from algenta_graph.runner import add_demo_parser, add_receipts_parser, add_run_parser
 
-    parser = argparse.ArgumentParser(
-        prog="algenta-graph",
-        description="A governed LangGraph agent on an Algenta engine.",
-    )
+    parser = _Parser(prog=PROG, description="A governed LangGraph agent on an Algenta engine.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_demo_parser(sub)
     add_run_parser(sub)
@@ -33,15 +58,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(command: str | None, message: str, code: int) -> int:
+    where = f"{PROG} {command}" if command else PROG
+    print(f"{where}: error: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``algenta-graph`` console script."""
+    from algenta_graph.commands import CommandError, one_line
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = args.handler
+    command = getattr(args, "command", None)
     try:
-        return int(handler(args) or 0)
+        return int(args.handler(args) or 0)
     except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except CommandError as exc:
+        return _fail(command, str(exc), exc.code)
+    except Exception as exc:
+        if os.environ.get("ALGENTA_GRAPH_DEBUG"):
+            raise
+        return _fail(command, f"{type(exc).__name__}: {one_line(exc)}", 1)
 
 
 if __name__ == "__main__":

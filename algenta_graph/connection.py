@@ -13,9 +13,10 @@ built with ``load_mcp_tools`` and holds
 * the tools of any ``extra_servers``, under their own names, prefixed ``<server>_`` only when
   the name is taken (an extra server never lends its tools Algenta's trust).
 
-Every call from the catalog passes :class:`GovernanceInterceptor`: a tool outside the profile is
-refused without contacting the engine, and ``force`` / ``override_safety`` are removed from the
-arguments at any depth, in any spelling, also inside JSON strings; nothing else changes. The
+Every call from the catalog passes :class:`~algenta_graph.governance.GovernanceInterceptor` (the
+security policy lives in :mod:`algenta_graph.governance`): a tool outside the profile is refused
+without contacting the engine, and ``force`` / ``override_safety`` are removed from the
+arguments; nothing else changes. The
 operator path, :meth:`EngineConnection.execute_as_operator`, is not a tool and is never bound to a
 model: it sends the flags an operator approved, over the same session.
 
@@ -45,13 +46,11 @@ Example (against a local reference engine)::
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import os
 import sys
-import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -60,7 +59,6 @@ import httpx
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
-from langchain_mcp_adapters.interceptors import MCPToolCallRequest, MCPToolCallResult
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
@@ -68,7 +66,6 @@ from mcp.types import CONNECTION_CLOSED, CallToolResult, ListToolsResult, Tool
 from pydantic import ValidationError
 
 from algenta_graph.contract import (
-    NEVER_MODEL_FACING_FIELDS,
     Profile,
     load_contract,
     resolve_profile,
@@ -80,6 +77,7 @@ from algenta_graph.errors import (
     EngineTimeoutError,
     ToolNotInProfileError,
 )
+from algenta_graph.governance import GovernanceInterceptor, scrub_schema, strip_graph_supplied
 from algenta_graph.outcomes import ExecutionOutcome, parse_execution_outcome
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -89,11 +87,7 @@ __all__ = [
     "ALGENTA_SERVER",
     "DEFAULT_BASE_URL",
     "EngineConnection",
-    "GovernanceInterceptor",
-    "is_never_model_facing",
     "resolve_base_url",
-    "scrub_arguments",
-    "scrub_schema",
 ]
 
 logger = logging.getLogger(__name__)
@@ -106,122 +100,12 @@ EXECUTE_TOOL = "execute_decision"
 GET_DECISION_TOOL = "get_decision"
 _RESERVED_NAMES = frozenset({"search_tools"})  # the graph's own gateway tool
 _CLOSE_TIMEOUT = 5.0
-_MAX_JSON_DEPTH = 8
 
 
 def resolve_base_url(base_url: str | None = None) -> str:
     """``base_url``, else ``ALGENTA_BASE_URL``, else :data:`DEFAULT_BASE_URL`."""
     url = base_url or os.environ.get("ALGENTA_BASE_URL") or DEFAULT_BASE_URL
     return url.strip()
-
-
-# --------------------------------------------------------------------------- the scrub
-
-
-def _flag_key(key: str) -> str:
-    """Spelling-blind form of an argument name: ``Override-Safety`` -> ``overridesafety``."""
-    folded = unicodedata.normalize("NFKC", key).casefold()
-    return "".join(ch for ch in folded if ch.isalnum())
-
-
-_FLAG_KEYS = frozenset(_flag_key(name) for name in NEVER_MODEL_FACING_FIELDS)
-
-
-def is_never_model_facing(key: Any) -> bool:
-    """True when ``key`` spells ``force`` or ``override_safety`` (any case, ``_``/``-``/space)."""
-    return isinstance(key, str) and _flag_key(key) in _FLAG_KEYS
-
-
-def _scrub(value: Any, depth: int) -> tuple[Any, bool]:
-    """(scrubbed value, whether anything was removed); unchanged values are returned as is."""
-    if isinstance(value, Mapping):
-        changed = False
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            if is_never_model_facing(key):
-                changed = True
-                continue
-            new, item_changed = _scrub(item, depth)
-            changed = changed or item_changed
-            out[key] = new
-        return (out, True) if changed else (value, False)
-    if isinstance(value, list | tuple):
-        items = [_scrub(item, depth) for item in value]
-        if any(c for _, c in items):
-            return [v for v, _ in items], True
-        return value, False
-    if isinstance(value, str) and depth < _MAX_JSON_DEPTH and value.strip()[:1] in ("{", "[", '"'):
-        try:
-            decoded = json.loads(value)
-        except (ValueError, RecursionError):
-            return value, False
-        new, changed = _scrub(decoded, depth + 1)
-        return (json.dumps(new), True) if changed else (value, False)
-    return value, False
-
-
-def scrub_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Remove ``force`` / ``override_safety`` from tool arguments, at any depth and in any
-    spelling, also inside JSON strings; everything else is returned unchanged.
-
-    >>> scrub_arguments({"decision_id": "d1", "Force": True, "metadata": {"overrideSafety": 1}})
-    {'decision_id': 'd1', 'metadata': {}}
-    """
-    scrubbed, _ = _scrub(dict(args), 0)
-    return dict(scrubbed)
-
-
-def scrub_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a JSON schema without ``force`` / ``override_safety`` anywhere: in
-    ``properties`` and ``required`` of the root, of nested objects and of ``$defs``."""
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, Mapping):
-            out: dict[str, Any] = {}
-            for key, item in node.items():
-                if key in ("properties", "patternProperties") and isinstance(item, Mapping):
-                    out[key] = {k: walk(v) for k, v in item.items() if not is_never_model_facing(k)}
-                elif key == "required" and isinstance(item, list):
-                    out[key] = [r for r in item if not is_never_model_facing(r)]
-                elif key in ("dependentRequired", "dependencies") and isinstance(item, Mapping):
-                    out[key] = {
-                        k: [r for r in v if not is_never_model_facing(r)]
-                        if isinstance(v, list)
-                        else walk(v)
-                        for k, v in item.items()
-                        if not is_never_model_facing(k)
-                    }
-                else:
-                    out[key] = walk(item)
-            return out
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        return copy.copy(node)
-
-    return dict(walk(schema))
-
-
-class GovernanceInterceptor:
-    """The tool-call interceptor on every catalog tool (``langchain_mcp_adapters.interceptors``).
-
-    1. refuses a tool the profile does not admit, without calling the engine
-       (:class:`~algenta_graph.errors.ToolNotInProfileError`); ``profile=None`` admits all (extra
-       servers, which are outside the Algenta contract);
-    2. removes ``force`` / ``override_safety`` from the arguments (see :func:`scrub_arguments`);
-    3. changes nothing else.
-    """
-
-    def __init__(self, profile: Profile | None) -> None:
-        self.profile = profile
-
-    async def __call__(
-        self,
-        request: MCPToolCallRequest,
-        handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]],
-    ) -> MCPToolCallResult:
-        if self.profile is not None and not self.profile.allows(request.name):
-            raise ToolNotInProfileError(request.name, self.profile.name)
-        return await handler(request.override(args=scrub_arguments(request.args)))
 
 
 # --------------------------------------------------------------------------- errors
@@ -554,11 +438,17 @@ class _SessionView:
         page = await self._conn._guard(self._server, "listing tools", session.list_tools(cursor))
         self.advertised.extend(t.name for t in page.tools)
         kept = [
-            t.model_copy(update={"inputSchema": scrub_schema(t.inputSchema)})
+            t.model_copy(update={"inputSchema": self._model_facing(t)})
             for t in page.tools
             if self._keep(t)
         ]
         return page.model_copy(update={"tools": kept})
+
+    def _model_facing(self, tool: Tool) -> dict[str, Any]:
+        schema = scrub_schema(tool.inputSchema)
+        if tool.name == EXECUTE_TOOL and self._server.name == ALGENTA_SERVER:
+            schema, self._conn.execute_supplied = strip_graph_supplied(schema)
+        return schema
 
     async def call_tool(
         self,
@@ -621,6 +511,9 @@ class EngineConnection:
         self._tools: dict[str, BaseTool] = {}
         self._algenta_names: frozenset[str] = frozenset()
         self._advertised: frozenset[str] = frozenset()
+        self.execute_supplied: frozenset[str] = frozenset()
+        """Which graph-supplied fields (``idempotency_key``, ``nonce``) the engine's
+        ``execute_decision`` declares: the graph sends exactly those, never the model."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -888,11 +781,13 @@ class EngineConnection:
         override_safety: bool = False,
         timeout_seconds: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> ExecutionOutcome:
         """The operator path: ``execute_decision`` with the flags an operator approved.
 
         Not a tool and never bound to a model; it bypasses the scrub (and the profile) and
-        returns the parsed outcome. Connection problems raise EngineConnectionError.
+        returns the parsed outcome. ``extra``: the graph-supplied arguments (idempotency key,
+        nonce). Connection problems raise EngineConnectionError.
         """
         if not isinstance(decision_id, str) or not decision_id:
             raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
@@ -908,6 +803,7 @@ class EngineConnection:
             arguments["timeout_seconds"] = timeout_seconds
         if metadata is not None:
             arguments["metadata"] = dict(metadata)
+        arguments.update(extra or {})
         return parse_execution_outcome(await self._raw_call(EXECUTE_TOOL, arguments))
 
     async def get_decision(self, decision_id: str) -> dict[str, Any]:

@@ -6,7 +6,11 @@ graph with a SQLite checkpointer and the offline :class:`~algenta_graph.models.D
 fill), and walks through:
 
 1. observe: the engine's contract and a read-only recommendation;
-2. plan and log a decision;
+2. plan and log a decision, and a human operator approves the plan out of band (HTTP, never a
+   model tool): the reference engine runs in its default, strict mode, where
+   ``execute_decision`` needs an agent key enabled to execute, a decision logged with the
+   ``plan_hash`` of an approved plan, that plan's single-use nonce and an idempotency key (the
+   graph supplies both; the model never sees them);
 3. execute it: a receipt, and the webhook really received;
 4. execute it again: an idempotency denial, reported by the model (the thread's receipt stops
    it before the engine; a second session hits the engine's own gate);
@@ -21,16 +25,19 @@ webhook receiver's log. ``--model openai:gpt-5`` swaps in a real model.
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
 from langchain_core.messages import ToolMessage
 
-from algenta_graph.runner import format_records, print_update, read_records
+from algenta_graph.audit import format_records, read_records
+from algenta_graph.console import print_update
 
 __all__ = ["DemoError", "run_demo"]
 
@@ -68,10 +75,13 @@ def _tool_json(values: Mapping[str, Any], tool: str) -> dict[str, Any]:
 
 
 class _Walkthrough:
-    def __init__(self, graph: Any, out: TextIO) -> None:
+    def __init__(
+        self, graph: Any, out: TextIO, approve: Callable[[Mapping[str, Any]], Any] | None = None
+    ) -> None:
         self.graph = graph
         self.out = out
         self.step = 0
+        self.approve = approve
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out)
@@ -99,6 +109,8 @@ class _Walkthrough:
     async def plan_and_log(self, thread: str, scenario: str) -> str:
         state = await self.turn(thread, f"plan_decision scenario={scenario}")
         plan = _tool_json(state["values"], "plan_decision")
+        if self.approve is not None:
+            await self.approve(plan)
         state = await self.turn(
             thread,
             "log_decision "
@@ -109,6 +121,12 @@ class _Walkthrough:
         return str(_tool_json(state["values"], "log_decision")["decision_id"])
 
 
+def _model_label(spec: Any, model: Any) -> str:
+    if spec is None or type(model).__name__ == "DemoChatModel":
+        return "DemoChatModel (offline deterministic stand-in, not a real LLM)"
+    return spec if isinstance(spec, str) else type(model).__name__
+
+
 def _expect(condition: bool, what: str) -> None:
     if not condition:
         raise DemoError(what)
@@ -116,21 +134,30 @@ def _expect(condition: bool, what: str) -> None:
 
 async def run_demo(
     *,
-    model: str | None = None,
+    model: Any = None,
     db: str | None = None,
     keep: bool = False,
     webhook_log: str | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """Run the walkthrough; returns 0 when every step had its expected outcome."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    """Run the walkthrough; returns 0 when every step had its expected outcome.
+
+    ``model``: a chat model, an ``init_chat_model`` string or ``None`` (the offline demo
+    model); ``db``: the SQLite checkpoint file (default: a temporary one).
+    """
     from langgraph.types import Command
 
-    from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+    from algenta_graph.checkpointer import open_checkpointer
+    from algenta_graph.engine import ApiKey, ReferenceEngine, WebhookReceiver
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import resolve_model
 
     out = out or sys.stdout
+    agent_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    keys = {
+        agent_token: ApiKey("demo-graph", frozenset({"agent"}), execute=True),
+        operator_token: ApiKey(OPERATOR, frozenset({"operator"})),
+    }
     chat_model = resolve_model(model)  # an unusable --model fails here, before anything starts
     tmp: str | None = None
     if db is None:
@@ -138,22 +165,42 @@ async def run_demo(
         db = str(Path(tmp) / "demo-checkpoints.sqlite")
     say = _Walkthrough(None, out).say
     try:
-        async with ReferenceEngine() as engine, WebhookReceiver(log_path=webhook_log) as webhook:
+        async with (
+            ReferenceEngine(keys=keys) as engine,
+            WebhookReceiver(log_path=webhook_log) as webhook,
+        ):
+
+            async def approve(plan: Mapping[str, Any]) -> None:
+                """The operator approves the plan out of band (HTTP, operator key)."""
+                async with httpx.AsyncClient(timeout=30) as client:
+                    answer = await client.post(
+                        engine.approve_url.format(plan_id=plan["plan_id"]),
+                        json={"plan_hash": plan["plan_hash"], "nonce": plan["nonce"]},
+                        headers={"Authorization": f"Bearer {operator_token}"},
+                    )
+                _expect(answer.status_code == 200, f"plan approval failed: {answer.text}")
+                say(
+                    f"  [operator approves plan {plan['plan_id']} out of band: HTTP "
+                    f"{answer.status_code} {answer.json().get('status')}]"
+                )
+
             say("algenta-graph demo: a governed LangGraph agent, offline")
             say(f"  reference engine : {engine.url}")
             say(f"  webhook receiver : {webhook.url}")
             say(f"  checkpoints      : {db} (SQLite)")
-            say(
-                "  model            : "
-                + (model or "DemoChatModel (offline deterministic stand-in, not a real LLM)")
-            )
+            say("  engine mode      : strict (keys, approved plans, nonce, idempotency key)")
+            say(f"  model            : {_model_label(model, chat_model)}")
             async with (
-                AsyncSqliteSaver.from_conn_string(db) as saver,
+                open_checkpointer(db) as saver,
                 governed_agent(
-                    chat_model, base_url=engine.url, profile="execute", checkpointer=saver
+                    chat_model,
+                    base_url=engine.url,
+                    api_key=agent_token,
+                    profile="execute",
+                    checkpointer=saver,
                 ) as graph,
             ):
-                w = _Walkthrough(graph, out)
+                w = _Walkthrough(graph, out, approve)
                 t = "demo"
 
                 w.header(
@@ -192,6 +239,7 @@ async def run_demo(
                     "no idempotency denial in step 4",
                 )
                 say("    A second session (another thread) tries too: the engine's own gate.")
+                await w.turn("demo-second-session", "plan_decision scenario=restock_inventory")
                 state = await w.turn(
                     "demo-second-session",
                     f"execute_decision decision_id={decision} webhook_url={webhook.url}",

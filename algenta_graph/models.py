@@ -46,7 +46,17 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-__all__ = ["DemoChatModel", "ScriptedChatModel", "parse_key_values", "resolve_model"]
+from algenta_graph.errors import AlgentaGraphError
+
+__all__ = [
+    "PROVIDER_PACKAGES",
+    "DemoChatModel",
+    "ModelPackageMissingError",
+    "ModelSetupError",
+    "ScriptedChatModel",
+    "parse_key_values",
+    "resolve_model",
+]
 
 _PAIR = re.compile(r"""(?<![\w.-])([A-Za-z_][\w.-]*)=("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
 _SUMMARY_LIMIT = 400
@@ -319,18 +329,92 @@ def _as_message(reply: Any) -> AIMessage:
     raise TypeError(f"ScriptedChatModel reply must be AIMessage, str or dict, not {reply!r}")
 
 
+# provider prefix of an init_chat_model string -> the pip package that provides its chat model
+# (the common ones; init_chat_model names the package for the rest)
+PROVIDER_PACKAGES: dict[str, str] = {
+    "openai": "langchain-openai",
+    "azure_openai": "langchain-openai",
+    "anthropic": "langchain-anthropic",
+    "google_genai": "langchain-google-genai",
+    "google_vertexai": "langchain-google-vertexai",
+    "bedrock": "langchain-aws",
+    "bedrock_converse": "langchain-aws",
+    "mistralai": "langchain-mistralai",
+    "groq": "langchain-groq",
+    "ollama": "langchain-ollama",
+    "fireworks": "langchain-fireworks",
+    "together": "langchain-together",
+    "cohere": "langchain-cohere",
+    "deepseek": "langchain-deepseek",
+    "xai": "langchain-xai",
+    "huggingface": "langchain-huggingface",
+}
+_PACKAGE_IN_MESSAGE = re.compile(r"requires the ([A-Za-z0-9_.-]+) package")
+
+
+class ModelSetupError(AlgentaGraphError):
+    """A model string could not be turned into a chat model (unknown provider, no API key...).
+
+    The message names the model string and the provider's own reason.
+    """
+
+
+class ModelPackageMissingError(ModelSetupError, ImportError):
+    """The chat model package of a model string's provider is not installed.
+
+    ``package`` is what to ``pip install`` (e.g. ``langchain-openai`` for ``"openai:gpt-5"``).
+    """
+
+    def __init__(self, model: str, package: str) -> None:
+        super().__init__(
+            f"model {model!r} needs the {package} package, which is not installed: "
+            f"pip install {package}"
+        )
+        self.model = model
+        self.package = package
+
+
+def _provider(model: str) -> str | None:
+    prefix, sep, _ = model.partition(":")
+    if sep:
+        return prefix.replace("-", "_").lower()
+    lower = model.lower()
+    if lower.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
+        return "openai"
+    if lower.startswith("claude"):
+        return "anthropic"
+    return None
+
+
 def resolve_model(model: BaseChatModel | str | None) -> BaseChatModel:
     """Return a chat model: ``None`` -> :class:`DemoChatModel`; a string -> ``init_chat_model``.
 
-    A string such as ``"openai:gpt-5"`` needs the provider's package and API key; the error
-    from ``init_chat_model`` is raised unchanged when they are missing.
+    A string such as ``"openai:gpt-5"`` or ``"anthropic:claude-sonnet-4-5"`` needs the
+    provider's package (``pip install langchain-openai``) and its API key (``OPENAI_API_KEY``).
+    A missing package raises :class:`ModelPackageMissingError` naming the package to install;
+    any other failure to create the model (unknown provider, missing credentials) raises
+    :class:`ModelSetupError` with the provider's reason.
     """
     if model is None:
         return DemoChatModel()
     if isinstance(model, str):
-        from langchain.chat_models import init_chat_model
-
-        return init_chat_model(model)
+        provider = _provider(model)
+        package = PROVIDER_PACKAGES.get(provider or "")
+        try:
+            from langchain.chat_models import init_chat_model
+        except ImportError as exc:  # langchain is a runtime dependency; a broken install
+            raise ModelPackageMissingError(model, "langchain") from exc
+        try:
+            return init_chat_model(model)
+        except ImportError as exc:
+            found = _PACKAGE_IN_MESSAGE.search(str(exc))
+            missing = package or (found.group(1) if found else None)
+            not_installed = isinstance(exc.__cause__ or exc, ModuleNotFoundError)
+            if missing is None or not not_installed:  # unknown, or installed but broken
+                raise ModelSetupError(f"model {model!r}: {exc}") from exc
+            raise ModelPackageMissingError(model, missing) from exc
+        except Exception as exc:
+            raise ModelSetupError(f"could not create the chat model {model!r}: {exc}") from exc
     if not isinstance(model, BaseChatModel):
         raise TypeError(
             f"model must be a LangChain chat model, an init_chat_model string or None, "

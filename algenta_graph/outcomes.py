@@ -41,6 +41,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from algenta_graph.gates import GATE_NAMES
+
 __all__ = [
     "KNOWN_GATES",
     "ExecutionDenial",
@@ -51,8 +53,9 @@ __all__ = [
     "parse_execution_outcome",
 ]
 
-KNOWN_GATES: tuple[str, ...] = ("idempotency", "confidence", "risk_floor")
-"""The three named policy gates of ``execute_decision``. Another gate name is still a denial."""
+KNOWN_GATES: tuple[str, ...] = GATE_NAMES
+"""The named policy gates of ``execute_decision`` (from :mod:`algenta_graph.gates`). Another gate
+name is still a denial."""
 
 _RAW_LIMIT = 16_384
 _MAX_DEPTH = 6
@@ -65,8 +68,10 @@ _API_ERROR_PREFIX = re.compile(r"^\s*API error (\d{3})\s*:\s*")
 class ExecutionReceipt(BaseModel):
     """A completed ``execute_decision``: the engine dispatched the decision and kept a receipt.
 
-    ``execution_status`` says whether the webhook delivery itself succeeded (``"delivered"``) or
-    not (``"failed"``); both are completed, non-gated calls. Unknown extra fields are kept.
+    ``execution_status`` says whether the webhook delivery itself succeeded (``"delivered"``),
+    certainly did not (``"failed"``), or may have (``"unknown"``: the request went out and no
+    answer came); all are completed, non-gated calls. Unknown extra fields are kept (e.g. the
+    engine's ``retryable``, ``execution_id``, ``idempotency_key``).
     """
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
@@ -74,7 +79,7 @@ class ExecutionReceipt(BaseModel):
     kind: Literal["receipt"] = "receipt"
     decision_id: str = Field(min_length=1)
     webhook_url: str = Field(min_length=1)
-    execution_status: Literal["delivered", "failed"]
+    execution_status: Literal["delivered", "failed", "unknown"]
     response_code: int | None
     executed_at: str = Field(min_length=1)
     policy_snapshot_id: str | None
@@ -109,7 +114,7 @@ class ExecutionDenial(BaseModel):
 
     @property
     def is_known_gate(self) -> bool:
-        """True for ``idempotency``, ``confidence`` and ``risk_floor``."""
+        """True for a gate of :data:`KNOWN_GATES`."""
         return self.gate in KNOWN_GATES
 
 

@@ -15,9 +15,17 @@ in ``langgraph.json``):
   for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
 - ``ALGENTA_TOP_K``: how many tools retrieval binds per turn (default ``5``).
 - ``ALGENTA_ON_DENIAL``: ``report``, ``escalate`` or ``halt`` for every gate, or JSON per gate
-  (``{"confidence": "escalate", "idempotency": "report"}``); default: the graph's policies.
+  (``{"confidence": "escalate", "idempotency": "report"}``); default: the graph's policies
+  (:data:`~algenta_graph.gates.DEFAULT_POLICIES`). A run may only make them stricter.
 
 A malformed value raises ``ValueError`` naming the variable.
+
+Security (see :mod:`algenta_graph.auth`): ``langgraph.json`` names the custom auth object
+``algenta_graph.auth:auth`` (bearer tokens from ``ALGENTA_AUTH_FILE``, roles ``agent``,
+``operator[:<gate>]``, ``auditor``; open with a loud warning when unset). The served graph asks
+:func:`~algenta_graph.auth.served_authorize_operator` before an operator's answer takes effect,
+and refuses ``update_state`` on the governed record fields (:func:`guard_records`), for every
+caller, with or without auth.
 
 ``ALGENTA_PROFILE`` is the ceiling: the served graph's catalog is that profile's tools. Per run,
 ``profile`` (narrowing only), ``top_k`` and ``on_denial`` can be changed through the run's
@@ -33,7 +41,6 @@ context into ``config["configurable"]``, where the graph reads them (see
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,10 +50,11 @@ from langgraph.graph.state import CompiledStateGraph
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from algenta_graph.auth import RECORD_FIELDS, served_authorize_operator
 from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES, resolve_profile
-from algenta_graph.graph import POLICIES, create_governed_agent
+from algenta_graph.gates import GATE_NAMES, POLICIES, parse_on_denial
+from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import resolve_model
-from algenta_graph.outcomes import KNOWN_GATES
 
 if TYPE_CHECKING:
     from algenta_graph.connection import EngineConnection
@@ -59,10 +67,12 @@ __all__ = [
     "ENV_ON_DENIAL",
     "ENV_PROFILE",
     "ENV_TOP_K",
+    "RecordsWriteRefused",
     "RunContext",
     "ServerSettings",
     "aclose_cached",
     "build_graph",
+    "guard_records",
     "make_graph",
 ]
 
@@ -77,7 +87,8 @@ DEFAULT_TOP_K = 5
 DEMO_MODEL = "demo"
 """``ALGENTA_MODEL`` value (or absence) that selects the offline demo model."""
 
-OnDenial = str | dict[str, str] | None
+GateName = Literal[GATE_NAMES]  # type: ignore[valid-type]  # derived from the one gate table
+PolicyName = Literal[POLICIES]  # type: ignore[valid-type]
 
 
 class RunContext(TypedDict, total=False):
@@ -95,11 +106,13 @@ class RunContext(TypedDict, total=False):
     ]
     top_k: Annotated[int, Field(ge=1, description="How many tools retrieval binds this run.")]
     on_denial: Annotated[
-        dict[
-            Literal["idempotency", "confidence", "risk_floor"],
-            Literal["report", "escalate", "halt"],
-        ],
-        Field(description="Denial policy per gate for this run, over the server's policies."),
+        dict[GateName, PolicyName] | PolicyName,
+        Field(
+            description=(
+                "Denial policy per gate for this run (or one policy for every gate); each may "
+                "only be stricter than the server's (report < escalate < halt)."
+            )
+        ),
     ]
 
 
@@ -112,7 +125,7 @@ class ServerSettings:
     profile: str = DEFAULT_PROFILE
     model: str | None = None
     top_k: int = DEFAULT_TOP_K
-    on_denial: str | tuple[tuple[str, str], ...] | None = None
+    on_denial: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         resolve_profile(self.profile)  # ValueError naming the valid profiles
@@ -139,14 +152,12 @@ class ServerSettings:
             profile=profile,
             model=None if model == DEMO_MODEL else model,
             top_k=_parse_top_k(env.get(ENV_TOP_K), ENV_TOP_K),
-            on_denial=_freeze(_parse_on_denial(env.get(ENV_ON_DENIAL), ENV_ON_DENIAL)),
+            on_denial=_freeze(parse_on_denial(env.get(ENV_ON_DENIAL), ENV_ON_DENIAL)),
         )
 
     @property
     def on_denial_policy(self) -> dict[str, str] | None:
         """``on_denial`` as ``create_governed_agent`` takes it: ``{gate: policy}``."""
-        if isinstance(self.on_denial, str):
-            return dict.fromkeys(KNOWN_GATES, self.on_denial)
         return dict(self.on_denial) if self.on_denial is not None else None
 
 
@@ -162,34 +173,8 @@ def _parse_top_k(value: Any, name: str) -> int:
     return top_k
 
 
-def _parse_on_denial(value: str | None, name: str) -> OnDenial:
-    if value is None or not value.strip():
-        return None
-    parsed: Any = value.strip()
-    if parsed.startswith("{"):
-        try:
-            parsed = json.loads(parsed)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{name} is not valid JSON: {exc}") from None
-    if isinstance(parsed, str):
-        policies = [parsed]
-    elif isinstance(parsed, dict):
-        unknown = sorted(set(parsed) - set(KNOWN_GATES))
-        if unknown:
-            raise ValueError(f"{name} names unknown gates {unknown}; known: {KNOWN_GATES}")
-        policies = list(parsed.values())
-    else:
-        raise ValueError(f"{name} must be a policy or a JSON object of gate to policy: {value!r}")
-    bad = [p for p in policies if p not in POLICIES]
-    if bad:
-        raise ValueError(f"{name}: policy {bad[0]!r} is not one of {POLICIES}")
-    return parsed if isinstance(parsed, str) else {str(k): str(v) for k, v in parsed.items()}
-
-
-def _freeze(value: OnDenial) -> str | tuple[tuple[str, str], ...] | None:
-    if isinstance(value, Mapping):
-        return tuple(sorted(value.items()))
-    return value
+def _freeze(value: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    return tuple(sorted(value.items())) if value else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,11 +237,78 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
                 top_k=settings.top_k,
                 on_denial=settings.on_denial_policy,
                 checkpointer=None,
+                authorize_operator=served_authorize_operator,
             )
             if graph.context_schema is None:
                 graph = graph.copy(update={"context_schema": RunContext})
+            graph = guard_records(graph)
             cache.graphs[settings] = graph
     return graph
+
+
+# ---------------------------------------------------------------------------------------------
+# governed records are written by the graph's nodes only
+
+
+def _http_forbidden(detail: str) -> Exception:
+    try:  # the LangGraph server turns a Starlette HTTPException into its status code
+        from starlette.exceptions import HTTPException
+    except ImportError:  # pragma: no cover - starlette arrives with mcp
+        return RecordsWriteRefused(detail)
+    return HTTPException(status_code=403, detail=detail)
+
+
+class RecordsWriteRefused(PermissionError):
+    """An ``update_state`` tried to write governed records, or to fork an earlier checkpoint."""
+
+
+def _refusal(config: Any, supersteps: Any) -> str | None:
+    configurable = (config or {}).get("configurable") or {}
+    if configurable.get("checkpoint_id"):
+        return (
+            "update_state from an earlier checkpoint is refused: a fork would drop the "
+            "governed records written after it"
+        )
+    for step in supersteps or ():
+        for update in step or ():
+            values = getattr(update, "values", None)
+            if isinstance(values, Mapping):
+                written = [f for f in RECORD_FIELDS if f in values]
+                if written:
+                    return (
+                        f"update_state on governed records ({', '.join(written)}) is refused: "
+                        "they are written only by the graph's own nodes"
+                    )
+    return None
+
+
+class _RecordGuardedGraph(CompiledStateGraph):
+    """The compiled graph, whose ``update_state`` cannot write governed records."""
+
+    def bulk_update_state(self, config: Any, supersteps: Any) -> Any:
+        refused = _refusal(config, supersteps)
+        if refused:
+            raise _http_forbidden(refused)
+        return super().bulk_update_state(config, supersteps)
+
+    async def abulk_update_state(self, config: Any, supersteps: Any) -> Any:
+        refused = _refusal(config, supersteps)
+        if refused:
+            raise _http_forbidden(refused)
+        return await super().abulk_update_state(config, supersteps)
+
+
+def guard_records(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """``graph`` whose ``(a)update_state``/``(a)bulk_update_state`` refuse (HTTP 403 when served)
+    any update naming ``receipts``, ``denials`` or ``operator_decisions``, and any update from
+    an explicit earlier ``checkpoint_id``. Runs are unaffected: nodes write records as before.
+    """
+    if isinstance(graph, _RecordGuardedGraph):
+        return graph
+    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    return _RecordGuardedGraph(**attrs)
 
 
 async def aclose_cached() -> None:

@@ -6,18 +6,25 @@ the LangGraph server can store and return it unchanged. ``receipts``, ``denials`
 ``update_state`` call) can rewrite or drop a recorded outcome. The graph writes an empty list to
 each of them on every turn, so they exist (possibly empty) in every thread's state.
 
-Record shapes (dicts):
+Record shapes (typed dicts, see ``docs/ARCHITECTURE.md`` "Outcomes"):
 
-- receipt: the fields of :class:`~algenta_graph.outcomes.ExecutionReceipt` (``decision_id``,
-  ``webhook_url``, ``execution_status``, ``response_code``, ``safety_overridden``, ...) plus
-  ``tool_call_id`` and ``source``: ``"model"`` (the model's call), ``"operator"`` (an operator
-  override) or ``"recovered"`` (a delivery the checkpoint missed, read back from the engine).
-- denial: the fields of :class:`~algenta_graph.outcomes.ExecutionDenial` (``gate``, ``code``,
-  ``message``, ``override_hint``) plus ``decision_id``, ``webhook_url``, ``tool_call_id`` and
-  ``source``: ``"model"`` (the engine denied the model's call), ``"operator"`` (the engine
-  denied an operator override) or ``"thread_receipts"`` (the thread had already delivered the
-  decision, so the graph did not send it to the engine: an idempotency denial).
-- operator decision: :class:`OperatorDecision` dumped to JSON.
+- :class:`ReceiptRecord`: the fields of :class:`~algenta_graph.outcomes.ExecutionReceipt`
+  (``decision_id``, ``webhook_url``, ``execution_status``, ``response_code``,
+  ``safety_overridden``, ...) plus ``tool_call_id`` and ``source``: ``"model"`` (the model's
+  call), ``"operator"`` (an operator override, with ``operator``) or ``"recovered"`` (a delivery
+  the checkpoint missed, read back from the engine).
+- :class:`DenialRecord`: the fields of :class:`~algenta_graph.outcomes.ExecutionDenial`
+  (``gate``, ``code``, ``message``, ``override_hint``) plus ``decision_id``, ``webhook_url``,
+  ``tool_call_id``, ``source`` (``"model"``: the engine denied the model's call;
+  ``"operator"``: the engine denied an operator override; ``"thread_receipts"``: the thread had
+  already executed the decision, so the graph did not send it again) and, for a model's call,
+  ``policy``: the policy the denial was raised under. A denial with ``policy == "escalate"``
+  and no operator decision for its ``tool_call_id`` is a **pending escalation**: a resume
+  completes it from the state alone, whatever context the resume carries.
+- :class:`OperatorDecisionRecord`: :class:`OperatorDecision` dumped to JSON.
+
+Every record also carries ``seq``, ``prev`` and ``hash``: its link in the thread's
+tamper-evident chain (:mod:`algenta_graph.chain`), set by the node that wrote it.
 """
 
 from __future__ import annotations
@@ -28,16 +35,81 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from langgraph.managed import RemainingSteps
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 __all__ = [
+    "DenialRecord",
     "GovernedInput",
     "GovernedState",
     "OperatorDecision",
-    "OperatorResume",
+    "OperatorDecisionRecord",
+    "ReceiptRecord",
     "append_records",
 ]
+
+RecordSource = Literal["model", "operator", "recovered", "thread_receipts"]
+
+
+class ReceiptRecord(TypedDict, total=False):
+    """A receipt in state: an ``ExecutionReceipt`` dump plus where it came from."""
+
+    kind: Literal["receipt"]
+    decision_id: str
+    webhook_url: str
+    execution_status: str
+    response_code: int | None
+    executed_at: str
+    policy_snapshot_id: str | None
+    schema_snapshot_id: str | None
+    manifest_version: str | None
+    payload_summary: dict[str, Any]
+    safety_overridden: bool
+    tool_call_id: str | None
+    source: RecordSource
+    operator: str
+    seq: int
+    prev: str
+    hash: str
+
+
+class DenialRecord(TypedDict, total=False):
+    """A named-gate denial in state: an ``ExecutionDenial`` dump plus its call and policy."""
+
+    kind: Literal["denial"]
+    gate: str
+    code: str
+    message: str
+    override_hint: str | None
+    status_code: int | None
+    decision_id: str | None
+    webhook_url: str | None
+    tool_call_id: str | None
+    source: RecordSource
+    policy: Literal["report", "escalate", "halt"]
+    timeout_seconds: float
+    seq: int
+    prev: str
+    hash: str
+
+
+class OperatorDecisionRecord(TypedDict, total=False):
+    """An operator decision in state (:class:`OperatorDecision` dumped to JSON)."""
+
+    operator: str
+    reason: str
+    action: Literal["override", "decline"]
+    gate: str
+    decision_id: str | None
+    override_flag: str | None
+    result: Literal["receipt", "failed", "denied", "declined"]
+    outcome: dict[str, Any] | None
+    tool_call_id: str | None
+    time: str
+    seq: int
+    prev: str
+    hash: str
 
 
 def append_records(
@@ -76,13 +148,16 @@ class GovernedState(TypedDict):
     - ``selected_tools``: tool names the model is bound to this turn (retrieval top-K plus
       ``search_tools`` hits), in rank order; ``search_tools`` itself is always bound too.
     - ``receipts``, ``denials``, ``operator_decisions``: append-only records (module docs).
+    - ``remaining_steps``: managed by LangGraph (the run's ``recursion_limit``); the model node
+      ends the run cleanly before the limit instead of raising ``GraphRecursionError``.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
     selected_tools: list[str]
-    receipts: Annotated[list[dict[str, Any]], append_records]
-    denials: Annotated[list[dict[str, Any]], append_records]
-    operator_decisions: Annotated[list[dict[str, Any]], append_records]
+    receipts: Annotated[list[ReceiptRecord], append_records]
+    denials: Annotated[list[DenialRecord], append_records]
+    operator_decisions: Annotated[list[OperatorDecisionRecord], append_records]
+    remaining_steps: RemainingSteps
 
 
 def _now() -> str:
@@ -110,24 +185,7 @@ class OperatorDecision(BaseModel):
     outcome: dict[str, Any] | None = None
     tool_call_id: str | None = None
     time: str = Field(default_factory=_now)
-
-
-class OperatorResume(BaseModel):
-    """The resume payload of an escalation: ``Command(resume={...})``.
-
-    ``action`` is ``"override"`` or ``"decline"``; ``operator`` and ``reason`` are required,
-    non-blank strings; any other key is an error (a typo must not silently approve).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: Literal["override", "decline"]
-    operator: str
-    reason: str
-
-    @field_validator("operator", "reason")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value.strip()
+    seq: int | None = None
+    """The record's place in the thread's audit chain (:mod:`algenta_graph.chain`)."""
+    prev: str | None = None
+    hash: str | None = None

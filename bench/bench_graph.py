@@ -66,7 +66,7 @@ async def engine_process() -> AsyncIterator[str]:
     """The reference engine in its own process (its work does not share our GIL)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "algenta_graph.cli", "engine", "--port", str(port)],
+        [sys.executable, "-m", "algenta_graph.cli", "engine", "--relaxed", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -24,8 +24,8 @@ def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_runs_to_the_end_and_its_receipts_match_the_webhook_log(tmp_path: Path) -> None:
-    db = tmp_path / "demo.sqlite"
-    hooks = tmp_path / "hooks.jsonl"
+    db = tmp_path / "not-yet" / "demo.sqlite"  # the directory is created, as engine --db does
+    hooks = tmp_path / "logs" / "hooks.jsonl"  # created too
     demo = _cli("demo", "--db", str(db), "--webhook-log", str(hooks))
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     out = demo.stdout
@@ -61,6 +61,7 @@ def test_demo_runs_to_the_end_and_its_receipts_match_the_webhook_log(tmp_path: P
 def test_receipts_command_rejects_a_missing_or_foreign_file(tmp_path: Path) -> None:
     missing = _cli("receipts", "--db", str(tmp_path / "nope.sqlite"), timeout=60)
     assert missing.returncode == 2 and "no checkpoint file" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1 and "Traceback" not in missing.stderr
     assert not (tmp_path / "nope.sqlite").exists()
     import sqlite3
 
@@ -68,3 +69,17 @@ def test_receipts_command_rejects_a_missing_or_foreign_file(tmp_path: Path) -> N
     sqlite3.connect(foreign).execute("create table t(x)").connection.commit()
     result = _cli("receipts", "--db", str(foreign), timeout=60)
     assert result.returncode == 2 and "not a LangGraph SQLite checkpoint file" in result.stderr
+
+
+def test_demo_refuses_a_bad_model_or_db_in_one_line(tmp_path: Path) -> None:
+    bad_model = _cli("demo", "--model", "nosuch:model", timeout=60)
+    assert bad_model.returncode == 2 and "Traceback" not in bad_model.stderr
+    assert bad_model.stderr.startswith("algenta-graph demo: error: --model 'nosuch:model'")
+    foreign = tmp_path / "notes.sqlite"
+    foreign.write_text("not a database\n" * 100)
+    before = foreign.read_bytes()
+    bad_db = _cli("demo", "--db", str(foreign), timeout=120)
+    assert bad_db.returncode == 2 and "Traceback" not in bad_db.stderr, bad_db.stderr
+    assert len(bad_db.stderr.strip().splitlines()) == 1
+    assert f"--db {foreign} is not a usable SQLite checkpoint file" in bad_db.stderr
+    assert foreign.read_bytes() == before

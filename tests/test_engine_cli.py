@@ -38,7 +38,8 @@ def _listening(port: int) -> bool:
 @contextmanager
 def engine_process(port: int, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``python -m algenta_graph.cli engine``; SIGTERM it (by PID) on exit."""
-    cmd = [sys.executable, "-m", "algenta_graph.cli", "engine", "--port", str(port), *args]
+    mode = [] if "--strict" in args or "--relaxed" in args else ["--relaxed"]
+    cmd = [sys.executable, "-m", "algenta_graph.cli", "engine", *mode, "--port", str(port), *args]
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -182,25 +182,122 @@ def test_webhook_receiver_records_bodies_and_answers_as_asked(tmp_path: Path) ->
     assert [r["path"] for r in read_log(log_path)] == ["/hook", "/status/418", "/delay/0.05"]
 
 
-async def test_webhook_timeout_is_a_failed_receipt(
+async def test_a_webhook_slower_than_the_timeout_is_unknown_and_counts_as_executed(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
+) -> None:
+    """The POST reached the webhook, which answers after the timeout: the receipt says the
+    outcome is unknown, and every further call is an idempotency denial: 4 calls, 1 POST."""
+    slow = webhook.url_for_delay(3)
+    async with mcp_session(engine.url) as s:
+        decision_id = await log(s)
+        first = await receipt(s, decision_id, slow, timeout_seconds=1)
+        again = [await denial(s, decision_id, slow, timeout_seconds=1) for _ in range(2)]
+        fast_url_too = await denial(s, decision_id, webhook.url)
+    assert first["execution_status"] == "unknown" and first["response_code"] is None
+    assert first["retryable"] is False
+    assert (
+        "timeout" in first["failure_reason"]
+        and "after the request was sent" in (first["failure_reason"])
+    )
+    assert [d["gate"] for d in [*again, fast_url_too]] == ["idempotency"] * 3
+    assert "unknown outcome" in fast_url_too["message"]
+    assert len(webhook.received) == 1 and webhook.received[0]["decision_id"] == decision_id
+    assert [e["execution_status"] for e in engine.executions(decision_id)] == ["unknown"]
+
+
+@pytest.mark.slow
+async def test_the_default_timeout_and_a_15_s_webhook_give_one_post(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
+) -> None:
+    """Issue 10's second figure: the default timeout (10 s) and a 15 s webhook, 3 calls."""
+    slow = webhook.url_for_delay(15)
+    async with mcp_session(engine.url) as s:
+        decision_id = await log(s)
+        first = await receipt(s, decision_id, slow)
+        again = [await denial(s, decision_id, slow) for _ in range(2)]
+    assert first["execution_status"] == "unknown" and "within 10s" in first["failure_reason"]
+    assert [d["gate"] for d in again] == ["idempotency", "idempotency"]
+    assert len(webhook.received) == 1
+
+
+async def test_an_unknown_delivery_is_sent_again_only_with_force(
     engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:
     async with mcp_session(engine.url) as s:
         decision_id = await log(s)
-        r = await receipt(s, decision_id, webhook.url_for_delay(2), timeout_seconds=0.3)
-    assert r["execution_status"] == "failed" and r["response_code"] is None
-    assert "timeout" in r["failure_reason"]
+        await receipt(s, decision_id, webhook.url_for_delay(3), timeout_seconds=1)
+        denied = await denial(s, decision_id, webhook.url)
+        forced = await receipt(s, decision_id, webhook.url, force=True)
+    assert denied["gate"] == "idempotency" and "force" in denied["override_hint"]
+    assert forced["execution_status"] == "delivered"
+    assert [e["force"] for e in engine.executions(decision_id)] == [False, True]
+    assert len(webhook.received) == 2
 
 
-async def test_refused_connection_is_a_failed_receipt(
+async def test_a_connection_dropped_after_the_request_is_unknown(
     engine: ReferenceEngine, mcp_session: Session
+) -> None:
+    """A webhook that reads the whole request and closes the connection without answering."""
+    received: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with mcp_session(engine.url) as s:
+            decision_id = await log(s)
+            r = await receipt(s, decision_id, f"http://127.0.0.1:{port}/hook")
+            again = await denial(s, decision_id, f"http://127.0.0.1:{port}/hook")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert r["execution_status"] == "unknown" and r["response_code"] is None
+    assert "after the request was sent" in r["failure_reason"]
+    assert again["gate"] == "idempotency"
+    assert len(received) == 1 and received[0].startswith(b"POST /hook")
+
+
+@pytest.mark.parametrize("bad", [0, 0.3, 0.999, 60.5, 1e9, -1])
+async def test_timeout_seconds_outside_1_to_60_is_refused_naming_the_field(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session, bad: float
+) -> None:
+    async with mcp_session(engine.url) as s:
+        decision_id = await log(s)
+        result = await execute(s, decision_id, webhook.url, timeout_seconds=bad)
+        schema = next(t for t in (await s.list_tools()).tools if t.name == "execute_decision")
+    assert result.isError
+    error = body(result)["error"]
+    assert error["code"] == "invalid_arguments" and "timeout_seconds" in error["message"]
+    assert webhook.received == [] and engine.executions() == []
+    timeout = schema.inputSchema["properties"]["timeout_seconds"]
+    assert (timeout["minimum"], timeout["maximum"], timeout["default"]) == (1, 60, 10)
+
+
+@pytest.mark.parametrize("ok", [1, 60])
+async def test_timeout_seconds_bounds_are_accepted(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session, ok: float
+) -> None:
+    async with mcp_session(engine.url) as s:
+        r = await receipt(s, await log(s), webhook.url, timeout_seconds=ok)
+    assert r["execution_status"] == "delivered"
+
+
+async def test_refused_connection_is_a_failed_receipt_and_stays_retryable(
+    engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}/hook"
     async with mcp_session(engine.url) as s:
         decision_id = await log(s)
         r = await receipt(s, decision_id, closed, timeout_seconds=5)
+        retried = await receipt(s, decision_id, webhook.url)
     assert r["execution_status"] == "failed" and r["response_code"] is None
-    assert "refused" in r["failure_reason"]
+    assert "refused" in r["failure_reason"] and "nothing was sent" in r["failure_reason"]
+    assert r["retryable"] is True
+    assert retried["execution_status"] == "delivered"
+    assert len(webhook.received) == 1
 
 
 async def test_non_loopback_webhook_host_is_refused_and_nothing_is_sent(
@@ -362,7 +459,11 @@ async def test_a_cancelled_call_still_records_the_delivery_it_started(
         assert (await http.post(engine.url, json=cancel, headers=sid)).status_code == 202
         answer = await call
     assert "Request cancelled" in answer.text  # the server did cancel the request
-    await _wait_for(lambda: len(engine.executions(decision_id)) == 1, "the stored receipt")
+    # the execution is on record (outcome unknown) before the POST; then its final receipt
+    await _wait_for(
+        lambda: [e["execution_status"] for e in engine.executions(decision_id)] == ["delivered"],
+        "the stored receipt",
+    )
     [execution] = engine.executions(decision_id)
     assert execution["execution_status"] == "delivered"
     async with mcp_session(engine.url) as s:
@@ -378,11 +479,11 @@ async def test_state_survives_a_restart_on_the_same_db(
     tmp_path: Path, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:
     db = tmp_path / "engine.sqlite"
-    async with ReferenceEngine(db=db) as engine, mcp_session(engine.url) as s:
+    async with ReferenceEngine(db=db, relaxed=True) as engine, mcp_session(engine.url) as s:
         decision_id = await log(s)
         first = await receipt(s, decision_id, webhook.url, metadata={"run": 1})
         port = engine.port
-    async with ReferenceEngine(db=db, port=port) as engine, mcp_session(engine.url) as s:
+    async with ReferenceEngine(db=db, port=port, relaxed=True) as engine, mcp_session(engine.url) as s:
         stored = body(await s.call_tool("get_decision", {"decision_id": decision_id}))
         listed = body(await s.call_tool("list_decisions", {}))
         again = await denial(s, decision_id, webhook.url)
@@ -398,7 +499,7 @@ async def test_state_survives_a_restart_on_the_same_db(
 
 
 async def test_an_engine_object_can_be_restarted(tmp_path: Path, mcp_session: Session) -> None:
-    engine = ReferenceEngine(db=tmp_path / "e.sqlite")
+    engine = ReferenceEngine(db=tmp_path / "e.sqlite", relaxed=True)
     for _ in range(2):
         with engine:
             async with mcp_session(engine.url) as s:
@@ -410,32 +511,27 @@ async def test_an_engine_object_can_be_restarted(tmp_path: Path, mcp_session: Se
 # -- auth --------------------------------------------------------------------------------------
 
 
-async def test_api_key_guards_tool_calls_but_not_listing(
+async def test_api_key_guards_every_mcp_request_including_initialize(
     start_engine: Callable[..., ReferenceEngine], mcp_session: Session
 ) -> None:
     engine = start_engine(api_key="s3cret")
     headers = {"Accept": "application/json, text/event-stream"}
+    init = _rpc("initialize", _INIT)
     async with httpx.AsyncClient(headers=headers, timeout=10) as http:
-        init = await http.post(
-            engine.url,
-            json=_rpc("initialize", _INIT),
-        )
-        assert init.status_code == 200
-        sid = {"mcp-session-id": init.headers["mcp-session-id"]}
-        await http.post(
-            engine.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=sid
-        )
-        listed = await http.post(engine.url, json=_rpc("tools/list", {}, 2), headers=sid)
-        call = _rpc("tools/call", {"name": "get_contract", "arguments": {}}, 3)
-        anonymous = await http.post(engine.url, json=call, headers=sid)
-        wrong = await http.post(
-            engine.url, json=call, headers={**sid, "Authorization": "Bearer nope"}
-        )
-        batch = await http.post(engine.url, json=[_rpc("tools/list", {}, 4), call], headers=sid)
-    assert listed.status_code == 200 and "execute_decision" in listed.text
-    assert anonymous.status_code == wrong.status_code == batch.status_code == 401
-    assert "Bearer" in anonymous.json()["message"]
-    assert engine.call_log() == []  # refused calls never reached a tool
+        anonymous = await http.post(engine.url, json=init)
+        wrong = await http.post(engine.url, json=init, headers={"Authorization": "Bearer nope"})
+        basic = await http.post(engine.url, json=init, headers={"Authorization": "Basic s3cret"})
+        listing = await http.post(engine.url, json=_rpc("tools/list", {}, 2))
+        stream = await http.get(engine.url)
+        lower = await http.post(engine.url, json=init, headers={"Authorization": "bearer s3cret"})
+        upper = await http.post(engine.url, json=init, headers={"Authorization": "BEARER s3cret"})
+    refused = (anonymous, wrong, basic, listing, stream)
+    assert [r.status_code for r in refused] == [401] * 5
+    assert all(r.json()["error"]["code"] == "unauthorized" for r in refused)
+    assert "Bearer" in anonymous.json()["error"]["message"]
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert lower.status_code == upper.status_code == 200  # the scheme is case-insensitive
+    assert engine.call_log() == []  # refused requests never reached a tool
     async with mcp_session(engine.url, api_key="s3cret") as s:
         ok = await s.call_tool("get_contract", {})
     assert not ok.isError and body(ok)["auth"] == "bearer"
@@ -483,3 +579,45 @@ async def test_every_denial_wire_form_is_parsed_by_the_outcome_parser(
     assert isinstance(got, ExecutionReceipt) and got.execution_status == "delivered"
     assert isinstance(parse_execution_outcome(results["missing"]), ExecutionFailure)
     assert len(webhook.received) == 1
+
+
+# The schema of the first release (no idempotency_key / plan_id / identity on executions).
+_FIRST_SCHEMA = """
+CREATE TABLE decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, decision_id TEXT NOT NULL UNIQUE,
+    chosen_action TEXT NOT NULL, expected_value REAL NOT NULL, confidence REAL NOT NULL,
+    risk_p5 REAL NOT NULL, risk_p95 REAL NOT NULL, rationale TEXT, scenario TEXT,
+    plan_hash TEXT, logged_at TEXT NOT NULL);
+CREATE TABLE executions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, execution_id TEXT NOT NULL UNIQUE,
+    decision_id TEXT NOT NULL REFERENCES decisions(decision_id),
+    execution_status TEXT NOT NULL, receipt TEXT NOT NULL, force INTEGER NOT NULL,
+    override_safety INTEGER NOT NULL, metadata TEXT, executed_at TEXT NOT NULL);
+"""
+
+
+async def test_a_database_of_the_first_release_is_completed_and_its_deliveries_count(
+    tmp_path: Path, webhook: WebhookReceiver, mcp_session: Session
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    receipt_ = {"decision_id": "dec_old", "execution_status": "delivered"}
+    with sqlite3.connect(db) as conn:
+        conn.executescript(_FIRST_SCHEMA)
+        conn.execute(
+            "INSERT INTO decisions(decision_id, chosen_action, expected_value, confidence,"
+            " risk_p5, risk_p95, logged_at) VALUES ('dec_old', 'a', 1, 0.9, 0.1, 0.2, 'x')"
+        )
+        conn.execute(
+            "INSERT INTO executions(execution_id, decision_id, execution_status, receipt, force,"
+            " override_safety, executed_at) VALUES ('exe_old', 'dec_old', 'delivered', ?, 0, 0,"
+            " 'x')",
+            (json.dumps(receipt_),),
+        )
+    conn.close()
+    async with ReferenceEngine(db=db, relaxed=True) as engine, mcp_session(engine.url) as s:
+        again = await denial(s, "dec_old", webhook.url)
+        new = await receipt(s, await log(s), webhook.url)
+    assert again["gate"] == "idempotency"
+    assert new["execution_status"] == "delivered" and len(webhook.received) == 1

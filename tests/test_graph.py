@@ -23,6 +23,7 @@ from graph_support import (
 from langchain_core.messages import AIMessage, ToolMessage
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.gates import GATE_NAMES
 from algenta_graph.graph import build_governed_graph
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,13 +32,13 @@ pytestmark = pytest.mark.timeout(120)
 async def test_drawing_has_a_labelled_edge_per_outcome(engine: ReferenceEngine) -> None:
     async with open_connection(engine) as conn:
         mermaid = build_governed_graph(conn).compile().get_graph().draw_mermaid()
-    for gate in ("idempotency", "confidence", "risk_floor"):
+    for gate in GATE_NAMES:
         assert f"governed_tool -. &nbsp;{gate}&nbsp; .-> denial_handler_{gate};" in mermaid
     assert "governed_tool -. &nbsp;halt&nbsp; .-> __end__;" in mermaid
     # ok and failed share the edge to model; LangGraph draws one label per (source, target)
     assert "governed_tool -. &nbsp;failed&nbsp; .-> model;" in mermaid
     assert "model -. &nbsp;tool_calls&nbsp; .-> governed_tool;" in mermaid
-    for gate in ("idempotency", "confidence", "risk_floor"):
+    for gate in GATE_NAMES:
         assert f"denial_handler_{gate} -. &nbsp;resolved&nbsp; .-> model;" in mermaid
         assert f"denial_handler_{gate} -. &nbsp;halt&nbsp; .-> __end__;" in mermaid
 
@@ -207,24 +208,31 @@ async def test_halt_policy_ends_the_run_with_the_denial_in_state(
     assert webhook.received == []
 
 
-async def test_per_run_configurable_policy_overrides_the_build_time_one(
+async def test_per_run_configurable_policy_may_only_tighten_the_build_time_one(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
+    """docs/ARCHITECTURE.md invariant 9: a run's on_denial may be stricter, never looser."""
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, risk_p5=-0.9)
         replies = [execute(decision, webhook.url, "c1"), "risk floor blocked it"]
         async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _):
-            cfg = config("t", on_denial={"risk_floor": "report"})
+            cfg = config("t", on_denial={"risk_floor": "halt"})
             order = await nodes_run(graph, {"messages": [("user", "go")]}, cfg)
             snapshot = await graph.aget_state(cfg)
+            with pytest.raises(ValueError, match=r"'risk_floor'.*'report' is looser"):
+                await graph.ainvoke(
+                    {"messages": [("user", "x")]}, config("t1", on_denial={"risk_floor": "report"})
+                )
             with pytest.raises(ValueError, match="unknown policy 'ignore'"):
                 await graph.ainvoke(
                     {"messages": [("user", "x")]},
                     config("t2", on_denial={"risk_floor": "ignore"}),
                 )
-    assert order[-2:] == ["denial_handler_risk_floor", "model"]
-    assert snapshot.interrupts == ()
+    assert order[-1:] == ["denial_handler_risk_floor"]  # halted: the model never ran again
+    assert snapshot.next == () and snapshot.interrupts == ()
     assert snapshot.values["denials"][0]["gate"] == "risk_floor"
+    assert snapshot.values["denials"][0]["policy"] == "halt"
+    assert webhook.received == []
 
 
 async def test_profile_guard_refuses_tools_outside_the_profile(
@@ -327,8 +335,10 @@ async def test_bad_build_arguments_are_rejected(engine: ReferenceEngine) -> None
     async with open_connection(engine) as conn:
         with pytest.raises(ValueError, match="unknown gate 'speed'"):
             build_governed_graph(conn, on_denial={"speed": "report"})
-        with pytest.raises(ValueError, match="always halts"):
-            build_governed_graph(conn, on_denial={"unknown": "report"})
+        with pytest.raises(ValueError, match="unknown gate 'unknown'; the gates are idem"):
+            build_governed_graph(conn, on_denial={"unknown": "halt"})
+        with pytest.raises(ValueError, match="unknown policy 'ignore'"):
+            build_governed_graph(conn, on_denial="ignore")
         with pytest.raises(ValueError, match="top_k"):
             build_governed_graph(conn, top_k=0)
 

@@ -68,7 +68,7 @@ async def test_connection_and_base_url_are_exclusive(engine: ReferenceEngine) ->
 def test_sync_entry_point_runs_escalates_resumes_and_persists(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
-    from algenta_graph.graph import create_governed_agent_sync
+    from algenta_graph.sync import create_governed_agent_sync
 
     db = str(tmp_path / "sync.sqlite")
     with create_governed_agent_sync(base_url=engine.url, profile="execute", db=db) as agent:

@@ -112,7 +112,8 @@ class Engine:
         self.port = free_port()
         self.db = tmp / "engine.sqlite"
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.api_key = "k-rotated" if kind == "401" else None
+        # "401": the engine starts with the connection's token and rotates it mid-run
+        self.api_key = SECRET if kind == "401" else None
         self.process: EngineProcess | None = None
         self.inproc: ReferenceEngine | None = None
         self.fault: FaultHTTPServer | None = None
@@ -121,7 +122,9 @@ class Engine:
         if self.kind == "killed":
             self.process = EngineProcess(port=self.port, db=self.db, api_key=api_key).start()
         else:
-            self.inproc = ReferenceEngine(port=self.port, db=self.db, api_key=api_key).start()
+            self.inproc = ReferenceEngine(
+                port=self.port, db=self.db, api_key=api_key, relaxed=True
+            ).start()
 
     def stop(self) -> None:
         if self.process is not None:
@@ -146,8 +149,10 @@ class Engine:
         elif self.kind in ("500", "malformed"):
             self.stop()
             self.fault = FaultHTTPServer(self.kind, port=self.port).__enter__()
+        elif self.kind == "401":  # the token is rotated: the connection's no longer works
+            self.stop()
+            self.start(api_key="k-rotated")
         # "slow": the webhook holds its answer longer than the call timeout
-        # "401": the engine already requires a token the connection does not have
 
     def bring_back(self) -> None:
         if self.kind == "slow":  # it never went away; it was only slow

@@ -40,6 +40,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 from algenta_graph._serve import BackgroundServer
 from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.gates import GATE_NAMES
 from algenta_graph.graph import build_governed_graph, create_governed_agent
 from algenta_graph.models import DemoChatModel, ScriptedChatModel
 from algenta_graph.outcomes import (
@@ -51,7 +52,7 @@ from algenta_graph.outcomes import (
 
 pytestmark = pytest.mark.slow
 
-GATES = ("idempotency", "confidence", "risk_floor")
+GATES = GATE_NAMES  # derived from the one gate table
 TOOL_ERROR_PREFIX = "Error executing tool execute_decision: "
 
 
@@ -367,7 +368,7 @@ def parser_inputs(case: Case) -> list[Any]:
 PARSER_EXAMPLES = 1000
 NODE_EXAMPLES = 1000
 GRAPH_EXAMPLES = 150
-REPORT_ALL = {"idempotency": "report", "confidence": "report", "risk_floor": "report"}
+REPORT_ALL = "report"  # every gate of the one gate table
 FUZZ_SETTINGS = settings(
     deadline=None,
     derandomize=True,

@@ -36,7 +36,7 @@ from algenta_graph.models import ScriptedChatModel
 
 pytestmark = pytest.mark.slow
 
-REPORT_ALL = {"idempotency": "report", "confidence": "report", "risk_floor": "report"}
+REPORT_ALL = "report"  # every gate of the one gate table
 
 FORCE_SPELLINGS = ("force", "Force", "FORCE", "fOrCe", "force_", "_force", "-force")
 OVERRIDE_SPELLINGS = (

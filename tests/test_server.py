@@ -296,6 +296,8 @@ async def test_langgraph_dev_serves_the_governed_graph(
         "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
     }
     with langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server:
+        # no ALGENTA_AUTH_FILE: open, as before, and the log says so loudly
+        assert "ALGENTA_AUTH_FILE is not set: the server runs OPEN" in server.log()
         client = get_client(url=server.url)
         [assistant] = await client.assistants.search(graph_id="governed_agent")
         aid = assistant["assistant_id"]
@@ -378,8 +380,18 @@ async def test_langgraph_dev_serves_the_governed_graph(
         [execution] = engine.executions(shaky)
         assert execution["override_safety"] is True
         assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        # open or not, governed records are written only by the graph's nodes
+        forged = httpx.post(
+            f"{server.url}/threads/{thread}/state",
+            json={"values": {"receipts": [{"decision_id": shaky, "source": "operator"}]}},
+            timeout=30,
+        )
+        assert forged.status_code == 403, forged.text
+        assert "governed records" in forged.json()["detail"]
+        assert len((await client.threads.get_state(thread))["values"]["receipts"]) == 2
 
-        # per-run context: the same gate reported to the model instead of escalated
+        # per-run context may only tighten: halting the same gate ends the run, reporting it
+        # (looser than the server's escalate) is refused with the gate named, nothing executed
         other = (await client.threads.create())["thread_id"]
         await client.runs.wait(
             other,
@@ -393,17 +405,25 @@ async def test_langgraph_dev_serves_the_governed_graph(
         state = await client.threads.get_state(other)
         assert len(state["values"]["selected_tools"]) == 2
         reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
-        await client.runs.wait(
+        execute = _user(f"execute_decision decision_id={reported} webhook_url={webhook.url}")
+        looser = await client.runs.wait(
             other,
             aid,
-            input=_user(f"execute_decision decision_id={reported} webhook_url={webhook.url}"),
+            input=execute,
             context={"on_denial": {"confidence": "report"}},
+            raise_error=False,
+        )
+        assert "'confidence'" in looser["__error__"]["message"]
+        assert "looser" in looser["__error__"]["message"]
+        await client.runs.wait(
+            other, aid, input=execute, context={"on_denial": {"confidence": "halt"}}
         )
         state = await client.threads.get_state(other)
         assert state["next"] == []
-        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        assert [(d["gate"], d["policy"]) for d in state["values"]["denials"]] == [
+            ("confidence", "halt")
+        ]
         assert state["values"]["receipts"] == []
-        assert "confidence" in state["values"]["messages"][-1]["content"]
         assert engine.executions(reported) == []
 
 
@@ -432,3 +452,32 @@ async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
         assert "__error__" not in done
         assert done["selected_tools"][0] == "recommend"
         assert done["messages"][-1]["type"] == "ai"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"tokens": {"s3cret": {}}}', "SHA-256"),
+        (None, "cannot be read"),
+    ],
+)
+def test_langgraph_dev_refuses_to_start_on_a_bad_auth_file(
+    tmp_path: Path, content: str | None, needle: str
+) -> None:
+    auth_file = tmp_path / "auth.json"
+    if content is not None:
+        auth_file.write_text(content)
+    with (
+        pytest.raises(AssertionError, match="exited") as caught,
+        langgraph_dev(
+            CONFIG,
+            workdir=tmp_path / "server",
+            env={"ALGENTA_AUTH_FILE": str(auth_file)},
+            startup_timeout=90,
+        ),
+    ):
+        pass
+    assert f"ALGENTA_AUTH_FILE file {auth_file}" in str(caught.value)
+    assert needle in str(caught.value)

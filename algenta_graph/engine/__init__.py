@@ -1,8 +1,22 @@
 """The local reference engine: a real Algenta-compatible MCP engine for development and tests.
 
 - :class:`ReferenceEngine`: FastMCP over streamable HTTP, SQLite state, policy gates, real
-  webhook POSTs, the full tool registry advertised.
+  webhook POSTs, the full tool registry advertised, the operator approval API over HTTP, and an
+  exclusive lock on its database file.
 - :class:`WebhookReceiver`: a real HTTP server recording the webhooks it receives.
+
+``relaxed=True`` keeps only the three gates on ``execute_decision``; ``relaxed=False`` (strict)
+enforces the execute profile's ``requires_all_of``. The client protocol (what ``execute_decision``
+needs in strict mode, where the nonce comes from, how an operator approves a plan, the delivery
+outcomes ``delivered`` / ``failed`` / ``unknown``) is in ``algenta_graph/engine/README.md``. In
+short, strict ``execute_decision`` takes two more arguments, both required and supplied by the
+graph, never by the model:
+
+- ``idempotency_key``: the caller's key for this attempt (the graph: thread + tool call id); a
+  repeated key returns the first attempt's receipt and sends nothing;
+- ``nonce``: the single-use nonce ``plan_decision`` returned for the plan the decision was logged
+  with (``log_decision(..., plan_hash=...)``); that plan must have been approved by an operator
+  with ``POST /v1/decision-plans/{plan_id}/approve`` ``{"plan_hash", "nonce"}``.
 
 >>> from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 >>> with ReferenceEngine() as engine, WebhookReceiver() as hook:      # doctest: +SKIP
@@ -11,7 +25,20 @@
 
 from __future__ import annotations
 
+from algenta_graph.engine.auth import ApiKey, KeyFileError, KeyRing
+from algenta_graph.engine.dblock import DatabaseInUse
 from algenta_graph.engine.server import DENIAL_FORMS, ReferenceEngine
+from algenta_graph.engine.tools import DEFAULT_RELAXED
 from algenta_graph.engine.webhook import WebhookReceiver, read_log
 
-__all__ = ["DENIAL_FORMS", "ReferenceEngine", "WebhookReceiver", "read_log"]
+__all__ = [
+    "DEFAULT_RELAXED",
+    "DENIAL_FORMS",
+    "ApiKey",
+    "DatabaseInUse",
+    "KeyFileError",
+    "KeyRing",
+    "ReferenceEngine",
+    "WebhookReceiver",
+    "read_log",
+]

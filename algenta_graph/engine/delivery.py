@@ -17,7 +17,7 @@ import asyncio
 import ipaddress
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -42,7 +42,21 @@ def check_webhook_url(url: str, *, allowed_hosts: Collection[str]) -> str:
         raise EngineToolError(
             "invalid_webhook_url", f"webhook_url is longer than {MAX_URL_LENGTH} characters"
         )
-    parts = urlsplit(url)
+    bad = next((c for c in url if ord(c) < 0x21 or 0x7F <= ord(c) <= 0x9F), None)
+    if bad is not None:
+        raise EngineToolError(
+            "invalid_webhook_url",
+            f"webhook_url contains a control or whitespace character ({bad!r} at position"
+            f" {url.index(bad)}); percent-encode it",
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (ValueError when out of range)
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise EngineToolError(
+            "invalid_webhook_url", f"webhook_url is not a valid URL ({exc}): {url!r}"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineToolError(
             "invalid_webhook_url", f"webhook_url must be an http(s) URL with a host, got {url!r}"
@@ -58,28 +72,67 @@ def check_webhook_url(url: str, *, allowed_hosts: Collection[str]) -> str:
     return url
 
 
+DeliveryOutcome = Literal["delivered", "failed", "unknown"]
+
+
 @dataclass(frozen=True)
 class DeliveryResult:
-    """What happened to one POST: ``delivered`` for a 2xx answer, otherwise ``failed``."""
+    """What happened to one POST.
 
-    delivered: bool
+    - ``delivered``: the webhook answered 2xx;
+    - ``failed``: nothing reached the webhook (connection refused, unreachable, TLS failure:
+      the request was never sent), or it answered with a non-2xx status;
+    - ``unknown``: the request was sent (or partly sent) but no answer came back (timeout,
+      connection dropped): the webhook may have acted on it, so it counts as executed.
+    """
+
+    outcome: DeliveryOutcome
     response_code: int | None
     failure_reason: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.outcome == "delivered"
 
 
 async def post_webhook(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout: float
 ) -> DeliveryResult:
-    """POST ``body`` as JSON within ``timeout`` seconds (connect, write and read together)."""
+    """POST ``body`` as JSON within ``timeout`` seconds (connect, write and read together).
+
+    Whether the request had started to go out when something failed is read from httpcore's
+    ``trace`` extension (``*.send_request_headers.started``), not guessed from the exception.
+    """
+    sending = False
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        nonlocal sending
+        if event.endswith("send_request_headers.started"):
+            sending = True
+
+    def unsent_or_unknown(what: str) -> DeliveryResult:
+        if sending:
+            return DeliveryResult(
+                "unknown",
+                None,
+                f"{what} after the request was sent: the webhook may have acted on it, so it"
+                " counts as executed (only an operator can send it again, with force=true)",
+            )
+        return DeliveryResult("failed", None, f"{what} before the request was sent")
+
     try:
-        response = await asyncio.wait_for(client.post(url, json=body, timeout=timeout), timeout)
+        response = await asyncio.wait_for(
+            client.post(url, json=body, timeout=timeout, extensions={"trace": trace}), timeout
+        )
     except (httpx.TimeoutException, asyncio.TimeoutError):
-        return DeliveryResult(False, None, f"timeout: no answer within {timeout:g}s")
+        return unsent_or_unknown(f"timeout: no answer within {timeout:g}s")
     except httpx.ConnectError as exc:
-        return DeliveryResult(False, None, f"connection refused or unreachable: {exc}")
+        return DeliveryResult(
+            "failed", None, f"connection refused or unreachable: {exc}; nothing was sent"
+        )
     except httpx.HTTPError as exc:
-        return DeliveryResult(False, None, f"{type(exc).__name__}: {exc}")
+        return unsent_or_unknown(f"{type(exc).__name__}: {exc}")
     code = response.status_code
     if 200 <= code < 300:
-        return DeliveryResult(True, code)
-    return DeliveryResult(False, code, f"webhook answered HTTP {code}")
+        return DeliveryResult("delivered", code)
+    return DeliveryResult("failed", code, f"webhook answered HTTP {code}")

@@ -2,10 +2,10 @@
 ``idempotency`` -> ``confidence`` -> ``risk_floor``.
 
 >>> p = Policy(min_confidence=0.6, risk_floor=0.5)
->>> check(p, confidence=0.9, risk_p5=-0.1, already_delivered=True, force=False,
+>>> check(p, confidence=0.9, risk_p5=-0.1, already_executed=True, force=False,
 ...       override_safety=False).denial.gate
 'idempotency'
->>> check(p, confidence=0.4, risk_p5=-0.9, already_delivered=False, force=False,
+>>> check(p, confidence=0.4, risk_p5=-0.9, already_executed=False, force=False,
 ...       override_safety=True).safety_overridden
 True
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,14 @@ class Policy:
     risk_floor: float = 0.5
 
     def __post_init__(self) -> None:
+        for name in ("min_confidence", "risk_floor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
+            # -0.0 is 0.0: one policy, one snapshot id
+            object.__setattr__(self, name, float(value) + 0.0)
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
         if self.risk_floor < 0.0:
@@ -59,16 +68,21 @@ def check(
     *,
     confidence: float,
     risk_p5: float,
-    already_delivered: bool,
+    already_executed: bool,
     force: bool,
     override_safety: bool,
 ) -> Verdict:
-    """Apply the gates in order; ``force`` lifts idempotency for this one call only."""
-    if already_delivered and not force:
+    """Apply the gates in order; ``force`` lifts idempotency for this one call only.
+
+    ``already_executed``: an execution of this decision was delivered or may have been (its
+    delivery outcome is unknown).
+    """
+    if already_executed and not force:
         return Verdict(
             GateDenied(
                 "idempotency",
-                "this decision was already delivered; executing it again would repeat its action",
+                "this decision was already executed (delivered, or sent with an unknown"
+                " outcome); executing it again could repeat its action",
                 "an operator may re-execute it once with force=true",
             )
         )

@@ -8,14 +8,13 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,36 @@ from pydantic import ValidationError
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer, ServiceContext
+from algenta_graph.engine.approvals import approval_routes
+from algenta_graph.engine.auth import (
+    API_KEY_IDENTITY,
+    CALLER,
+    ROLES,
+    ApiKey,
+    Caller,
+    KeyRing,
+    bearer_token,
+    trace_id,
+)
+from algenta_graph.engine.dblock import DatabaseLock
 from algenta_graph.engine.errors import EngineToolError, GateDenied, InvalidArguments
 from algenta_graph.engine.policy import Policy
 from algenta_graph.engine.registry import RegistryTool, registry_names, registry_tools
 from algenta_graph.engine.store import Store
-from algenta_graph.engine.tools import IMPLEMENTED_TOOLS, NOT_SUPPORTED, GovernedTools, register
+from algenta_graph.engine.tools import (
+    DEFAULT_RELAXED,
+    IMPLEMENTED_TOOLS,
+    NOT_SUPPORTED,
+    GovernedTools,
+    register,
+)
 
 logger = logging.getLogger("algenta_graph.engine")
 
 DENIAL_FORMS: tuple[str, ...] = ("mcp-error", "json-body", "sdk")
 MAX_REQUEST_BYTES = 1024 * 1024
+MAX_JSON_DEPTH = 100
+MCP_PATH = "/mcp"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -101,6 +120,7 @@ class EngineMCP(FastMCP[Any]):
         registry: dict[str, RegistryTool],
         denials: str,
         host: str,
+        keys: KeyRing | None = None,
     ) -> None:
         super().__init__(
             name="algenta-reference-engine",
@@ -111,6 +131,7 @@ class EngineMCP(FastMCP[Any]):
             max_request_body_size=MAX_REQUEST_BYTES,
         )
         self._store = store
+        self._keys = keys
         self._registry = {n: t for n, t in registry.items() if n not in IMPLEMENTED_TOOLS}
         self._denials = denials
         # The public server (the sdk form) sends text only and advertises no output schema; an
@@ -134,8 +155,26 @@ class EngineMCP(FastMCP[Any]):
                 f" {', '.join(tool.parameters.get('properties', {}))}",
             )
 
+    def _caller(self) -> Caller:
+        """Who sent the request being served (its key was checked by :class:`EngineGuard`)."""
+        try:
+            request = self.get_context().request_context.request
+        except (LookupError, ValueError):
+            request = None
+        scope = getattr(request, "scope", None)
+        headers = dict(scope.get("headers") or []) if isinstance(scope, dict) else {}
+        key = self._keys.lookup(bearer_token(headers)) if self._keys else None
+        return Caller(key=key, trace_id=trace_id(headers))
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         """Log the call as received, run it, and answer errors in the configured wire form."""
+        token = CALLER.set(self._caller())
+        try:
+            return await self._call_tool(name, arguments)
+        finally:
+            CALLER.reset(token)
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         started = time.perf_counter()
         await anyio.to_thread.run_sync(self._store.log_call, name, arguments)
         outcome = "interrupted"
@@ -205,16 +244,44 @@ def _summary(result: Any) -> str:
     return "ok"
 
 
-class BearerAuthForToolCalls:
-    """ASGI middleware: a JSON-RPC ``tools/call`` needs ``Authorization: Bearer <api_key>``,
-    otherwise HTTP 401; every other method (initialize, tools/list, ...) stays open."""
+class EngineGuard:
+    """ASGI middleware in front of the whole engine.
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    - With API keys, every request to ``/mcp`` (``initialize`` and ``tools/list`` included, so
+      a client with a missing or wrong token fails when it connects) needs
+      ``Authorization: Bearer <token>`` of a known key (the scheme in any case): otherwise HTTP
+      401 ``{"error": {"code": "unauthorized", ...}}``.
+    - Every POST body is read once (over :data:`MAX_REQUEST_BYTES`: 413) and, when it is JSON,
+      refused with 400 ``invalid_json`` if nested deeper than :data:`MAX_JSON_DEPTH` (a 200k
+      ``[`` body would otherwise end in a RecursionError and a traceback).
+    """
+
+    def __init__(self, app: ASGIApp, keys: KeyRing | None) -> None:
         self.app = app
-        self._expected = f"Bearer {api_key}".encode()
+        self._keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if self._keys and (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
+            headers = dict(scope.get("headers") or [])
+            if self._keys.lookup(bearer_token(headers)) is None:
+                logger.info(
+                    "%s %s refused: HTTP 401 (missing or wrong bearer token)", scope["method"], path
+                )
+                await _json_response(
+                    send,
+                    401,
+                    _error_body(
+                        "unauthorized",
+                        "this engine needs the header Authorization: Bearer <api key>",
+                    ),
+                    extra_headers=[(b"www-authenticate", b'Bearer realm="algenta"')],
+                )
+                return
+        if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -227,26 +294,22 @@ class BearerAuthForToolCalls:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > MAX_REQUEST_BYTES:
-                await _json_response(send, 413, {"error": "request body too large"})
+                await _json_response(
+                    send,
+                    413,
+                    _error_body(
+                        "request_too_large", f"the request body is over {MAX_REQUEST_BYTES} bytes"
+                    ),
+                )
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        if _calls_tool(body):
-            headers = dict(scope.get("headers") or [])
-            given = headers.get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                logger.info("tools/call refused: HTTP 401 (missing or wrong bearer token)")
-                await _json_response(
-                    send,
-                    401,
-                    {
-                        "error": "unauthorized",
-                        "message": "tools/call needs the header Authorization: Bearer <api key>",
-                    },
-                    extra_headers=[(b"www-authenticate", b'Bearer realm="algenta"')],
-                )
-                return
+        problem = _json_depth_problem(body)
+        if problem is not None:
+            logger.info("%s %s refused: HTTP 400 (%s)", scope["method"], path, problem)
+            await _json_response(send, 400, _error_body("invalid_json", problem))
+            return
 
         replayed = False
 
@@ -260,13 +323,28 @@ class BearerAuthForToolCalls:
         await self.app(scope, replay, send)
 
 
-def _calls_tool(body: bytes) -> bool:
+def _error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def _json_depth_problem(body: bytes) -> str | None:
+    """Why ``body`` is refused for its nesting, or None (not JSON at all is left to MCP)."""
     try:
-        payload = json.loads(body)
+        value = json.loads(body)
+    except RecursionError:
+        return f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels"
     except ValueError:
-        return False
-    messages = payload if isinstance(payload, list) else [payload]
-    return any(isinstance(m, dict) and m.get("method") == "tools/call" for m in messages)
+        return None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None
 
 
 async def _json_response(
@@ -316,35 +394,65 @@ def create_app(
     api_key: str | None = None,
     allow_webhook_hosts: Collection[str] = (),
     denials: str = "mcp-error",
+    keys: KeyRing | None = None,
+    relaxed: bool = DEFAULT_RELAXED,
 ) -> ASGIApp:
-    """The engine's ASGI app (MCP at ``/mcp``); a fresh one per server start."""
+    """The engine's ASGI app (MCP at ``/mcp``, the approval API at ``/v1/decision-plans``); a
+    fresh one per server start. ``api_key`` adds one key (identity ``api-key``, both roles,
+    execute enabled) to ``keys``."""
     if denials not in DENIAL_FORMS:
         raise ValueError(f"denials must be one of {', '.join(DENIAL_FORMS)}, got {denials!r}")
     _quiet_mcp_stream_logger()
+    ring = combined_keys(keys, api_key)
+    executors = [k for k in (ring.api_keys() if ring else []) if k.execute and k.has("agent")]
+    if not relaxed and not executors:
+        logger.warning(
+            "strict mode and no API key with the agent role and execute enabled:"
+            " execute_decision is refused for every caller (--keys-file, or --api-key)"
+        )
     registry = registry_tools()
     governed = GovernedTools(
         store,
         policy,
         allow_webhook_hosts=allow_webhook_hosts,
         denials=denials,
-        auth_required=api_key is not None,
+        auth_required=bool(ring),
         registry_tool_count=sum(len(v) for v in registry_names().values()),
+        relaxed=relaxed,
     )
     server = EngineMCP(
-        store=store, governed=governed, registry=registry, denials=denials, host=host
+        store=store, governed=governed, registry=registry, denials=denials, host=host, keys=ring
     )
+    for path, methods, endpoint in approval_routes(store, ring):
+        server.custom_route(path, methods=methods)(endpoint)
     app: ASGIApp = server.streamable_http_app()
+    return EngineGuard(app, ring)
+
+
+def combined_keys(keys: KeyRing | None, api_key: str | None) -> KeyRing | None:
+    """``keys`` plus the ``--api-key`` key; None when there is no key at all."""
+    ring = KeyRing() if keys is None else keys.copy()
     if api_key:
-        app = BearerAuthForToolCalls(app, api_key)
-    return app
+        ring.add_token(api_key, ApiKey(API_KEY_IDENTITY, frozenset(ROLES), execute=True))
+    return ring or None
 
 
 class ReferenceEngine(ServiceContext):
     """The reference engine on ``host:port`` (a free port by default) in a background thread.
 
     ``db`` is the SQLite file (a temporary one by default, removed when the object is
-    collected); state survives a restart on the same file. Use as a sync or async context
+    collected); state survives a restart on the same file. While it serves, the engine holds the
+    file's exclusive lock (``<db>.lock``): a second engine on the same file fails to start with
+    :class:`~algenta_graph.engine.dblock.DatabaseInUse`. Use as a sync or async context
     manager, or call :meth:`start` / :meth:`stop` (it can be started again after a stop).
+
+    ``relaxed`` (default :data:`~algenta_graph.engine.tools.DEFAULT_RELAXED`): True keeps only
+    the three gates on ``execute_decision``; False enforces the execute profile's requirements
+    (keys with roles and execute enabled, a planned and logged decision, an out-of-band approval,
+    ``idempotency_key`` and ``nonce``: see ``algenta_graph/engine/README.md``).
+    ``keys``: plaintext token -> :class:`~algenta_graph.engine.auth.ApiKey`, or a
+    :class:`~algenta_graph.engine.auth.KeyRing`; ``keys_file``: a JSON keys file (sha256 of
+    each token); ``api_key``: one more key with both roles and execute enabled.
     """
 
     def __init__(
@@ -358,21 +466,35 @@ class ReferenceEngine(ServiceContext):
         risk_floor: float = 0.5,
         allow_webhook_hosts: Collection[str] = (),
         denials: str = "mcp-error",
+        relaxed: bool = DEFAULT_RELAXED,
+        keys: KeyRing | Mapping[str, ApiKey] | None = None,
+        keys_file: str | Path | None = None,
     ) -> None:
         if denials not in DENIAL_FORMS:
             raise ValueError(f"denials must be one of {', '.join(DENIAL_FORMS)}, got {denials!r}")
+        if not isinstance(relaxed, bool):
+            raise ValueError(f"relaxed must be True or False, got {relaxed!r}")
+        if port is not None and (isinstance(port, bool) or not 1 <= int(port) <= 65535):
+            raise ValueError(f"port must be in 1..65535, got {port!r}")
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.policy = Policy(min_confidence=min_confidence, risk_floor=risk_floor)
         self.api_key = api_key
         self.allow_webhook_hosts = tuple(allow_webhook_hosts)
         self.denials = denials
+        self.relaxed = relaxed
+        ring = keys if isinstance(keys, KeyRing) or keys is None else KeyRing.from_tokens(keys)
+        if keys_file is not None:
+            from_file = KeyRing.from_file(keys_file)
+            ring = from_file if ring is None else ring.merged(from_file)
+        self.keys = ring
         if db is None:
             tmp = tempfile.mkdtemp(prefix="algenta-engine-")
             weakref.finalize(self, shutil.rmtree, tmp, ignore_errors=True)
             db = Path(tmp) / "engine.db"
         self.db_path = Path(db)
         self.store = Store(self.db_path)
+        self._lock = DatabaseLock(self.db_path)
         self._server: BackgroundServer | None = None
 
     @property
@@ -383,25 +505,44 @@ class ReferenceEngine(ServiceContext):
     def start(self) -> ReferenceEngine:
         if self._server is not None and self._server.running:
             return self
-        app = create_app(
-            store=self.store,
-            policy=self.policy,
-            host=self.host,
-            api_key=self.api_key,
-            allow_webhook_hosts=self.allow_webhook_hosts,
-            denials=self.denials,
+        self._lock.acquire()  # DatabaseInUse when another engine serves this file
+        try:
+            app = create_app(
+                store=self.store,
+                policy=self.policy,
+                host=self.host,
+                api_key=self.api_key,
+                allow_webhook_hosts=self.allow_webhook_hosts,
+                denials=self.denials,
+                keys=self.keys,
+                relaxed=self.relaxed,
+            )
+            self._server = BackgroundServer(
+                app, host=self.host, port=self.port, name=f"algenta-engine-{self.port}"
+            )
+            self._server.start()
+        except BaseException:
+            self._server = None
+            self._lock.release()
+            raise
+        logger.info(
+            "reference engine serving %s (db %s, %s)",
+            self.url,
+            self.db_path,
+            "relaxed" if self.relaxed else "strict",
         )
-        self._server = BackgroundServer(
-            app, host=self.host, port=self.port, name=f"algenta-engine-{self.port}"
-        )
-        self._server.start()
-        logger.info("reference engine serving %s (db %s)", self.url, self.db_path)
         return self
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        self._lock.release()
+
+    @property
+    def approve_url(self) -> str:
+        """``http://host:port/v1/decision-plans/{plan_id}/approve`` (format ``plan_id``)."""
+        return f"http://{self.host}:{self.port}/v1/decision-plans/{{plan_id}}/approve"
 
     @property
     def running(self) -> bool:

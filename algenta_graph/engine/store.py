@@ -13,6 +13,7 @@ server thread and from a test thread reading it at the same time.
 
 from __future__ import annotations
 
+import hmac
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -52,6 +53,17 @@ CREATE TABLE IF NOT EXISTS executions (
     executed_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS executions_by_decision ON executions(decision_id, seq);
+CREATE TABLE IF NOT EXISTS plan_proposals (
+    plan_id TEXT PRIMARY KEY,
+    plan_hash TEXT NOT NULL,
+    nonce TEXT NOT NULL UNIQUE,
+    state TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    approved_by TEXT,
+    approved_at TEXT,
+    execution_id TEXT
+);
+CREATE INDEX IF NOT EXISTS plan_proposals_by_hash ON plan_proposals(plan_hash);
 CREATE TABLE IF NOT EXISTS policy_snapshots (
     policy_snapshot_id TEXT PRIMARY KEY,
     policy TEXT NOT NULL,
@@ -85,8 +97,28 @@ def utc_now() -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
+# Columns added after the first release: (table, column, declaration), added when missing.
+_ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("executions", "idempotency_key", "TEXT"),
+    ("executions", "plan_id", "TEXT"),
+    ("executions", "identity", "TEXT"),
+)
+
+EXECUTED_STATUSES: tuple[str, ...] = ("delivered", "unknown")
+"""Execution statuses that count as executed for the idempotency gate: a delivery that may have
+reached its target (``unknown``) counts as much as a confirmed one."""
+
+
+class PlanNotApproved(Exception):
+    """The compare-and-set ``approved -> executed`` on a plan proposal found it not approved."""
+
+
+class IdempotencyKeyTaken(Exception):
+    """Another execution already carries this idempotency key."""
+
+
 class Store:
-    """The engine's SQLite file. Creates the schema on first use."""
+    """The engine's SQLite file. Creates (or completes) the schema on first use."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -94,6 +126,14 @@ class Store:
         with self._tx() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            for table, column, declaration in _ADDED_COLUMNS:
+                have = {r["name"] for r in conn.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            conn.execute(
+                "CREATE UNIQUE INDEX IF NOT EXISTS executions_by_idempotency_key"
+                " ON executions(idempotency_key) WHERE idempotency_key IS NOT NULL"
+            )
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -223,6 +263,76 @@ class Store:
 
     # -- executions ------------------------------------------------------------------------
 
+    def begin_execution(
+        self,
+        *,
+        execution_id: str,
+        receipt: dict[str, Any],
+        force: bool,
+        override_safety: bool,
+        metadata: dict[str, Any] | None,
+        idempotency_key: str | None = None,
+        plan_id: str | None = None,
+        identity: str | None = None,
+    ) -> None:
+        """Record an execution before its webhook POST goes out (write-ahead), in one
+        transaction with the plan's compare-and-set ``approved -> executed`` when ``plan_id``
+        is given. ``receipt`` is the provisional one (status ``unknown``): if the engine stops
+        during the delivery, the execution stays on record as possibly delivered.
+
+        Raises :class:`PlanNotApproved` (nothing written) when the plan is not ``approved``,
+        :class:`IdempotencyKeyTaken` when another execution carries ``idempotency_key``.
+        """
+        with self._tx() as conn:
+            if plan_id is not None:
+                cur = conn.execute(
+                    "UPDATE plan_proposals SET state = 'executed', execution_id = ?"
+                    " WHERE plan_id = ? AND state = 'approved'",
+                    (execution_id, plan_id),
+                )
+                if cur.rowcount != 1:
+                    raise PlanNotApproved(plan_id)
+            try:
+                conn.execute(
+                    "INSERT INTO executions(execution_id, decision_id, execution_status, receipt,"
+                    " force, override_safety, metadata, executed_at, idempotency_key, plan_id,"
+                    " identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        execution_id,
+                        receipt["decision_id"],
+                        receipt["execution_status"],
+                        json.dumps(receipt),
+                        int(force),
+                        int(override_safety),
+                        None if metadata is None else json.dumps(metadata),
+                        receipt["executed_at"],
+                        idempotency_key,
+                        plan_id,
+                        identity,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                if idempotency_key is not None and "idempotency_key" in str(exc):
+                    raise IdempotencyKeyTaken(idempotency_key) from None
+                raise
+
+    def finish_execution(
+        self, execution_id: str, receipt: dict[str, Any], *, release_plan: bool = False
+    ) -> None:
+        """Store the final receipt of an execution; ``release_plan`` puts its plan back to
+        ``approved`` (the delivery certainly did not happen, so the approval is not spent)."""
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE executions SET execution_status = ?, receipt = ? WHERE execution_id = ?",
+                (receipt["execution_status"], json.dumps(receipt), execution_id),
+            )
+            if release_plan:
+                conn.execute(
+                    "UPDATE plan_proposals SET state = 'approved', execution_id = NULL"
+                    " WHERE execution_id = ? AND state = 'executed'",
+                    (execution_id,),
+                )
+
     def insert_execution(
         self,
         *,
@@ -232,21 +342,14 @@ class Store:
         override_safety: bool,
         metadata: dict[str, Any] | None,
     ) -> None:
-        with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO executions(execution_id, decision_id, execution_status, receipt,"
-                " force, override_safety, metadata, executed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    execution_id,
-                    receipt["decision_id"],
-                    receipt["execution_status"],
-                    json.dumps(receipt),
-                    int(force),
-                    int(override_safety),
-                    None if metadata is None else json.dumps(metadata),
-                    receipt["executed_at"],
-                ),
-            )
+        """Record a finished execution in one step (no plan, no idempotency key)."""
+        self.begin_execution(
+            execution_id=execution_id,
+            receipt=receipt,
+            force=force,
+            override_safety=override_safety,
+            metadata=metadata,
+        )
 
     def executions(self, decision_id: str | None = None) -> list[dict[str, Any]]:
         """Executions oldest first: the receipt's fields plus ``execution_id``, ``force``,
@@ -269,10 +372,74 @@ class Store:
             for r in rows
         ]
 
-    def delivered_count(self, decision_id: str) -> int:
+    def executed_count(self, decision_id: str) -> int:
+        """Executions of ``decision_id`` that count as executed (:data:`EXECUTED_STATUSES`)."""
+        marks = ", ".join("?" for _ in EXECUTED_STATUSES)
         with self._tx() as conn:
             row = conn.execute(
-                "SELECT COUNT(*) FROM executions WHERE decision_id = ? AND execution_status = ?",
-                (decision_id, "delivered"),
+                f"SELECT COUNT(*) FROM executions WHERE decision_id = ?"
+                f" AND execution_status IN ({marks})",
+                (decision_id, *EXECUTED_STATUSES),
             ).fetchone()
         return int(row[0])
+
+    def execution_by_idempotency_key(self, key: str) -> dict[str, Any] | None:
+        """The stored receipt (and decision) of the execution that carries ``key``."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT decision_id, receipt FROM executions WHERE idempotency_key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        return {"decision_id": row["decision_id"], "receipt": json.loads(row["receipt"])}
+
+    # -- plan proposals and their approval --------------------------------------------------
+
+    def propose_plan(self, *, plan_id: str, plan_hash: str, nonce: str) -> str:
+        """Record a proposed plan (state ``proposed``); returns its ``created_at``."""
+        created = utc_now()
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO plan_proposals(plan_id, plan_hash, nonce, state, created_at)"
+                " VALUES (?, ?, ?, 'proposed', ?)",
+                (plan_id, plan_hash, nonce, created),
+            )
+        return created
+
+    def proposal(self, plan_id: str) -> dict[str, Any] | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT * FROM plan_proposals WHERE plan_id = ?", (plan_id,)
+            ).fetchone()
+        return None if row is None else dict(row)
+
+    def proposals_for(self, plan_hash: str) -> list[dict[str, Any]]:
+        """Every proposal of ``plan_hash``, oldest first."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT * FROM plan_proposals WHERE plan_hash = ? ORDER BY rowid", (plan_hash,)
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def approve_plan(self, *, plan_id: str, plan_hash: str, nonce: str, identity: str) -> str:
+        """Approve a proposed plan (compare-and-set ``proposed -> approved``).
+
+        Returns ``"approved"`` or the error code: ``plan_not_found``, ``plan_hash_mismatch``,
+        ``invalid_nonce``, ``plan_not_approvable`` (not in state ``proposed``).
+        """
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT plan_hash, nonce, state FROM plan_proposals WHERE plan_id = ?", (plan_id,)
+            ).fetchone()
+            if row is None:
+                return "plan_not_found"
+            if not hmac.compare_digest(row["plan_hash"].encode(), plan_hash.encode()):
+                return "plan_hash_mismatch"
+            if not hmac.compare_digest(row["nonce"].encode(), nonce.encode()):
+                return "invalid_nonce"
+            cur = conn.execute(
+                "UPDATE plan_proposals SET state = 'approved', approved_by = ?, approved_at = ?"
+                " WHERE plan_id = ? AND state = 'proposed'",
+                (identity, utc_now(), plan_id),
+            )
+            return "approved" if cur.rowcount == 1 else "plan_not_approvable"

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import hmac
 import inspect
 import json
 import math
+import secrets
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection
@@ -29,10 +31,11 @@ from pydantic import Field, StrictBool
 
 import algenta_graph
 from algenta_graph.engine import datasets, simulation
+from algenta_graph.engine.auth import current_caller
 from algenta_graph.engine.delivery import check_webhook_url, post_webhook
 from algenta_graph.engine.errors import EngineToolError, InvalidArguments
 from algenta_graph.engine.policy import GATES, Policy, check
-from algenta_graph.engine.store import Store, utc_now
+from algenta_graph.engine.store import IdempotencyKeyTaken, PlanNotApproved, Store, utc_now
 
 T = TypeVar("T")
 
@@ -44,7 +47,28 @@ MAX_METADATA_BYTES = 16 * 1024
 MAX_SCENARIO_BYTES = 64 * 1024
 MAX_RATIONALE_CHARS = 8000
 MAX_ACTION_CHARS = 200
+MIN_TIMEOUT_SECONDS = 1.0
 MAX_TIMEOUT_SECONDS = 60.0
+DEFAULT_TIMEOUT_SECONDS = 10.0
+MAX_KEY_CHARS = 200
+RECEIPT_VERSION = "2"
+APPROVE_PATH = "/v1/decision-plans/{plan_id}/approve"
+
+DEFAULT_RELAXED = False
+"""THE default of strict vs relaxed (``ReferenceEngine(relaxed=...)``, ``algenta-graph engine
+--relaxed``). True for now: the graph does not yet send ``idempotency_key`` / ``nonce``. Flip it
+to False to make the execute profile's ``requires_all_of`` the default."""
+
+# What strict mode adds to execute_decision (get_contract lists it; the README documents it).
+STRICT_REQUIREMENTS: tuple[str, ...] = (
+    'an API key with execute enabled (keys file: "execute": true) -> execute_not_enabled',
+    "the agent role on that key -> role_not_permitted",
+    "idempotency_key on the call (the caller's, one per attempt) -> idempotency_key_required",
+    "nonce on the call (from plan_decision) -> nonce_required / invalid_nonce",
+    "a decision logged with the plan_hash of a plan_decision plan -> plan_required",
+    "that plan approved out of band (POST /v1/decision-plans/{plan_id}/approve, operator role)"
+    " and not yet executed -> plan_not_approved",
+)
 
 # The JSON shape of the webhook body; its hash is every receipt's schema_snapshot_id.
 WEBHOOK_BODY_SCHEMA: dict[str, Any] = {
@@ -141,7 +165,9 @@ class GovernedTools:
         denials: str = "mcp-error",
         auth_required: bool = False,
         registry_tool_count: int = 0,
+        relaxed: bool = DEFAULT_RELAXED,
     ) -> None:
+        self.relaxed = relaxed
         self.store = store
         self.policy = policy
         self.allow_webhook_hosts = tuple(allow_webhook_hosts)
@@ -173,6 +199,20 @@ class GovernedTools:
             "scenarios": {k: v["description"] for k, v in simulation.SCENARIOS.items()},
             "webhooks": {"allowed_hosts": ["loopback", *self.allow_webhook_hosts]},
             "auth": "bearer" if self.auth_required else "none",
+            "mode": "relaxed" if self.relaxed else "strict",
+            "execute_requires": [] if self.relaxed else list(STRICT_REQUIREMENTS),
+            "approval_endpoint": "POST " + APPROVE_PATH,
+            "timeout_seconds": {
+                "min": MIN_TIMEOUT_SECONDS,
+                "max": MAX_TIMEOUT_SECONDS,
+                "default": DEFAULT_TIMEOUT_SECONDS,
+            },
+            "delivery_outcomes": {
+                "delivered": "the webhook answered 2xx; counts as executed",
+                "failed": "nothing was sent, or the webhook answered non-2xx; may be retried",
+                "unknown": "sent, but no answer (timeout, connection dropped): counts as"
+                " executed; only an operator may send it again (force=true)",
+            },
         }
 
     async def query_data(
@@ -215,7 +255,12 @@ class GovernedTools:
             "policy_snapshot_id": self.policy.snapshot_id,
             **self.policy.as_dict(),
             "gates": [
-                {"gate": "idempotency", "blocks": "a decision already delivered", "lift": "force"},
+                {
+                    "gate": "idempotency",
+                    "blocks": "a decision already executed (delivered, or sent with an unknown"
+                    " outcome)",
+                    "lift": "force",
+                },
                 {
                     "gate": "confidence",
                     "blocks": f"confidence below {self.policy.min_confidence:g}",
@@ -303,7 +348,8 @@ class GovernedTools:
         seed: int = 42,
     ) -> dict[str, Any]:
         """Produce a proposed, not-yet-committed decision plan for a scenario, with a plan_hash
-        that log_decision can be bound to. Nothing is executed."""
+        that log_decision can be bound to, a plan_id and a single-use nonce (an operator approves
+        the plan out of band with them). Nothing is executed."""
         result = await _off_loop(
             simulation.simulate,
             self._scenario("plan_decision", scenario),
@@ -333,9 +379,16 @@ class GovernedTools:
         digest = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
         plan_hash = f"sha256:{digest}"
         await _off_loop(self.store.save_plan, plan_hash, plan)
+        plan_id = f"plan_{uuid.uuid4().hex[:20]}"
+        nonce = secrets.token_urlsafe(24)
+        await _off_loop(self.store.propose_plan, plan_id=plan_id, plan_hash=plan_hash, nonce=nonce)
         return {
             **plan,
+            "plan_id": plan_id,
             "plan_hash": plan_hash,
+            "nonce": nonce,
+            "approval_state": "proposed",
+            "approve_at": APPROVE_PATH.format(plan_id=plan_id),
             "policy_check": self._policy_check(chosen["confidence"], chosen["risk_p5"]),
             "alternatives": [a for a in result["actions"] if a["action"] != action],
             "next_step": "log_decision with these numbers (and this plan_hash) to record it",
@@ -444,7 +497,17 @@ class GovernedTools:
         self,
         decision_id: Annotated[str, Field(min_length=1, max_length=200)],
         webhook_url: Annotated[str, Field(min_length=1, description="Where to POST the action.")],
-        timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 10.0,
+        timeout_seconds: Annotated[
+            float,
+            Field(
+                ge=MIN_TIMEOUT_SECONDS,
+                le=MAX_TIMEOUT_SECONDS,
+                description=(
+                    f"Seconds to wait for the webhook's answer ({MIN_TIMEOUT_SECONDS:g} to"
+                    f" {MAX_TIMEOUT_SECONDS:g}). A delivery without an answer counts as executed."
+                ),
+            ),
+        ] = DEFAULT_TIMEOUT_SECONDS,
         force: Annotated[
             StrictBool, Field(description="Operator only: re-execute a delivered decision once.")
         ] = False,
@@ -458,21 +521,182 @@ class GovernedTools:
         """Dispatch one already-logged decision for real-world execution (a webhook POST) and
         persist the execution receipt. Blocked by the idempotency, confidence or risk_floor
         policy gates."""
+        return await self._execute(
+            decision_id,
+            webhook_url,
+            timeout_seconds=timeout_seconds,
+            force=force,
+            override_safety=override_safety,
+            metadata=metadata,
+        )
+
+    async def execute_decision_strict(
+        self,
+        decision_id: Annotated[str, Field(min_length=1, max_length=200)],
+        webhook_url: Annotated[str, Field(min_length=1, description="Where to POST the action.")],
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                max_length=MAX_KEY_CHARS,
+                description=(
+                    "Required. The caller's key for this attempt: a repeated key returns the"
+                    " first attempt's receipt and sends nothing."
+                ),
+            ),
+        ] = None,
+        nonce: Annotated[
+            str | None,
+            Field(
+                max_length=MAX_KEY_CHARS,
+                description=(
+                    "Required. The single-use nonce plan_decision returned for the plan this"
+                    " decision was logged with; that plan must be approved."
+                ),
+            ),
+        ] = None,
+        timeout_seconds: Annotated[
+            float,
+            Field(
+                ge=MIN_TIMEOUT_SECONDS,
+                le=MAX_TIMEOUT_SECONDS,
+                description=(
+                    f"Seconds to wait for the webhook's answer ({MIN_TIMEOUT_SECONDS:g} to"
+                    f" {MAX_TIMEOUT_SECONDS:g}). A delivery without an answer counts as executed."
+                ),
+            ),
+        ] = DEFAULT_TIMEOUT_SECONDS,
+        force: Annotated[
+            StrictBool, Field(description="Operator only: re-execute a delivered decision once.")
+        ] = False,
+        override_safety: Annotated[
+            StrictBool, Field(description="Operator only: bypass the confidence/risk gates.")
+        ] = False,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Caller metadata, stored and forwarded.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Dispatch one already-planned, already-logged and approved decision for real-world
+        execution (a webhook POST) and persist the execution receipt. Blocked by the
+        idempotency, confidence or risk_floor policy gates."""
+        return await self._execute(
+            decision_id,
+            webhook_url,
+            timeout_seconds=timeout_seconds,
+            force=force,
+            override_safety=override_safety,
+            metadata=metadata,
+            strict=(idempotency_key, nonce),
+        )
+
+    def _check_execute_access(self) -> str | None:
+        """Strict mode: the caller's key may execute (role and enablement); its identity."""
+        key = current_caller().key
+        if key is None:
+            raise EngineToolError(
+                "execute_not_enabled",
+                "execute_decision needs an API key with execute enabled, and this engine has"
+                ' no API keys: start it with --keys-file (a key with "execute": true and the'
+                " agent role) or --api-key",
+                status_code=403,
+            )
+        if not key.has("agent"):
+            raise EngineToolError(
+                "role_not_permitted",
+                f"execute_decision needs the agent role; the key of {key.identity!r} has"
+                f" {', '.join(sorted(key.roles))}",
+                status_code=403,
+            )
+        if not key.execute:
+            raise EngineToolError(
+                "execute_not_enabled",
+                f"execute is not enabled for the key of {key.identity!r}: the engine operator"
+                ' enables it per key ("execute": true in the keys file)',
+                status_code=403,
+            )
+        return key.identity
+
+    async def _approved_plan(self, decision: dict[str, Any], nonce: str) -> dict[str, Any]:
+        """Strict mode: the approved plan proposal that ``nonce`` names for this decision."""
+        plan_hash = decision["plan_hash"]
+        proposals = await _off_loop(self.store.proposals_for, plan_hash)
+        match = next(
+            (p for p in proposals if hmac.compare_digest(p["nonce"].encode(), nonce.encode())),
+            None,
+        )
+        if match is None:
+            raise EngineToolError(
+                "invalid_nonce",
+                f"the nonce is not the one of any plan with plan_hash {plan_hash} (the nonce"
+                " comes from the plan_decision this decision was logged with)",
+                status_code=403,
+            )
+        if match["state"] != "approved":
+            raise _plan_not_approved(match["plan_id"], match["state"])
+        return match
+
+    async def _execute(
+        self,
+        decision_id: str,
+        webhook_url: str,
+        *,
+        timeout_seconds: float,
+        force: bool,
+        override_safety: bool,
+        metadata: dict[str, Any] | None,
+        strict: tuple[str | None, str | None] | None = None,
+    ) -> dict[str, Any]:
+        identity = current_caller().identity
+        idempotency_key: str | None = None
+        nonce: str | None = None
+        if strict is not None:
+            identity = self._check_execute_access()
+            idempotency_key, nonce = strict
+            if not idempotency_key:
+                raise EngineToolError(
+                    "idempotency_key_required",
+                    "execute_decision needs idempotency_key: a key the caller chooses for this"
+                    " attempt (the graph derives it from its thread and tool call)",
+                )
+            if not nonce:
+                raise EngineToolError(
+                    "nonce_required",
+                    "execute_decision needs nonce: the single-use nonce plan_decision returned"
+                    " for the plan this decision was logged with",
+                )
         if metadata is not None:
             _check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
         decision = await self._require_decision(decision_id)
         check_webhook_url(webhook_url, allowed_hosts=self.allow_webhook_hosts)
+        if strict is not None and decision["plan_hash"] is None:
+            raise EngineToolError(
+                "plan_required",
+                f"decision {decision_id} was logged without a plan_hash: execute_decision runs"
+                " only a decision planned with plan_decision and logged with its plan_hash",
+                status_code=409,
+            )
         async with self._locks.hold(decision_id):
+            if idempotency_key is not None:
+                earlier = await _off_loop(self.store.execution_by_idempotency_key, idempotency_key)
+                if earlier is not None:
+                    stored = earlier["receipt"]
+                    if earlier["decision_id"] != decision_id:
+                        raise _key_reused(idempotency_key, "another decision")
+                    if stored.get("webhook_url") != webhook_url:
+                        raise _key_reused(idempotency_key, "a call to another webhook_url")
+                    return {**stored, "idempotent_replay": True}
             verdict = check(
                 self.policy,
                 confidence=decision["confidence"],
                 risk_p5=decision["risk_p5"],
-                already_delivered=await _off_loop(self.store.delivered_count, decision_id) > 0,
+                already_executed=await _off_loop(self.store.executed_count, decision_id) > 0,
                 force=force,
                 override_safety=override_safety,
             )
             if verdict.denial is not None:
                 raise verdict.denial
+            plan_id: str | None = None
+            if nonce is not None:
+                plan_id = (await self._approved_plan(decision, nonce))["plan_id"]
             execution_id = f"exe_{uuid.uuid4().hex[:20]}"
             executed_at = utc_now()
             body = {
@@ -486,39 +710,91 @@ class GovernedTools:
                 "metadata": metadata,
                 "sent_at": executed_at,
             }
-            # Once the POST may have gone out, finish it and persist the receipt even if the
-            # caller cancels: a delivered webhook without a stored receipt would let a retry
-            # deliver twice. The timeout bounds how long this can take.
-            with anyio.CancelScope(shield=True):
-                async with httpx.AsyncClient(trust_env=False, verify=_ssl_context()) as client:
-                    result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
-                receipt = {
-                    "decision_id": decision_id,
-                    "webhook_url": webhook_url,
-                    "execution_status": "delivered" if result.delivered else "failed",
-                    "response_code": result.response_code,
-                    "executed_at": executed_at,
-                    "policy_snapshot_id": self.policy.snapshot_id,
-                    "schema_snapshot_id": SCHEMA_SNAPSHOT_ID,
-                    "manifest_version": MANIFEST_VERSION,
-                    "payload_summary": {
-                        "action": decision["chosen_action"],
-                        "confidence": decision["confidence"],
-                        "expected_value": decision["expected_value"],
-                    },
-                    "safety_overridden": verdict.safety_overridden,
-                    "execution_id": execution_id,
-                    "failure_reason": result.failure_reason,
-                }
+            receipt = {
+                "decision_id": decision_id,
+                "webhook_url": webhook_url,
+                "execution_status": "unknown",
+                "response_code": None,
+                "executed_at": executed_at,
+                "policy_snapshot_id": self.policy.snapshot_id,
+                "schema_snapshot_id": SCHEMA_SNAPSHOT_ID,
+                "manifest_version": MANIFEST_VERSION,
+                "payload_summary": {
+                    "action": decision["chosen_action"],
+                    "confidence": decision["confidence"],
+                    "expected_value": decision["expected_value"],
+                },
+                "safety_overridden": verdict.safety_overridden,
+                "execution_id": execution_id,
+                "failure_reason": (
+                    f"delivery started at {executed_at} and its outcome is not recorded (still"
+                    " in progress, or the engine stopped during it): it counts as executed"
+                ),
+                "retryable": False,
+                "receipt_version": RECEIPT_VERSION,
+                "plan_hash": decision["plan_hash"],
+                "plan_id": plan_id,
+                "approval_state": "not_required" if strict is None else "approved",
+                "idempotency_key": idempotency_key,
+                "trace_id": current_caller().trace_id,
+                "executed_by": identity,
+            }
+            # Write-ahead: the execution is on record (outcome unknown) before the POST can go
+            # out, in one transaction with the plan's approved -> executed compare-and-set.
+            try:
                 await _off_loop(
-                    self.store.insert_execution,
+                    self.store.begin_execution,
                     execution_id=execution_id,
                     receipt=receipt,
                     force=force,
                     override_safety=override_safety,
                     metadata=metadata,
+                    idempotency_key=idempotency_key,
+                    plan_id=plan_id,
+                    identity=identity,
+                )
+            except PlanNotApproved:
+                raise _plan_not_approved(plan_id or "?", "no longer approved") from None
+            except IdempotencyKeyTaken:
+                raise _key_reused(idempotency_key or "") from None
+            # Once the POST may have gone out, finish it and persist the receipt even if the
+            # caller cancels. The timeout bounds how long this can take.
+            with anyio.CancelScope(shield=True):
+                async with httpx.AsyncClient(trust_env=False, verify=_ssl_context()) as client:
+                    result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
+                receipt = {
+                    **receipt,
+                    "execution_status": result.outcome,
+                    "response_code": result.response_code,
+                    "failure_reason": result.failure_reason,
+                    "retryable": result.outcome == "failed",
+                }
+                await _off_loop(
+                    self.store.finish_execution,
+                    execution_id,
+                    receipt,
+                    release_plan=result.outcome == "failed",
                 )
             return receipt
+
+
+def _plan_not_approved(plan_id: str, state: str) -> EngineToolError:
+    return EngineToolError(
+        "plan_not_approved",
+        f"plan {plan_id} is {state}, not approved: an operator approves it with POST"
+        f" {APPROVE_PATH.format(plan_id=plan_id)}; an executed plan cannot run again (plan"
+        " again and have the new plan approved)",
+        status_code=409,
+    )
+
+
+def _key_reused(key: str, other: str = "another decision") -> EngineToolError:
+    return EngineToolError(
+        "idempotency_key_reused",
+        f"idempotency_key {key[:80]!r} already belongs to an execution of {other}: use one key"
+        " per attempt",
+        status_code=409,
+    )
 
 
 IMPLEMENTED_TOOLS: tuple[str, ...] = (
@@ -551,7 +827,7 @@ ANNOTATIONS: dict[str, ToolAnnotations] = {
         ),
         _READ,
     ),
-    "plan_decision": ToolAnnotations(readOnlyHint=False, idempotentHint=True, openWorldHint=False),
+    "plan_decision": ToolAnnotations(readOnlyHint=False, idempotentHint=False, openWorldHint=False),
     "log_decision": ToolAnnotations(
         readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
     ),
@@ -569,7 +845,10 @@ def register(server: FastMCP, tools: GovernedTools, *, structured: bool = True) 
     output schema, like the public Algenta server.
     """
     for name in IMPLEMENTED_TOOLS:
-        method: Callable[..., Any] = getattr(tools, name)
+        strict_execute = name == "execute_decision" and not tools.relaxed
+        method: Callable[..., Any] = getattr(
+            tools, "execute_decision_strict" if strict_execute else name
+        )
         description = " ".join(inspect.cleandoc(method.__doc__ or "").split())
         server.add_tool(
             method,
@@ -578,3 +857,15 @@ def register(server: FastMCP, tools: GovernedTools, *, structured: bool = True) 
             annotations=ANNOTATIONS[name],
             structured_output=structured,
         )
+        if strict_execute:
+            # advertised as required strings; absent ones are refused by the tool with a named
+            # code (idempotency_key_required, nonce_required), not a generic validation error
+            registered = server._tool_manager.get_tool(name)
+            assert registered is not None
+            params = registered.parameters
+            for field in ("idempotency_key", "nonce"):
+                prop = params["properties"][field]
+                prop.pop("anyOf", None)
+                prop.pop("default", None)
+                prop.update(type="string", minLength=1, maxLength=MAX_KEY_CHARS)
+            params["required"] = [*params.get("required", []), "idempotency_key", "nonce"]

@@ -1,0 +1,256 @@
+"""The graph's view of the tool catalog: what a run may see, the schemas a model is bound to,
+and the ``search_tools`` gateway.
+
+One :class:`GovernedCatalog` is built per graph (never per turn) over an open
+:class:`~algenta_graph.connection.EngineConnection`: the connection's tools (already filtered by
+its profile and scrubbed of ``force`` / ``override_safety``), their model-facing schemas
+converted once, and the BM25 index over them.
+
+What a provider sees is provider-valid (:mod:`algenta_graph.naming`): every tool is bound under
+its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique), with parameters whose top
+level is a plain object schema and whose top-level property keys providers accept;
+:meth:`GovernedCatalog.real_call` maps a model's call (name and argument keys) back to the real
+one. A tool whose schema the providers would reject is left out of binding, retrieval and
+search (:attr:`GovernedCatalog.refused` says why) instead of failing every request.
+
+Per turn the model is bound to a bounded set (:meth:`GovernedCatalog.bound_names`): the
+``always_include`` base tools (not counted in ``top_k``), the retrieval top-K, at most
+:data:`MAX_FOUND_TOOLS` tools found by ``search_tools`` (the most recently found), and
+``search_tools`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field, ValidationError
+
+from algenta_graph.naming import (
+    ToolNames,
+    UnsupportedToolSchemaError,
+    provider_parameters,
+    safe_property_keys,
+)
+from algenta_graph.run_settings import RunSettings
+
+if TYPE_CHECKING:
+    from algenta_graph.connection import EngineConnection
+    from algenta_graph.retrieval import ToolIndex
+
+__all__ = ["EXECUTE_TOOL", "MAX_FOUND_TOOLS", "SEARCH_TOOL", "GovernedCatalog", "SearchToolsArgs"]
+
+logger = logging.getLogger(__name__)
+
+SEARCH_TOOL = "search_tools"
+EXECUTE_TOOL = "execute_decision"
+MAX_FOUND_TOOLS = 20
+"""At most this many tools found by ``search_tools`` are bound on a step (the most recently
+found; one search returns at most 20), so the bound set stays bounded however long a turn
+searches."""
+_BOUND_CACHE = 256
+
+
+class SearchToolsArgs(BaseModel):
+    """The arguments of the ``search_tools`` gateway."""
+
+    query: str = Field(description="What you need a tool for, in a few words.")
+    k: int = Field(default=5, ge=1, le=20, description="How many tools to return.")
+
+
+async def _search_tools_placeholder(query: str, k: int = 5) -> str:
+    raise RuntimeError("search_tools is answered inside the governed graph, not executed")
+
+
+def _make_search_tool() -> BaseTool:
+    return StructuredTool.from_function(
+        coroutine=_search_tools_placeholder,
+        name=SEARCH_TOOL,
+        description=(
+            "Search the catalog of tools available to you (BM25 over names, descriptions and "
+            "parameters). The tools found become callable on your next step. Use it when none "
+            "of your current tools fits the task."
+        ),
+        args_schema=SearchToolsArgs,
+    )
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``field: message; ...``."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+class GovernedCatalog:
+    """The tools of one graph: lookup, per-run visibility, model binding and search.
+
+    ``always_include``: tools bound on every step whatever retrieval ranks (real or
+    model-facing names; each must be in the catalog), still subject to the run's profile.
+    """
+
+    def __init__(
+        self,
+        connection: EngineConnection,
+        model: BaseChatModel,
+        index: ToolIndex,
+        *,
+        always_include: Sequence[str] = (),
+    ):
+        self.conn = connection
+        self.model = model
+        self.index = index
+        self.tools: dict[str, BaseTool] = {t.name: t for t in connection.tools}
+        self.search_tool = _make_search_tool()
+        self.names = ToolNames(
+            [*self.tools, SEARCH_TOOL],
+            algenta=[n for n in self.tools if connection.is_algenta_tool(n)],
+        )
+        """Real name <-> model-facing name of every tool (and ``search_tools``)."""
+        self.arg_keys: dict[str, dict[str, str]] = {}
+        """``{real name: {model-facing argument key: real key}}`` for renamed argument keys."""
+        self.refused: dict[str, str] = {}
+        """Tools left out because providers reject their schema: ``{real name: why}``."""
+        self.schemas: dict[str, dict[str, Any]] = {}
+        for name, tool in self.tools.items():
+            try:
+                self.schemas[name] = self._model_schema(name, tool)
+            except (UnsupportedToolSchemaError, ValueError, TypeError) as exc:
+                self.refused[name] = str(exc)
+                logger.warning("not shown to the model: %s", exc)
+        self.schemas[SEARCH_TOOL] = self._model_schema(SEARCH_TOOL, self.search_tool)
+        self.always_include: tuple[str, ...] = self._resolve_always_include(always_include)
+        self._bound: OrderedDict[tuple[str, ...], Runnable[Any, BaseMessage]] = OrderedDict()
+
+    def _model_schema(self, name: str, tool: BaseTool) -> dict[str, Any]:
+        """The OpenAI-format schema a model is shown: model-facing name, provider-valid
+        parameters."""
+        spec = convert_to_openai_tool(tool)
+        function = dict(spec["function"])
+        function["name"] = self.names.model(name)
+        parameters = provider_parameters(function.get("parameters"), tool=name)
+        function["parameters"], renamed = safe_property_keys(parameters)
+        if renamed:
+            self.arg_keys[name] = renamed
+        return {**spec, "function": function}
+
+    def real_call(self, name: str, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A model's call as MCP sees it: the real tool name, and the real argument keys for
+        the top-level keys renamed for providers (see
+        :func:`~algenta_graph.naming.safe_property_keys`)."""
+        real = self.names.real(name)
+        keys = self.arg_keys.get(real)
+        if not keys:
+            return real, dict(args)
+        mapped = {k: v for k, v in args.items() if k not in keys}
+        mapped.update({keys[k]: v for k, v in args.items() if k in keys})
+        return real, mapped
+
+    def _resolve_always_include(self, names: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(names, str):
+            raise TypeError("always_include must be a list of tool names, not one string")
+        resolved: list[str] = []
+        for given in names:
+            real = self.names.real(given)
+            if real == SEARCH_TOOL:
+                continue  # always bound anyway
+            if real not in self.tools:
+                raise ValueError(
+                    f"always_include: no tool {given!r} in the catalog (the profile's Algenta "
+                    f"tools and the extra servers' tools): {', '.join(sorted(self.tools))}"
+                )
+            if real in self.refused:
+                raise ValueError(f"always_include: {self.refused[real]}")
+            if real not in resolved:
+                resolved.append(real)
+        return tuple(resolved)
+
+    def allowed(self, name: str, run: RunSettings) -> bool:
+        """Whether this run may see and call ``name`` (catalog, then the run's profile)."""
+        if name not in self.tools or name in self.refused:
+            return False
+        if run.profile is None or not self.conn.is_algenta_tool(name):
+            return True
+        return run.profile.allows(name)
+
+    def allow_list(self, run: RunSettings) -> list[str] | None:
+        """The names this run may see, or ``None`` when every catalog tool is visible."""
+        if run.profile is None and not self.refused:
+            return None
+        return [n for n in self.tools if self.allowed(n, run)]
+
+    def bound_names(self, selected: Sequence[str], run: RunSettings) -> list[str]:
+        """The real names bound on a step: ``always_include``, the first ``top_k`` of
+        ``selected`` (retrieval's), the last :data:`MAX_FOUND_TOOLS` of the rest (found by
+        ``search_tools``), each only when this run may see it; ``search_tools`` is added by
+        :meth:`bound_model`."""
+        chosen = [n for n in selected if n != SEARCH_TOOL and n not in self.always_include]
+        chosen = chosen[: run.top_k] + chosen[run.top_k :][-MAX_FOUND_TOOLS:]
+        return [n for n in dict.fromkeys([*self.always_include, *chosen]) if self.allowed(n, run)]
+
+    def bound_model(
+        self, names: Sequence[str], run: RunSettings | None = None
+    ) -> Runnable[Any, BaseMessage]:
+        """The model bound to ``names`` plus ``search_tools`` (a small LRU per selection).
+
+        With ``run``, ``names`` is the step's ``selected_tools`` and the bound set is
+        :meth:`bound_names` (base tools added, found tools capped)."""
+        if run is not None:
+            names = self.bound_names(names, run)
+        key = (
+            *dict.fromkeys(n for n in names if n != SEARCH_TOOL and n in self.schemas),
+            SEARCH_TOOL,
+        )
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self.model.bind_tools([self.schemas[n] for n in key])
+            self._bound[key] = bound
+            if len(self._bound) > _BOUND_CACHE:
+                self._bound.popitem(last=False)
+        else:
+            self._bound.move_to_end(key)
+        return bound
+
+    def retrieve(self, query: str, run: RunSettings) -> list[str]:
+        """The top-K tool names for ``query`` among the tools this run may see, base tools
+        (``always_include``) not counted."""
+        if not query:
+            return []
+        hits = self.index.search(
+            query, k=run.top_k + len(self.always_include), allow=self.allow_list(run)
+        )
+        names = [h.tool_id for h in hits if h.tool_id not in self.always_include]
+        return names[: run.top_k]
+
+    def search(self, args: Mapping[str, Any], run: RunSettings) -> tuple[str, list[str], bool]:
+        """Answer a ``search_tools`` call: (JSON body or error text, real names found, ok).
+
+        Each tool found is listed under the name to call it by (``name``, model-facing) and,
+        when that differs, its real MCP name (``mcp_name``)."""
+        try:
+            parsed = SearchToolsArgs.model_validate(args)
+        except ValidationError as exc:
+            return f"Error: invalid search_tools arguments: {validation_problems(exc)}", [], False
+        hits = self.index.search(parsed.query, k=parsed.k, allow=self.allow_list(run))
+        found: list[tuple[str, dict[str, Any]]] = []
+        for h in hits:
+            if h.tool_id not in self.tools:
+                continue
+            entry: dict[str, Any] = {"name": self.names.model(h.tool_id)}
+            if entry["name"] != h.tool_id:
+                entry["mcp_name"] = h.tool_id
+            entry["description"] = (self.tools[h.tool_id].description or "")[:200]
+            entry["score"] = round(h.score, 3)
+            found.append((h.tool_id, entry))
+        body = json.dumps(
+            {"tools": [e for _, e in found], "note": "these tools are callable on your next step"}
+        )
+        return body, [real for real, _ in found], True

@@ -1,0 +1,252 @@
+"""One answer per escalation: an atomic claim shared by every process on one checkpointer.
+
+Two operators may resume the same escalated thread at once, from two processes or machines.
+LangGraph checkpoints cannot arbitrate that (each resume writes its own child checkpoint), so
+before any side effect a denial handler **claims** the escalation; exactly one answer wins
+(``docs/ARCHITECTURE.md``, invariant 10). The claim lives next to the checkpoints:
+
+- ``AsyncSqliteSaver``: a table ``algenta_escalation_claims`` in the same SQLite file;
+- ``AsyncPostgresSaver``: the same table in the same database;
+- any other saver (``InMemorySaver``, the ``langgraph dev`` runtime, none): in this process.
+
+A claim records the answer, its claimant (a random token, the host and the process id) and
+whether its side effects finished. The losing resume learns who won
+(:class:`EscalationAlreadyDecided`). A claim whose claimant died before finishing (same host and
+its process is gone, or older than the lease) is **taken over** by compare-and-set: the next
+resume completes the winner's answer, in the winner's name, never its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from algenta_graph.errors import AlgentaGraphError
+
+__all__ = ["Claim", "ClaimStore", "EscalationAlreadyDecided", "claims_for"]
+
+LEASE_SECONDS = 300.0
+"""After this long an unfinished claim from another host is treated as abandoned."""
+_TABLE = "algenta_escalation_claims"
+
+
+class EscalationAlreadyDecided(AlgentaGraphError):
+    """Another operator's answer to this escalation took effect (or is taking effect) first."""
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        super().__init__(
+            f"escalation already decided by {claim.operator} ({claim.summary}); that answer "
+            "takes effect, and nothing was done or recorded in this resume's name"
+        )
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who answered an escalation, how, and whether the answer's side effects finished."""
+
+    key: str
+    answer: dict[str, Any]
+    token: str
+    host: str
+    pid: int
+    at: float
+    done: bool = False
+
+    @property
+    def operator(self) -> str:
+        return str(self.answer.get("operator", "?"))
+
+    @property
+    def summary(self) -> str:
+        actions = [str(d.get("action")) for d in self.answer.get("decisions", [])]
+        return ", ".join(actions) or "?"
+
+    def abandoned(self, now: float | None = None) -> bool:
+        """Whether the claimant is gone without finishing (its answer may be completed)."""
+        if self.done:
+            return False
+        if self.host == socket.gethostname() and self.pid != os.getpid():
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                pass
+        return (now if now is not None else time.time()) - self.at > LEASE_SECONDS
+
+
+def new_claim(key: str, answer: dict[str, Any]) -> Claim:
+    return Claim(key, answer, uuid.uuid4().hex, socket.gethostname(), os.getpid(), time.time())
+
+
+class ClaimStore:
+    """Atomic claims (the in-process implementation; subclasses share a database)."""
+
+    def __init__(self) -> None:
+        self._claims: dict[str, Claim] = {}
+        self._lock = threading.Lock()  # never held across an await; safe on any event loop
+
+    async def claim(self, mine: Claim) -> Claim:
+        """Insert ``mine`` unless the key is claimed; return the claim in force."""
+        with self._lock:
+            return self._claims.setdefault(mine.key, mine)
+
+    async def take_over(self, old: Claim, mine: Claim) -> bool:
+        """Compare-and-set: replace ``old`` (abandoned) by ``mine`` keeping ``old``'s answer."""
+        with self._lock:
+            current = self._claims.get(old.key)
+            if current is None or current.token != old.token or current.done:
+                return False  # taken over already, or finished: never completed twice here
+            self._claims[old.key] = _adopt(old, mine)
+            return True
+
+    async def finish(self, claim: Claim) -> None:
+        with self._lock:
+            current = self._claims.get(claim.key)
+            if current is not None and current.token == claim.token:
+                self._claims[claim.key] = _done(current)
+
+
+def _adopt(old: Claim, mine: Claim) -> Claim:
+    return Claim(old.key, old.answer, mine.token, mine.host, mine.pid, mine.at)
+
+
+def _done(claim: Claim) -> Claim:
+    return Claim(claim.key, claim.answer, claim.token, claim.host, claim.pid, claim.at, True)
+
+
+def _row(key: str, row: Any) -> Claim:
+    answer, token, host, pid, at, done = row
+    return Claim(key, json.loads(answer), token, host, int(pid), float(at), bool(done))
+
+
+class _SqliteClaims(ClaimStore):
+    def __init__(self, saver: Any) -> None:
+        super().__init__()
+        self.saver = saver
+        self._ready = False
+
+    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
+        await self.saver.setup()
+        async with self.saver.lock:
+            if not self._ready:
+                await self.saver.conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, "
+                    "token TEXT, host TEXT, pid INTEGER, at REAL, done INTEGER DEFAULT 0)"
+                )
+                self._ready = True
+            cursor = await self.saver.conn.execute(sql, params)
+            rows = list(await cursor.fetchall())
+            count = cursor.rowcount
+            await cursor.close()
+            await self.saver.conn.commit()
+        return count, rows
+
+    async def _get(self, key: str) -> Claim:
+        _, rows = await self._exec(
+            f"SELECT answer, token, host, pid, at, done FROM {_TABLE} WHERE key = ?", (key,)
+        )
+        return _row(key, rows[0])
+
+    async def claim(self, mine: Claim) -> Claim:
+        await self._exec(
+            f"INSERT OR IGNORE INTO {_TABLE} (key, answer, token, host, pid, at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (mine.key, json.dumps(mine.answer), mine.token, mine.host, mine.pid, mine.at),
+        )
+        return await self._get(mine.key)
+
+    async def take_over(self, old: Claim, mine: Claim) -> bool:
+        count, _ = await self._exec(
+            f"UPDATE {_TABLE} SET token = ?, host = ?, pid = ?, at = ? "
+            "WHERE key = ? AND token = ? AND done = 0",
+            (mine.token, mine.host, mine.pid, mine.at, old.key, old.token),
+        )
+        return count == 1
+
+    async def finish(self, claim: Claim) -> None:
+        await self._exec(
+            f"UPDATE {_TABLE} SET done = 1 WHERE key = ? AND token = ?", (claim.key, claim.token)
+        )
+
+
+class _PostgresClaims(ClaimStore):
+    def __init__(self, saver: Any) -> None:
+        super().__init__()
+        self.saver = saver
+        self._ready = False
+
+    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
+        async with self.saver._cursor() as cur:
+            if not self._ready:
+                await cur.execute(
+                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, "
+                    "token TEXT, host TEXT, pid INTEGER, at DOUBLE PRECISION, "
+                    "done BOOLEAN DEFAULT FALSE)"
+                )
+                self._ready = True
+            await cur.execute(sql, params)
+            rows = [tuple(r.values()) for r in await cur.fetchall()] if cur.description else []
+            return cur.rowcount, rows
+
+    async def _get(self, key: str) -> Claim:
+        _, rows = await self._exec(
+            f"SELECT answer, token, host, pid, at, done FROM {_TABLE} WHERE key = %s", (key,)
+        )
+        return _row(key, rows[0])
+
+    async def claim(self, mine: Claim) -> Claim:
+        await self._exec(
+            f"INSERT INTO {_TABLE} (key, answer, token, host, pid, at) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+            (mine.key, json.dumps(mine.answer), mine.token, mine.host, mine.pid, mine.at),
+        )
+        return await self._get(mine.key)
+
+    async def take_over(self, old: Claim, mine: Claim) -> bool:
+        count, _ = await self._exec(
+            f"UPDATE {_TABLE} SET token = %s, host = %s, pid = %s, at = %s "
+            "WHERE key = %s AND token = %s AND NOT done",
+            (mine.token, mine.host, mine.pid, mine.at, old.key, old.token),
+        )
+        return count == 1
+
+    async def finish(self, claim: Claim) -> None:
+        await self._exec(
+            f"UPDATE {_TABLE} SET done = TRUE WHERE key = %s AND token = %s",
+            (claim.key, claim.token),
+        )
+
+
+_STORES: weakref.WeakKeyDictionary[Any, ClaimStore] = weakref.WeakKeyDictionary()
+_PROCESS = ClaimStore()
+
+
+def claims_for(checkpointer: Any) -> ClaimStore:
+    """The claim store that every process sharing ``checkpointer``'s database sees."""
+    if checkpointer is None:
+        return _PROCESS
+    try:
+        found = _STORES.get(checkpointer)
+    except TypeError:  # not weak-referenceable
+        return _PROCESS
+    if found is not None:
+        return found
+    kind = type(checkpointer).__name__
+    store: ClaimStore
+    if kind == "AsyncSqliteSaver":
+        store = _SqliteClaims(checkpointer)
+    elif kind == "AsyncPostgresSaver":
+        store = _PostgresClaims(checkpointer)
+    else:
+        store = ClaimStore()
+    _STORES[checkpointer] = store
+    return store

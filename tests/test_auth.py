@@ -1,0 +1,637 @@
+"""Authentication and roles on the served graph (``algenta_graph.auth``).
+
+The fast tests check the token file loader, the role rules and the record guard in-process. The
+slow test starts a real ``langgraph dev`` with an auth file and five tokens (two agents, an
+operator, a gate-limited operator, an auditor) on a real reference engine, and drives it with
+``langgraph_sdk`` and raw ``httpx``: every unauthorized attempt is counted, and its effects are
+checked in the thread's state and in the engine's own execution log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_server import CONFIG, langgraph_dev
+
+from algenta_graph.auth import (
+    ENV_AUTH_FILE,
+    AuthFileError,
+    _mentions_records,
+    is_operator,
+    load_auth_file,
+    served_authorize_operator,
+    token_digest,
+)
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.server import RecordsWriteRefused, guard_records
+
+# ---------------------------------------------------------------------------------------------
+# the token file
+
+
+def _write(path: Path, tokens: Mapping[str, tuple[str, list[str]]]) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "tokens": {
+                    token_digest(token): {"identity": identity, "roles": roles}
+                    for token, (identity, roles) in tokens.items()
+                }
+            }
+        )
+    )
+    return path
+
+
+def test_auth_file_loads_digests_and_looks_tokens_up(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "auth.json",
+        {"t-ana": ("ana", ["operator", "agent"]), "t-gus": ("gus", ["operator:confidence"])},
+    )
+    table = load_auth_file(path)
+    assert len(table) == 2
+    ana = table.lookup("t-ana")
+    assert ana is not None and (ana.identity, ana.roles) == ("ana", ("operator", "agent"))
+    assert table.lookup("t-gus") is not None
+    assert table.lookup("t-nobody") is None
+    # the stored digest is not itself a token
+    assert table.lookup(token_digest("t-ana")) is None
+    assert "t-ana" not in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ("[]", "top level"),
+        ('{"tokens": {}, "extra": 1}', "unknown key"),
+        ('{"users": {}}', "unknown key"),
+        ('{"tokens": []}', "tokens: expected an object"),
+        ('{"tokens": {}}', "no tokens"),
+        ('{"tokens": {"s3cret": {"identity": "ana", "roles": ["agent"]}}}', "SHA-256"),
+        ('{"tokens": {"' + "A" * 64 + '": {"identity": "ana", "roles": ["agent"]}}}', "SHA-256"),
+        ('{"tokens": {"' + "a" * 64 + '": {"identity": "", "roles": ["agent"]}}}', "identity"),
+        ('{"tokens": {"' + "a" * 64 + '": {"identity": "ana"}}}', "roles"),
+        ('{"tokens": {"' + "a" * 64 + '": {"identity": "ana", "roles": []}}}', "roles"),
+        (
+            '{"tokens": {"' + "a" * 64 + '": {"identity": "ana", "roles": ["admin"]}}}',
+            "unknown role 'admin'",
+        ),
+        (
+            '{"tokens": {"' + "a" * 64 + '": {"identity": "ana", "roles": ["operator:gate9"]}}}',
+            "unknown role 'operator:gate9'",
+        ),
+        (
+            '{"tokens": {"' + "a" * 64 + '": {"identity": "ana", "roles": ["agent"], "x": 1}}}',
+            "unknown key",
+        ),
+        (
+            '{"tokens": {"' + "a" * 64 + '": {"identity": "anonymous", "roles": ["agent"]}}}',
+            "reserved",
+        ),
+    ],
+)
+def test_a_malformed_auth_file_is_named_with_its_problem(
+    tmp_path: Path, content: str, needle: str
+) -> None:
+    path = tmp_path / "auth.json"
+    path.write_text(content)
+    with pytest.raises(AuthFileError, match=re.escape(needle)) as caught:
+        load_auth_file(path)
+    assert str(path) in str(caught.value) and ENV_AUTH_FILE in str(caught.value)
+
+
+def test_a_missing_auth_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(AuthFileError, match="cannot be read") as caught:
+        load_auth_file(tmp_path / "nope.json")
+    assert "nope.json" in str(caught.value)
+
+
+async def test_the_token_file_is_reread_when_it_changes_and_fails_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from langgraph_sdk import Auth
+
+    from algenta_graph.auth import _Tokens, authenticate
+
+    path = _write(tmp_path / "auth.json", {"tok-a": ("alice", ["agent"])})
+    monkeypatch.setenv(ENV_AUTH_FILE, str(path))
+    tokens = _Tokens()
+    monkeypatch.setattr("algenta_graph.auth._TOKENS", tokens)
+    user = await authenticate("Bearer tok-a")
+    assert (user["identity"], user["permissions"]) == ("alice", ["agent"])
+    # revoked: the file changes, the next request sees it, without a restart
+    _write(path, {"tok-b": ("bob", ["auditor"])})
+    os.utime(path, ns=(1, 1))
+    with pytest.raises(Auth.exceptions.HTTPException) as caught:
+        await authenticate("Bearer tok-a")
+    assert caught.value.status_code == 401
+    assert (await authenticate("bearer tok-b"))["identity"] == "bob"
+    # broken or removed: every request is refused until it is fixed
+    path.write_text("{broken")
+    for header in ("Bearer tok-b", None, "Basic x"):
+        with pytest.raises(Auth.exceptions.HTTPException) as caught:
+            await authenticate(header)
+        assert caught.value.status_code == 401
+    path.unlink()
+    with pytest.raises(Auth.exceptions.HTTPException):
+        await authenticate("Bearer tok-b")
+    # unset: the server runs open, every request an unauthenticated "anonymous"
+    monkeypatch.delenv(ENV_AUTH_FILE)
+    assert (await authenticate(None))["is_authenticated"] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules
+
+
+def _config(identity: str | None, roles: list[str], authenticated: bool = True) -> Any:
+    user = (
+        None
+        if identity is None
+        else {"identity": identity, "permissions": roles, "is_authenticated": authenticated}
+    )
+    return {"configurable": {"langgraph_auth_user": user, "langgraph_auth_permissions": roles}}
+
+
+def test_served_authorize_operator_reads_the_authenticated_roles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(ENV_AUTH_FILE, str(tmp_path / "auth.json"))
+    allow = served_authorize_operator
+    assert allow("ana", "confidence", _config("ana", ["operator"]))
+    assert allow("gus", "confidence", _config("gus", ["operator:confidence"]))
+    assert not allow("gus", "risk_floor", _config("gus", ["operator:confidence"]))
+    assert not allow("alice", "confidence", _config("alice", ["agent"]))
+    assert not allow("audrey", "confidence", _config("audrey", ["auditor"]))
+    # the identity must be the authenticated one; an unauthenticated or missing user: no one
+    assert not allow("ana", "confidence", _config("bob", ["operator"]))
+    assert not allow("ana", "confidence", _config("ana", ["operator"], authenticated=False))
+    assert not allow("ana", "confidence", _config(None, []))
+    assert not allow("ana", "confidence", {})
+    # served open (no auth file): anyone, as without auth
+    monkeypatch.delenv(ENV_AUTH_FILE)
+    assert allow("ana", "confidence", _config("anonymous", [], authenticated=False))
+    assert allow("ana", "confidence", {})
+
+
+def test_operator_roles_and_record_mentions() -> None:
+    assert is_operator(["operator"]) and is_operator(["operator:risk_floor"])
+    assert not is_operator(["agent", "auditor"])
+    assert is_operator(["operator:risk_floor"], "risk_floor")
+    assert not is_operator(["operator:risk_floor"], "confidence")
+    assert _mentions_records({"receipts": []})
+    assert _mentions_records([("operator_decisions", [{}])])
+    assert _mentions_records([{"denials": []}])
+    assert not _mentions_records({"messages": []})
+    assert not _mentions_records(None)
+
+
+async def test_guarded_graph_refuses_update_state_on_records() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    from algenta_graph.state import GovernedState
+
+    def node(state: GovernedState) -> dict[str, Any]:
+        return {"receipts": [{"decision_id": "d1"}]}
+
+    builder = StateGraph(GovernedState)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    graph = guard_records(builder.compile(checkpointer=InMemorySaver()))
+    assert guard_records(graph) is graph
+    config: Any = {"configurable": {"thread_id": "t"}}
+    await graph.ainvoke({"messages": [{"role": "user", "content": "hi"}]}, config)
+    forged: list[dict[str, Any]] = [
+        {"receipts": [{"decision_id": "forged"}]},
+        {"denials": []},
+        {"operator_decisions": [{"operator": "mallory"}], "messages": []},
+    ]
+    for values in forged:
+        with pytest.raises(Exception, match="refused") as caught:
+            await graph.aupdate_state(config, values, as_node="node")
+        assert getattr(caught.value, "status_code", 403) == 403
+        with pytest.raises(Exception, match="refused"):
+            graph.update_state(config, values, as_node="node")
+    # forking an earlier checkpoint is refused too; a plain messages update is not
+    first = [s async for s in graph.aget_state_history(config)][-1].config
+    with pytest.raises(Exception, match="earlier checkpoint"):
+        await graph.aupdate_state(first, {"messages": []}, as_node="node")
+    await graph.aupdate_state(config, {"messages": []}, as_node="node")
+    state = await graph.aget_state(config)
+    assert [r["decision_id"] for r in state.values["receipts"]] == ["d1"]
+    assert issubclass(RecordsWriteRefused, PermissionError)
+
+
+# ---------------------------------------------------------------------------------------------
+# the served graph, with tokens
+
+
+TOKENS: dict[str, tuple[str, list[str]]] = {
+    "tok-alice": ("alice", ["agent"]),
+    "tok-bob": ("bob", ["agent"]),
+    "tok-ana": ("ana", ["operator"]),
+    "tok-gus": ("gus", ["operator:risk_floor"]),
+    "tok-audrey": ("audrey", ["auditor"]),
+}
+
+
+@dataclass
+class Tally:
+    """Unauthorized attempts: each with its endpoint, and whether it had any effect."""
+
+    attempts: list[tuple[str, str, int]] = field(default_factory=list)
+
+    def refused(self, who: str, endpoint: str, status: int, allowed: tuple[int, ...]) -> None:
+        assert status in allowed, f"{who} {endpoint}: HTTP {status}, expected one of {allowed}"
+        self.attempts.append((who, endpoint, status))
+
+    @property
+    def endpoints(self) -> set[str]:
+        return {endpoint for _, endpoint, _ in self.attempts}
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+@contextmanager
+def _http(url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=url, timeout=60) as client:
+        yield client
+
+
+def _status(
+    client: httpx.Client,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: Any = None,
+) -> int:
+    """The status of one request; a stream refused inside its body counts as its error status.
+
+    (A run's joined event stream answers 200 before it checks who is asking, then sends a
+    single ``error`` event naming the status: that is a refusal, with nothing streamed.)
+    """
+    request = client.build_request(method, path, headers=dict(headers), json=body)
+    response = client.send(request, stream=True)
+    try:
+        if response.status_code != 200 or "event-stream" not in response.headers.get(
+            "content-type", ""
+        ):
+            return response.status_code
+        text = response.read().decode()
+    finally:
+        response.close()
+    events = re.findall(r"^event: *(\S+)", text, flags=re.M)
+    if events == ["error"]:
+        found = re.search(r'"status_code": *(\d+)|\b(40[134])\b', text)
+        assert found, text
+        return int(found.group(1) or found.group(2))
+    return 200
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _endpoints(thread: str, run: str) -> list[tuple[str, str, Any]]:
+    """Every endpoint the graph's clients use: (method, path, body)."""
+    ask = {"assistant_id": "governed_agent", "input": _user("recommend scenario=x")}
+    resume = {
+        "assistant_id": "governed_agent",
+        "command": {"resume": {"action": "override", "operator": "x", "reason": "r"}},
+    }
+    return [
+        ("POST", "/assistants/search", {"graph_id": "governed_agent"}),
+        ("GET", "/assistants/governed_agent", None),
+        ("GET", "/assistants/governed_agent/schemas", None),
+        ("GET", "/assistants/governed_agent/graph", None),
+        ("POST", "/assistants", {"graph_id": "governed_agent", "config": {}}),
+        ("POST", "/threads", {}),
+        ("POST", "/threads/search", {}),
+        ("POST", "/threads/count", {}),
+        ("GET", f"/threads/{thread}", None),
+        ("PATCH", f"/threads/{thread}", {"metadata": {"algenta_owner": "mallory"}}),
+        ("DELETE", f"/threads/{thread}", None),
+        ("POST", f"/threads/{thread}/copy", None),
+        ("GET", f"/threads/{thread}/state", None),
+        ("POST", f"/threads/{thread}/state", {"values": {"receipts": [{"decision_id": "x"}]}}),
+        ("POST", f"/threads/{thread}/state", {"values": {"messages": []}}),
+        ("POST", f"/threads/{thread}/history", {}),
+        ("GET", f"/threads/{thread}/history", None),
+        ("POST", f"/threads/{thread}/runs", ask),
+        ("POST", f"/threads/{thread}/runs/wait", ask),
+        ("POST", f"/threads/{thread}/runs/stream", ask),
+        ("POST", f"/threads/{thread}/runs/wait", resume),
+        ("GET", f"/threads/{thread}/runs", None),
+        ("GET", f"/threads/{thread}/runs/{run}", None),
+        ("GET", f"/threads/{thread}/runs/{run}/join", None),
+        ("GET", f"/threads/{thread}/runs/{run}/stream", None),
+        ("POST", f"/threads/{thread}/runs/{run}/cancel", None),
+        ("DELETE", f"/threads/{thread}/runs/{run}", None),
+        ("GET", f"/threads/{thread}/stream", None),
+        ("POST", "/runs", ask),
+        ("POST", "/runs/wait", ask),
+        ("POST", "/runs/stream", ask),
+        ("POST", "/store/items/search", {"namespace_prefix": []}),
+        ("PUT", "/store/items", {"namespace": ["x"], "key": "k", "value": {}}),
+    ]
+
+
+def _route(method: str, path: str, thread: str, run: str) -> str:
+    return f"{method} {path.replace(thread, '{thread}').replace(run, '{run}')}"
+
+
+def _interrupt_value(state: Mapping[str, Any]) -> dict[str, Any]:
+    [task] = [t for t in state["tasks"] if t.get("interrupts")]
+    return dict(task["interrupts"][-1]["value"])
+
+
+@pytest.mark.slow
+async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    from langgraph_sdk import get_client
+
+    auth_file = _write(tmp_path / "auth.json", TOKENS)
+    env = {
+        "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_PROFILE": "execute",
+        "ALGENTA_MODEL": "demo",
+        "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
+        ENV_AUTH_FILE: str(auth_file),
+    }
+    tally = Tally()
+    with (
+        langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server,
+        _http(server.url) as http,
+    ):
+        assert "runs OPEN" not in server.log()
+        # (the SDK's return types are loose TypedDicts; the test reads them as JSON)
+        alice: Any = get_client(url=server.url, headers=_bearer("tok-alice"))
+        ana: Any = get_client(url=server.url, headers=_bearer("tok-ana"))
+        audrey: Any = get_client(url=server.url, headers=_bearer("tok-audrey"))
+
+        # alice's thread: a low-confidence decision, escalated to an operator
+        thread = (await alice.threads.create(metadata={"algenta_owner": "bob"}))["thread_id"]
+        made = await alice.threads.get(thread)
+        assert made["metadata"]["algenta_owner"] == "alice"  # the server's, not the client's
+        await alice.runs.wait(
+            thread,
+            "governed_agent",
+            input=_user(
+                "log_decision chosen_action=raise_price expected_value=40 confidence=0.3 "
+                "risk_p5=-0.1 risk_p95=0.5"
+            ),
+        )
+        state = await alice.threads.get_state(thread)
+        shaky = next(
+            m["artifact"]["structured_content"]["decision_id"]
+            for m in reversed(state["values"]["messages"])
+            if m.get("type") == "tool" and m.get("name") == "log_decision"
+        )
+        await alice.runs.wait(
+            thread,
+            "governed_agent",
+            input=_user(f"execute_decision decision_id={shaky} webhook_url={webhook.url}"),
+        )
+        state = await alice.threads.get_state(thread)
+        assert state["next"] == ["denial_handler_confidence"]
+        assert _interrupt_value(state)["gate"] == "confidence"
+        [run] = [r for r in await alice.runs.list(thread) if r["status"] == "success"][:1]
+        run_id = run["run_id"]
+        before = state["values"]
+        threads_before = len(await audrey.threads.search(limit=100))
+
+        # 1. no token, a wrong token, a token's stored digest, another scheme: 401 everywhere
+        bad = {
+            "no token": {},
+            "wrong token": _bearer("tok-mallory"),
+            "stored digest": _bearer(token_digest("tok-ana")),
+            "basic scheme": {"Authorization": "Basic dG9rLWFuYQ=="},
+        }
+        for who, headers in bad.items():
+            for method, path, body in _endpoints(thread, run_id):
+                status = _status(http, method, path, headers, body)
+                tally.refused(who, _route(method, path, thread, run_id), status, (401,))
+        assert http.get("/ok").status_code == 200
+
+        # 2. bob, another agent: alice's thread does not exist for him, nor its runs
+        for method, path, body in _endpoints(thread, run_id):
+            if path.startswith(("/assistants", "/runs", "/store")) or path in (
+                "/threads",
+                "/threads/search",
+                "/threads/count",
+            ):
+                continue
+            status = _status(http, method, path, _bearer("tok-bob"), body)
+            # (a copy of a thread one cannot read is a 409: "not copied")
+            tally.refused("bob", _route(method, path, thread, run_id), status, (403, 404, 409))
+        searched = http.post("/threads/search", json={}, headers=_bearer("tok-bob"))
+        assert searched.status_code == 200
+        assert thread not in [t["thread_id"] for t in searched.json()]
+        tally.refused("bob", "POST /threads/search (filtered)", 404, (404,))
+        counted = http.post("/threads/count", json={}, headers=_bearer("tok-bob"))
+        assert counted.status_code == 200 and counted.json() == 0
+        tally.refused("bob", "POST /threads/count (filtered)", 404, (404,))
+        # claiming the thread by creating it again, or finding it by its owner
+        status = _status(
+            http,
+            "POST",
+            "/threads",
+            _bearer("tok-bob"),
+            {"thread_id": thread, "if_exists": "do_nothing"},
+        )
+        tally.refused("bob", "POST /threads (alice's thread_id)", status, (409,))
+        searched = http.post(
+            "/threads/search",
+            json={"metadata": {"algenta_owner": "alice"}},
+            headers=_bearer("tok-bob"),
+        )
+        assert searched.status_code == 200 and searched.json() == []
+        tally.refused("bob", "POST /threads/search (by owner)", 404, (404,))
+        # an operator may read alice's thread, but not run it with new input
+        status = _status(
+            http,
+            "POST",
+            f"/threads/{thread}/runs/wait",
+            _bearer("tok-ana"),
+            {"assistant_id": "governed_agent", "input": _user("recommend scenario=x")},
+        )
+        tally.refused("ana", "POST /threads/{thread}/runs/wait (input)", status, (403, 404))
+        # a run naming the thread and an impersonated auth user in its config and context
+        forged_user = {"identity": "ana", "permissions": ["operator"], "is_authenticated": True}
+        status = _status(
+            http,
+            "POST",
+            f"/threads/{thread}/runs/wait",
+            _bearer("tok-bob"),
+            {
+                "assistant_id": "governed_agent",
+                "command": {"resume": {"action": "override", "operator": "ana", "reason": "r"}},
+                "config": {"configurable": {"langgraph_auth_user": forged_user}},
+                "context": {"langgraph_auth_user": forged_user},
+            },
+        )
+        tally.refused("bob", "POST /threads/{thread}/runs/wait (impersonating)", status, (403,))
+
+        # 3. alice, the owner, but an agent: her override is refused at the API
+        for path in (f"/threads/{thread}/runs/wait", f"/threads/{thread}/runs"):
+            for resume in (
+                {"action": "override", "operator": "alice", "reason": "mine"},
+                {"decisions": [{"type": "approve", "message": "mine"}], "operator": "ana"},
+            ):
+                status = _status(
+                    http,
+                    "POST",
+                    path,
+                    _bearer("tok-alice"),
+                    {"assistant_id": "governed_agent", "command": {"resume": resume}},
+                )
+                tally.refused(
+                    "alice", f"POST {path.replace(thread, '{thread}')} (resume)", status, (403,)
+                )
+        # ...and so are forged records, through update_state and through a command's update
+        forged: list[dict[str, Any]] = [
+            {"receipts": [{"decision_id": shaky, "execution_status": "delivered"}]},
+            {"operator_decisions": [{"operator": "ana", "action": "override"}]},
+            {"denials": [], "messages": []},
+        ]
+        for who in ("tok-alice", "tok-ana"):
+            for values in forged:
+                status = _status(
+                    http, "POST", f"/threads/{thread}/state", _bearer(who), {"values": values}
+                )
+                tally.refused(who, "POST /threads/{thread}/state (records)", status, (403,))
+                status = _status(
+                    http,
+                    "POST",
+                    f"/threads/{thread}/runs/wait",
+                    _bearer(who),
+                    {"assistant_id": "governed_agent", "command": {"update": values}},
+                )
+                tally.refused(who, "POST /threads/{thread}/runs/wait (update)", status, (403,))
+        # ...and so is a fork from an earlier checkpoint
+        history = await alice.threads.get_history(thread, limit=50)
+        old = history[-1]["checkpoint"]["checkpoint_id"]
+        status = _status(
+            http,
+            "POST",
+            f"/threads/{thread}/runs/wait",
+            _bearer("tok-alice"),
+            {"assistant_id": "governed_agent", "input": _user("hi"), "checkpoint_id": old},
+        )
+        tally.refused("alice", "POST /threads/{thread}/runs/wait (fork)", status, (403,))
+        status = _status(
+            http,
+            "POST",
+            f"/threads/{thread}/state",
+            _bearer("tok-alice"),
+            {"values": {"messages": []}, "checkpoint_id": old},
+        )
+        tally.refused("alice", "POST /threads/{thread}/state (fork)", status, (403,))
+
+        # ...and so is dropping checkpoints: deleting a run or the thread, rolling a run back
+        for method, path, body in (
+            ("DELETE", f"/threads/{thread}/runs/{run_id}", None),
+            ("DELETE", f"/threads/{thread}", None),
+            ("POST", f"/threads/{thread}/runs/{run_id}/cancel?action=rollback", None),
+            (
+                "POST",
+                f"/threads/{thread}/runs",
+                {
+                    "assistant_id": "governed_agent",
+                    "input": _user("hi"),
+                    "multitask_strategy": "rollback",
+                },
+            ),
+        ):
+            status = _status(http, method, path, _bearer("tok-alice"), body)
+            label = _route(method, path, thread, run_id)
+            tally.refused("alice", f"{label} (owner)", status, (403,))
+
+        # 4. the auditor reads every thread, and changes nothing
+        assert (await audrey.threads.get_state(thread))["values"]["denials"]
+        for method, path, body in _endpoints(thread, run_id):
+            if method == "GET" or path.endswith(("/search", "/count", "/history")):
+                continue
+            status = _status(http, method, path, _bearer("tok-audrey"), body)
+            tally.refused("audrey", _route(method, path, thread, run_id), status, (403,))
+
+        # 5. an operator of another gate: the API lets operators resume, the graph says no
+        gus: Any = get_client(url=server.url, headers=_bearer("tok-gus"))
+        await gus.runs.wait(
+            thread,
+            "governed_agent",
+            command={"resume": {"decisions": [{"type": "approve", "message": "mine"}]}},
+        )
+        state = await ana.threads.get_state(thread)
+        assert "'gus' may not answer a confidence escalation" in _interrupt_value(state)["error"]
+        tally.refused("gus", "graph: confidence escalation (operator:risk_floor)", 200, (200,))
+        # an operator whose payload names someone else: refused at the API
+        status = _status(
+            http,
+            "POST",
+            f"/threads/{thread}/runs/wait",
+            _bearer("tok-ana"),
+            {
+                "assistant_id": "governed_agent",
+                "command": {"resume": {"action": "override", "operator": "mallory", "reason": "r"}},
+            },
+        )
+        tally.refused("ana", "POST /threads/{thread}/runs/wait (operator mallory)", status, (403,))
+        state = await ana.threads.get_state(thread)
+        assert state["next"] == ["denial_handler_confidence"]
+
+        # no effect of any of it: nothing executed, the records and the owner are unchanged
+        assert engine.executions(shaky) == []
+        assert webhook.received == []
+        for key in ("receipts", "denials", "operator_decisions"):
+            assert state["values"][key] == before[key], key
+        assert (await ana.threads.get(thread))["metadata"]["algenta_owner"] == "alice"
+        assert len(await audrey.threads.search(limit=100)) == threads_before
+
+        # 6. the operator's override: a receipt, in the authenticated operator's name
+        # (gus's refused answer is replayed by LangGraph when the node resumes: it carries his
+        # name, so it cannot take effect in ana's)
+        await ana.runs.wait(
+            thread,
+            "governed_agent",
+            command={"resume": {"decisions": [{"type": "approve", "message": "signed off"}]}},
+        )
+        state = await alice.threads.get_state(thread)
+        assert state["next"] == []
+        [receipt] = state["values"]["receipts"]
+        assert (receipt["decision_id"], receipt["source"], receipt["operator"]) == (
+            shaky,
+            "operator",
+            "ana",
+        )
+        [decision] = state["values"]["operator_decisions"]
+        assert decision["reason"] == "signed off"
+        assert (decision["operator"], decision["action"], decision["result"]) == (
+            "ana",
+            "override",
+            "receipt",
+        )
+        [execution] = engine.executions(shaky)
+        assert execution["metadata"]["algenta_graph"]["operator"] == "ana"
+        assert execution["override_safety"] is True
+        assert [body["decision_id"] for body in webhook.received] == [shaky]
+
+    attempts, endpoints = len(tally.attempts), len(tally.endpoints)
+    print(f"FIGURE auth: {attempts} unauthorized attempts across {endpoints} endpoints, 0 effects")
+    assert attempts >= 50
+    assert endpoints >= 30

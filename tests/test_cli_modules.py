@@ -1,0 +1,67 @@
+"""The CLI's helpers live in modules named for what they are, with no import cycle.
+
+``console`` prints a stream, ``audit`` reads the records, ``commands`` holds the subcommands;
+``demo`` uses the first two and nothing of the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from algenta_graph import console
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys, json; {statement}; print(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return {m for m in json.loads(proc.stdout) if m.startswith("algenta_graph")}
+
+
+def test_demo_imports_no_cli_module() -> None:
+    loaded = _modules_after("import algenta_graph.demo")
+    assert {"algenta_graph.audit", "algenta_graph.console"} <= loaded
+    assert not loaded & {"algenta_graph.commands", "algenta_graph.cli"}
+
+
+def test_audit_and_console_need_no_graph() -> None:
+    loaded = _modules_after("import algenta_graph.audit, algenta_graph.console")
+    assert not loaded & {"algenta_graph.graph", "algenta_graph.connection", "algenta_graph.demo"}
+
+
+def test_an_escalation_is_described_in_either_interrupt_shape() -> None:
+    legacy = {
+        "gate": "confidence",
+        "decision_id": "dec_1",
+        "message": "confidence 0.3 < 0.6",
+        "override_flag": "override_safety",
+        "error": "invalid resume payload",
+    }
+    text = console.describe_escalation(legacy)
+    assert text.startswith("the confidence gate denied decision dec_1: confidence 0.3 < 0.6")
+    assert "override_safety=true" in text and "previous answer rejected" in text
+    hitl = {
+        "action_requests": [
+            {"name": "execute_decision", "args": {"decision_id": "dec_2"}, "description": "d2"},
+            {"name": "execute_decision", "args": {"decision_id": "dec_3"}},
+        ],
+        "review_configs": [],
+    }
+    assert console.describe_escalation(hitl) == (
+        'd2; {"name": "execute_decision", "args": {"decision_id": "dec_3"}}'
+    )
+    several = {
+        **legacy,
+        "escalations": [
+            {"decision_id": "dec_1", "message": "confidence 0.3 < 0.6"},
+            {"decision_id": "dec_4", "message": "confidence 0.2 < 0.6"},
+        ],
+    }
+    assert console.describe_escalation(several).startswith(
+        "the confidence gate denied 2 decisions (decision dec_1: confidence 0.3 < 0.6; "
+        "decision dec_4: confidence 0.2 < 0.6); an override would set override_safety=true on each"
+    )
+    assert console.describe_escalation("plain") == "plain"
