@@ -28,8 +28,9 @@ escalation with its ``resume_command`` when it has one, and otherwise resumes wi
 Progress events (one JSON line each, flushed at once; every one has ``pid``): ``ready``
 (graph built), ``start`` (``thread``, ``mode``: ``fresh`` | ``turn`` | ``answer`` |
 ``resume``), ``update`` (``thread``, ``node``), ``done`` (``thread``, ``receipts``,
-``denials``, ``operator_decisions``, ``interrupts``, ``next``), ``error`` (``thread`` or null,
-``error``), ``takeover`` (``threads``), ``exit``.
+``denials``, ``operator_decisions``, ``interrupts``, ``next``), ``lost`` (``thread``,
+``winner``: another worker's answer to the escalation took effect first), ``error``
+(``thread`` or null, ``error``), ``takeover`` (``threads``), ``exit``.
 
 :class:`WorkerServer` is the test-side client (thread-safe).
 """
@@ -70,6 +71,7 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
     from langgraph.types import Command
 
     from algenta_graph.checkpointer import open_checkpointer
+    from algenta_graph.claims import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
 
@@ -127,6 +129,9 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
                     interrupts=len(final.interrupts),
                     next=list(final.next),
                 )
+            except EscalationAlreadyDecided as exc:
+                # another worker's answer to this escalation took effect first: not a failure
+                mark("lost", thread=name, winner=exc.claim.operator, error=str(exc))
             except Exception:
                 failures += 1
                 mark("error", thread=name, error=traceback.format_exc())
