@@ -43,6 +43,8 @@ __all__ = [
     "open_checkpointer",
     "open_sqlite_read_only",
     "read_thread_records",
+    "read_thread_values",
+    "redact_url",
     "server_checkpointer",
 ]
 
@@ -76,10 +78,10 @@ def is_postgres_url(spec: object) -> bool:
     return isinstance(spec, str) and spec.strip().lower().startswith(_PG_SCHEMES)
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``.
 
-    >>> _redact("postgresql://u:pw@h:5432/db?sslmode=require")
+    >>> redact_url("postgresql://u:pw@h:5432/db?sslmode=require")
     'postgresql://u:***@h:5432/db'
     """
     parts = urlsplit(url)
@@ -139,7 +141,7 @@ async def _open_postgres(url: str, *, setup: bool, pool_size: int) -> AsyncItera
         "prepare_threshold": 0,  # no server-side prepared statements (pgbouncer-safe)
         "row_factory": dict_row,  # the saver reads rows by column name
     }
-    where = _redact(url)
+    where = redact_url(url)
     # One direct connection first: it reports a refused or unreachable server with libpq's own
     # message (a pool would only time out), and runs setup() under an advisory lock.
     try:
@@ -235,6 +237,28 @@ async def _setup_once(conn: Any, saver_type: Any) -> None:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 
 
+async def read_thread_values(
+    saver: BaseCheckpointSaver[Any], thread: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each thread's latest checkpointed state values, from any checkpoint saver.
+
+    ``{thread_id: channel_values}`` from each thread's latest root checkpoint, sorted by thread
+    id; only ``thread`` when given (``{}`` when it has no checkpoint). Reads only.
+    """
+    if thread is not None:
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        item = await saver.aget_tuple(config)
+        return {} if item is None else {thread: dict(item.checkpoint["channel_values"])}
+    latest: dict[str, dict[str, Any]] = {}
+    async for item in saver.alist(None):
+        conf = item.config["configurable"]
+        tid = str(conf["thread_id"])
+        if conf.get("checkpoint_ns") or tid in latest:
+            continue  # newest first: the first root checkpoint seen per thread is its latest
+        latest[tid] = dict(item.checkpoint["channel_values"])
+    return dict(sorted(latest.items()))
+
+
 async def read_thread_records(
     saver: BaseCheckpointSaver[Any], thread: str | None = None
 ) -> dict[str, dict[str, list[Any]]]:
@@ -244,22 +268,10 @@ async def read_thread_records(
     from each thread's latest root checkpoint, sorted by thread id; only ``thread`` when given
     (``{}`` when it has no checkpoint). Reads only: nothing is written.
     """
-    if thread is not None:
-        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-        item = await saver.aget_tuple(config)
-        if item is None:
-            return {}
-        values = item.checkpoint["channel_values"]
-        return {thread: {k: list(values.get(k) or []) for k in RECORD_KINDS}}
-    latest: dict[str, dict[str, list[Any]]] = {}
-    async for item in saver.alist(None):
-        conf = item.config["configurable"]
-        tid = str(conf["thread_id"])
-        if conf.get("checkpoint_ns") or tid in latest:
-            continue  # newest first: the first root checkpoint seen per thread is its latest
-        values = item.checkpoint["channel_values"]
-        latest[tid] = {k: list(values.get(k) or []) for k in RECORD_KINDS}
-    return dict(sorted(latest.items()))
+    return {
+        tid: {kind: list(values.get(kind) or []) for kind in RECORD_KINDS}
+        for tid, values in (await read_thread_values(saver, thread)).items()
+    }
 
 
 def open_sqlite_read_only(path: str | Path) -> contextlib.closing[Any]:

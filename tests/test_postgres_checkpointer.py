@@ -29,6 +29,8 @@ from algenta_graph.checkpointer import (
     is_postgres_url,
     open_checkpointer,
     read_thread_records,
+    read_thread_values,
+    redact_url,
     server_checkpointer,
 )
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
@@ -99,6 +101,7 @@ async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> 
             pass
     message = str(caught.value)
     assert "postgresql://someone:***@127.0.0.1" in message
+    assert redact_url(url) in message
     assert "hunter2" not in message
     assert "check that the server runs" in message
 
@@ -149,6 +152,7 @@ async def test_a_governed_turn_on_postgres_is_read_back_by_another_opener(
         everything = await read_thread_records(saver)
         only_a = await read_thread_records(saver, "a")
         missing = await read_thread_records(saver, "nobody")
+        values = await read_thread_values(saver, "a")
     assert sorted(everything) == ["a", "b"]
     assert [r["decision_id"] for r in everything["a"]["receipts"]] == [decision_id]
     assert everything["a"]["denials"] == everything["a"]["operator_decisions"] == []
@@ -158,6 +162,8 @@ async def test_a_governed_turn_on_postgres_is_read_back_by_another_opener(
     ]
     assert only_a == {"a": everything["a"]}
     assert missing == {}
+    assert values["a"]["receipts"] == everything["a"]["receipts"]
+    assert any(decision_id in str(m.content) for m in values["a"]["messages"])
 
     # the same reader works on any saver: the SQLite file of the same turn
     db = tmp_path / "same.sqlite"
