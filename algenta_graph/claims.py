@@ -18,6 +18,7 @@ resume completes the winner's answer, in the winner's name, never its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -187,11 +188,17 @@ class _PostgresClaims(ClaimStore):
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
         async with self.saver._cursor() as cur:
             if not self._ready:
-                await cur.execute(
-                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, "
-                    "token TEXT, host TEXT, pid INTEGER, at DOUBLE PRECISION, "
-                    "done BOOLEAN DEFAULT FALSE)"
-                )
+                # CREATE ... IF NOT EXISTS still races on a fresh database (two sessions insert
+                # the same catalog row): the loser's error means the table is there
+                from psycopg import errors
+
+                raced = (errors.UniqueViolation, errors.DuplicateTable, errors.DuplicateObject)
+                with contextlib.suppress(*raced):
+                    await cur.execute(
+                        f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, "
+                        "token TEXT, host TEXT, pid INTEGER, at DOUBLE PRECISION, "
+                        "done BOOLEAN DEFAULT FALSE)"
+                    )
                 self._ready = True
             await cur.execute(sql, params)
             rows = [tuple(r.values()) for r in await cur.fetchall()] if cur.description else []

@@ -431,10 +431,11 @@ def _receipts_handler(args: argparse.Namespace) -> int:
     from algenta_graph.chain import export_jsonl
     from algenta_graph.checkpointer import is_postgres_url
 
-    if is_postgres_url(args.db):
-        raise CommandError(f"--db {args.db}: receipts reads SQLite checkpoint files only")
     try:
-        records = read_records(args.db, args.thread)
+        if is_postgres_url(args.db):
+            records = asyncio.run(_postgres_records(args.db, args.thread))
+        else:
+            records = read_records(args.db, args.thread)
     except FileNotFoundError:
         raise CommandError(f"--db {args.db}: no checkpoint file there") from None
     except RecordsFileError as exc:
@@ -448,6 +449,22 @@ def _receipts_handler(args: argparse.Namespace) -> int:
     else:
         print(format_records(records))
     return 0
+
+
+async def _postgres_records(url: str, thread: str | None) -> Any:
+    """The records of a PostgreSQL checkpoint store, read-only (nothing is created)."""
+    from algenta_graph.audit import RECORD_KINDS
+    from algenta_graph.checkpointer import CheckpointerError, open_checkpointer, redact_url
+    from algenta_graph.checkpointer import read_thread_values as read_values
+
+    try:
+        async with open_checkpointer(url, setup=False) as saver:
+            values = await read_values(saver, thread)
+    except CheckpointerError as exc:
+        raise CommandError(f"--db {redact_url(url)}: {one_line(exc)}", EXIT_FAILED) from None
+    return {
+        tid: {kind: list(v.get(kind) or []) for kind in RECORD_KINDS} for tid, v in values.items()
+    }
 
 
 def _verify(args: argparse.Namespace, records: Any) -> int:

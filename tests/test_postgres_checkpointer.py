@@ -205,3 +205,34 @@ def test_the_binaries_are_found_on_this_machine_image() -> None:
         postgres_support.require_bindir()
     assert bindir is not None
     assert (bindir / "initdb").is_file() and (bindir / "postgres").is_file()
+
+
+async def test_the_cli_runs_on_and_reads_a_postgres_store(
+    postgres_server: PostgresServer,  # noqa: F811
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+) -> None:
+    """A governed thread kept in PostgreSQL: ``receipts`` and ``--verify`` read it back
+    (read-only); a database without the tables is one clear line and stays untouched."""
+    from cli_support import assert_one_line_error, cli
+
+    url = postgres_server.create_database()
+    async with (
+        open_checkpointer(url) as saver,  # the tables, as a first `run` creates them
+        governed_agent(
+            DemoChatModel(), base_url=engine.url, profile="execute", checkpointer=saver
+        ) as graph,
+    ):
+        await graph.ainvoke(
+            {"messages": [HumanMessage("recommend scenario=restock_inventory")]},
+            {"configurable": {"thread_id": "pg-cli"}},
+        )
+    listing = cli("receipts", "--db", url, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    verified = cli("receipts", "--db", url, "--verify", timeout=120)
+    assert verified.returncode == 0, verified.stderr
+    assert "pg-cli: ok" in verified.stdout and "all chains intact" in verified.stdout
+    empty = postgres_server.create_database()
+    refused = cli("receipts", "--db", empty, timeout=120)
+    assert_one_line_error(refused, "--db", code=1)
+    assert _tables(empty) == set()  # the reader created nothing

@@ -262,15 +262,8 @@ def test_two_workers_resuming_one_escalation_record_the_operator_whose_override_
 
 
 FRESH_DATABASES = 12
-DDL_RACE = (
-    "claims.py bug: _PostgresClaims creates its table with CREATE TABLE IF NOT EXISTS on first "
-    "use; two connections doing that at once on a fresh database collide in PostgreSQL's "
-    "catalog (UniqueViolation on pg_type_typname_nsp_index), so the first two operators ever "
-    "to answer at once get a crash instead of one answer and one EscalationAlreadyDecided"
-)
 
 
-@pytest.mark.xfail(strict=True, reason=DDL_RACE)
 async def test_two_first_claims_on_a_fresh_database_both_get_an_answer(
     postgres_server: PostgresServer,  # noqa: F811
 ) -> None:
