@@ -18,10 +18,12 @@ resume completes the winner's answer, in the winner's name, never its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import socket
+import sqlite3
 import threading
 import time
 import uuid
@@ -36,6 +38,7 @@ __all__ = ["Claim", "ClaimStore", "EscalationAlreadyDecided", "claims_for"]
 LEASE_SECONDS = 300.0
 """After this long an unfinished claim from another host is treated as abandoned."""
 _TABLE = "algenta_escalation_claims"
+_LOCKED_RETRIES = 20
 
 
 class EscalationAlreadyDecided(AlgentaGraphError):
@@ -136,6 +139,19 @@ class _SqliteClaims(ClaimStore):
         self._ready = False
 
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
+        # another process may hold the file's write lock (or be switching it to WAL): a
+        # "database is locked" happens before the statement runs, so trying again is safe
+        for attempt in range(_LOCKED_RETRIES):
+            try:
+                return await self._exec_once(sql, params)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == _LOCKED_RETRIES - 1:
+                    raise
+                await self.saver.conn.rollback()
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def _exec_once(self, sql: str, params: tuple[Any, ...]) -> tuple[int, list[Any]]:
         await self.saver.setup()
         async with self.saver.lock:
             if not self._ready:

@@ -69,6 +69,7 @@ from algenta_graph.governed_tool import (
     last_step,
     message_text,
     receipt_text,
+    settle_for,
     step_denials,
     tool_message,
 )
@@ -497,7 +498,8 @@ class DenialHandler:
                 and tag.get("operator") is not None
             )
 
-        previous = await self.tools.find_execution(decision_id, ours)
+        settle = settle_for(denial)
+        previous = await self.tools.find_execution(decision_id, ours, settle=settle)
         if previous is not None:
             return previous[0]
         timeout = denial.get("timeout_seconds")
@@ -526,7 +528,7 @@ class DenialHandler:
         if isinstance(outcome, ExecutionDenial) and outcome.gate == "idempotency":
             # our own override was still in flight when we looked above (a resumed process
             # races the crashed one's delivery); the engine serialised us behind it
-            delivered = await self.tools.find_execution(decision_id, ours)
+            delivered = await self.tools.find_execution(decision_id, ours, settle=settle)
             if delivered is not None:
                 return delivered[0]
         return for_decision(outcome, decision_id)

@@ -25,6 +25,7 @@ Example (the node is built by :func:`~algenta_graph.graph.build_governed_graph`)
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -106,6 +107,23 @@ def counts_as_executed(receipt: Mapping[str, Any]) -> bool:
     False
     """
     return not (receipt.get("execution_status") == "failed" and receipt.get("retryable") is True)
+
+
+_SETTLE_POLL = 0.25
+_SETTLE_MARGIN = 5.0
+_ENGINE_DEFAULT_TIMEOUT = 10.0
+
+
+def settle_for(args: Mapping[str, Any]) -> float:
+    """How long an in-flight delivery of these arguments may still take to end.
+
+    >>> settle_for({"timeout_seconds": 2}), settle_for({})
+    (7.0, 15.0)
+    """
+    timeout = args.get("timeout_seconds")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        timeout = _ENGINE_DEFAULT_TIMEOUT
+    return float(min(timeout, MAX_TIMEOUT_SECONDS)) + _SETTLE_MARGIN
 
 
 def idempotency_key(attempt: str) -> str:
@@ -501,7 +519,7 @@ class GovernedToolNode:
         artifact = getattr(result, "artifact", None)
         outcome = parse_execution_outcome(result)
         if isinstance(outcome, ExecutionDenial) and outcome.gate == "idempotency":
-            recovered = await self.recover(decision_id, run.thread_id)
+            recovered = await self.recover(decision_id, run.thread_id, settle_for(args))
             if recovered is not None:
                 record: dict[str, Any] = {
                     **dump(recovered),
@@ -578,10 +596,33 @@ class GovernedToolNode:
         return out
 
     async def find_execution(
-        self, decision_id: Any, match: Callable[[Mapping[str, Any]], bool]
+        self,
+        decision_id: Any,
+        match: Callable[[Mapping[str, Any]], bool],
+        *,
+        settle: float = 0.0,
     ) -> tuple[ExecutionReceipt, Mapping[str, Any]] | None:
         """An execution of ``decision_id`` on the engine whose ``metadata.algenta_graph`` tag
-        ``match``es: (its receipt, the tag), whatever its delivery status."""
+        ``match``es: (its receipt, the tag), whatever its delivery status.
+
+        ``settle``: when the execution found is still ``unknown`` (an engine that records a
+        delivery before it starts shows it so while it is in flight, e.g. the one a crashed
+        process left running), look again for up to this many seconds, so the record says how
+        it ended; it stays ``unknown`` if it never ends (the engine died during it).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settle
+        while True:
+            found = await self._find_once(decision_id, match)
+            if found is None or found[0].execution_status != "unknown":
+                return found
+            if loop.time() >= deadline:
+                return found
+            await asyncio.sleep(_SETTLE_POLL)
+
+    async def _find_once(
+        self, decision_id: Any, match: Callable[[Mapping[str, Any]], bool]
+    ) -> tuple[ExecutionReceipt, Mapping[str, Any]] | None:
         if not isinstance(decision_id, str):
             return None
         try:
@@ -611,11 +652,13 @@ class GovernedToolNode:
             return delivered[0]
         return found[-1] if found else None
 
-    async def recover(self, decision_id: Any, thread_id: str | None) -> ExecutionReceipt | None:
+    async def recover(
+        self, decision_id: Any, thread_id: str | None, settle: float = 0.0
+    ) -> ExecutionReceipt | None:
         """Crash recovery: this thread's own earlier execution, read back from the engine."""
         if thread_id is None:
             return None
         found = await self.find_execution(
-            decision_id, lambda tag: tag.get("thread_id") == thread_id
+            decision_id, lambda tag: tag.get("thread_id") == thread_id, settle=settle
         )
         return found[0] if found is not None else None

@@ -69,6 +69,8 @@ async def test_two_savers_on_one_sqlite_file_agree_on_one_winner(tmp_path: Path)
         AsyncSqliteSaver.from_conn_string(db) as one,
         AsyncSqliteSaver.from_conn_string(db) as two,
     ):
+        await one.setup()  # a new file is switched to WAL once, not by two connections at once
+        await two.setup()
         a, b = claims_for(one), claims_for(two)
         assert a is not b and claims_for(one) is a
         await _race_and_take_over(a, b)
