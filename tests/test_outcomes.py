@@ -407,3 +407,59 @@ def test_a_receipt_needs_every_field_with_the_right_type(partial: dict[str, Any]
     if isinstance(outcome, ExecutionReceipt):
         assert set(RECEIPT) <= set(partial)
         assert outcome.execution_status in ("delivered", "failed")
+
+
+# ------------------------------------------------------------------ one body, two outcomes
+
+
+def _both_forms(body: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(body)
+    return {
+        "dict": body,
+        "text": text,
+        "double-encoded": json.dumps(text),
+        "text-content": text_result(text),
+        "structured": CallToolResult(content=[], structuredContent=body),
+        "result-wrapped": CallToolResult(
+            content=[TextContent(type="text", text=text)], structuredContent={"result": body}
+        ),
+        "tool-message": ToolMessage(content=text, tool_call_id="c"),
+        "content-blocks": [{"type": "text", "text": text}],
+        "detail": {"detail": body},
+    }
+
+
+@pytest.mark.parametrize("gate", [*KNOWN_GATES, "approval"])
+@pytest.mark.parametrize("form", list(_both_forms(RECEIPT)))
+def test_a_body_that_is_both_a_receipt_and_a_denial_is_not_a_receipt(gate: str, form: str) -> None:
+    """A complete, valid receipt that also carries a named-gate ``error`` (the risk_floor one
+    among them) is a contradiction: a failure naming it, never a receipt, never a denial."""
+    body = {**RECEIPT, **denial_body(gate)}
+    outcome = parse_execution_outcome(_both_forms(body)[form])
+    assert isinstance(outcome, ExecutionFailure), outcome
+    assert "both a receipt and a denial" in outcome.message
+    assert "dec_123" in outcome.raw
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"code": "execution_blocked_risk_floor", "message": "risk_p5 below the floor"},
+        {"gate": "risk_floor"},
+        "API error 409: " + json.dumps(denial_body("risk_floor")),
+        json.dumps(denial_body("risk_floor")["error"]),
+    ],
+    ids=["code-only", "gate-only", "public-server-string", "json-string"],
+)
+def test_a_receipt_whose_error_names_the_risk_floor_gate_in_any_way_is_not_a_receipt(
+    error: Any,
+) -> None:
+    outcome = parse_execution_outcome({**RECEIPT, "error": error})
+    assert isinstance(outcome, ExecutionFailure), outcome
+    assert "both a receipt and a denial" in outcome.message
+
+
+def test_a_receipt_with_a_gateless_error_stays_a_receipt() -> None:
+    for error in ("timeout", {"code": "webhook_timeout", "message": "no answer"}, None, 3):
+        outcome = parse_execution_outcome({**RECEIPT, "error": error})
+        assert isinstance(outcome, ExecutionReceipt), (error, outcome)
