@@ -1,7 +1,8 @@
 """BFCL v3 recall floor: a ranking regression fails CI (setup in ../shared/eval/README.md).
 
-The data lives beside the clone in ``../shared/eval`` (override with ``ALGENTA_EVAL_DIR``); the
-test is skipped, with the path it looked at, only when the data is absent.
+The data lives beside the clone in ``../shared/eval`` (override with ``ALGENTA_EVAL_DIR``). When
+it is absent the test is skipped with the path it looked at, except in CI (env ``CI`` set), where
+missing data fails the run: a floor that silently skips guards nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from guarantee_support import skip_or_fail_in_ci
 
 from algenta_graph.retrieval import ToolIndex
 
@@ -35,7 +37,7 @@ bfcl = _load_bfcl_module()
 @pytest.fixture(scope="module")
 def data() -> Any:
     if not bfcl.bfcl_available():
-        pytest.skip(f"BFCL v3 data not found in {bfcl.eval_dir()} (set {bfcl.ENV_VAR})")
+        skip_or_fail_in_ci(f"BFCL v3 data not found in {bfcl.eval_dir()} (set {bfcl.ENV_VAR})")
     return bfcl.load_bfcl()
 
 

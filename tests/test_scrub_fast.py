@@ -301,3 +301,19 @@ def test_the_detector_is_no_weaker_than_the_scrub_and_the_scrub_leaves_it_nothin
     if scrubbed != args:  # the scrub removed something: the detector sees it in the input
         assert smuggled_flags(args) != [], args
     assert smuggled_flags(scrubbed) == [], (args, scrubbed)
+
+
+# --------------------------------------------------------------------------- no silent skips
+
+
+def test_a_missing_dependency_skips_outside_ci_and_fails_in_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from guarantee_support import skip_or_fail_in_ci
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no data here"):
+        skip_or_fail_in_ci("no data here")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no data here .CI is set"):
+        skip_or_fail_in_ci("no data here")
