@@ -122,9 +122,7 @@ def test_the_default_place_named_is_on_denial() -> None:
 @pytest.mark.parametrize(
     ("base", "requested"), list(itertools.product(POLICIES, repeat=2)), ids=str
 )
-def test_tighten_accepts_exactly_the_requests_at_least_as_strict(
-    base: str, requested: str
-) -> None:
+def test_tighten_accepts_exactly_the_requests_at_least_as_strict(base: str, requested: str) -> None:
     if POLICIES.index(requested) >= POLICIES.index(base):
         out = tighten({"confidence": base}, {"confidence": requested}, "ctx")  # type: ignore[dict-item]
         assert out["confidence"] == requested
