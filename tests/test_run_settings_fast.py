@@ -52,6 +52,15 @@ def test_a_looser_policy_is_refused_naming_where_and_the_gate(where: str) -> Non
         resolve(config, context)
 
 
+@pytest.mark.parametrize("where", ["configurable", "context"])
+def test_a_bad_policy_is_named_with_where_it_came_from(where: str) -> None:
+    request = {"on_denial": {"confidence": "stop"}}
+    config = {"configurable": request} if where == "configurable" else None
+    context = request if where == "context" else None
+    with pytest.raises(ValueError, match=rf"^{where}\['on_denial'\]\['confidence'\]: unknown"):
+        resolve(config, context)
+
+
 def test_the_context_tightens_on_top_of_the_configurable() -> None:
     run = resolve(
         {"configurable": {"on_denial": {"confidence": "escalate"}}},
@@ -95,7 +104,11 @@ def test_conflicting_profiles_are_refused(monkeypatch: pytest.MonkeyPatch) -> No
         "a": Profile("a", frozenset({"query_data", "simulate"})),
         "b": Profile("b", frozenset({"query_data", "recommend"})),
     }
+    own["a2"] = Profile("a2", own["a"].tools)
     monkeypatch.setattr(run_settings, "resolve_profile", own.__getitem__)
+    # the same tools under another name: the later request's name is the run's
+    same = resolve({"configurable": {"profile": "a"}}, {"profile": "a2"})
+    assert same.profile is not None and same.profile.name == "a2"
     with pytest.raises(ValueError, match=r"^context\['profile'\] 'b' conflicts with .* 'a'$"):
         resolve({"configurable": {"profile": "a"}}, {"profile": "b"})
 

@@ -50,9 +50,11 @@ def test_the_reducer_returns_copies_of_new_records() -> None:
     assert single == [{"decision_id": "d1"}] and single[0] is not record
 
 
-@pytest.mark.parametrize("junk", [["not a record"], [1], [None], [[("a", 1)]]])
-def test_a_non_record_is_refused_not_stored(junk: list[Any]) -> None:
-    with pytest.raises(TypeError, match="must be a dict"):
+@pytest.mark.parametrize(
+    ("junk", "kind"), [(["not a record"], "str"), ([1], "int"), ([None], "NoneType")]
+)
+def test_a_non_record_is_refused_not_stored(junk: list[Any], kind: str) -> None:
+    with pytest.raises(TypeError, match=f"^a state record must be a dict, not {kind}$"):
         append_records([{"a": 1}], junk)
 
 
