@@ -115,6 +115,7 @@ class StubCatalog:
         self.tools = set(tools if tools is not None else ALGENTA_TOOLS | {"shadow_tool"})
         self.search_result: tuple[str, list[str], bool] = ('{"tools": []}', ["simulate"], True)
         self.searches: list[dict[str, Any]] = []
+        self.search_runs: list[RunSettings] = []
 
     def allowed(self, name: str, run: RunSettings) -> bool:
         if name not in self.tools:
@@ -125,6 +126,7 @@ class StubCatalog:
 
     def search(self, args: Mapping[str, Any], run: RunSettings) -> tuple[str, list[str], bool]:
         self.searches.append(dict(args))
+        self.search_runs.append(run)
         return self.search_result
 
 

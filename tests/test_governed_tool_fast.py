@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -625,3 +626,110 @@ def test_message_text_and_tool_message() -> None:
     assert other.id != message.id
     fixed = tool_message("x", name="n", tool_call_id="c", outcome="ok", msg_id="m1")
     assert fixed.id == "m1"
+
+
+# --------------------------------------------------------------------------- details
+
+
+def test_the_runs_context_is_read_from_the_runtime() -> None:
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+
+    node, conn, _ = make_node()
+    runtime = SimpleNamespace(context={"on_denial": {"confidence": "halt"}, "top_k": 2})
+    conf = {"configurable": {"thread_id": "t1", CONFIG_KEY_RUNTIME: runtime}}
+    settings = node.settings(conf)  # type: ignore[arg-type]
+    assert (settings.top_k, settings.policies["confidence"]) == (2, "halt")
+    assert node.settings(None).top_k == 5 and node.settings(None).thread_id is None
+    conn.answers = [answer(denial_body("confidence"))]
+    update = run(node, step_state(execute_call()), conf)
+    assert [d["policy"] for d in update["denials"]] == ["halt"]
+
+
+def test_every_call_of_a_step_is_answered_whatever_happens_to_the_others() -> None:
+    node, conn, catalog = make_node()
+    conn.answers = [answer(receipt_body("d2")), answer({"ok": 1})]
+    refused = {"name": "nope", "args": {}, "id": "n1", "type": "tool_call"}
+    search = {"name": "search_tools", "args": {"query": "q"}, "id": "s1", "type": "tool_call"}
+    plain = {"name": "simulate", "args": {}, "id": "p1", "type": "tool_call"}
+    state = step_state(refused, execute_call("d2", "c2"), search, plain)
+    update = run(node, state, config(top_k=3))
+    assert [(m.tool_call_id, m.name) for m in update["messages"]] == [
+        ("n1", "nope"),
+        ("c2", "execute_decision"),
+        ("s1", "search_tools"),
+        ("p1", "simulate"),
+    ]
+    assert catalog.search_runs[0].top_k == 3  # the search sees this run's settings
+
+
+def test_a_call_without_an_id_is_answered_with_an_empty_id() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer({"ok": 1})]
+    call = {"name": "simulate", "args": {}, "id": None, "type": "tool_call"}
+    (message,) = run(node, step_state(call))["messages"]
+    assert message.tool_call_id == "" and conn.calls[0][2] == ""
+
+
+def test_the_engines_artifact_travels_with_every_execute_answer() -> None:
+    artifact = {"structured_content": {"x": 1}}
+    for body in (denial_body("confidence"), {"status": "pending"}):
+        node, conn, _ = make_node()
+        conn.answers = [answer(body, artifact=artifact)]
+        (message,) = run(node, step_state(execute_call()))["messages"]
+        assert message.artifact == artifact and message.name == "execute_decision"
+    node, conn, _ = make_node()
+    conn.answers = [answer({"ok": 1}, artifact=artifact)]
+    call = {"name": "simulate", "args": {}, "id": "p1", "type": "tool_call"}
+    assert run(node, step_state(call))["messages"][0].artifact == artifact
+
+
+def test_error_answers_name_the_execute_tool() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [AlgentaGraphError("down")]
+    bad = execute_call(timeout_seconds=0)
+    for state in (step_state(execute_call()), step_state(bad)):
+        (message,) = run(node, state)["messages"]
+        assert message.name == "execute_decision" and message.status == "error"
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("idempotency"))]
+    conn.executions["d1"] = [execution("d1", "t1")]
+    (recovered,) = run(node, step_state(execute_call()))["messages"]
+    assert recovered.name == "execute_decision"
+
+
+def test_the_thread_receipts_denial_says_why_nothing_was_sent() -> None:
+    node, _, _ = make_node()
+    state = step_state(execute_call(), receipts=[receipt_body()])
+    (denial,) = run(node, state)["denials"]
+    assert denial["message"] == (
+        "decision d1 was already executed in this thread (its receipt is in the thread's state; "
+        "a delivery that failed or timed out may still have reached its target); the graph did "
+        "not send it to the engine again, only an operator can"
+    )
+
+
+def test_the_full_denial_text() -> None:
+    denial = ExecutionDenial(gate="confidence", code="c", message="m")
+    assert denial_text("d1", denial) == (
+        "DENIED: execute_decision for decision d1 was blocked by the confidence gate (c): m. "
+        "Nothing was executed. You (the model) cannot override this gate, and retrying will be "
+        "denied again; only a human operator can override it, outside this conversation. "
+        "Tell the user which gate blocked the decision and why."
+    )
+
+
+def test_plain_content_of_odd_blocks() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [
+        ToolMessage(content=[{"type": "text"}, {"type": "text", "text": 5}], tool_call_id="x"),
+        SimpleNamespace(content={"k": "v"}, status="success", artifact=None),
+    ]
+    call = {"name": "simulate", "args": {}, "id": "p", "type": "tool_call"}
+    first = run(node, step_state(call))["messages"][0].content
+    second = run(node, step_state(call))["messages"][0].content
+    assert (first, second) == ("\n5", "{'k': 'v'}")
+
+
+def test_route_without_messages_is_ok() -> None:
+    assert GovernedToolNode.route({"denials": []}) == "ok"  # type: ignore[typeddict-item]
+    assert GovernedToolNode.route({}) == "ok"  # type: ignore[typeddict-item]
