@@ -63,8 +63,11 @@ def test_who_counts_as_having_abandoned_a_claim() -> None:
     gone = dataclasses.replace(mine, pid=dead_pid())
     assert gone.abandoned(now)
     assert not dataclasses.replace(gone, done=True).abandoned(now)  # finished: never abandoned
-    alive_other = dataclasses.replace(mine, pid=os.getppid())
-    assert not alive_other.abandoned(now)
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
+        try:  # a live process of ours (never a parent: a mutated signal must not reach it)
+            assert not dataclasses.replace(mine, pid=alive.pid).abandoned(now)
+        finally:
+            alive.kill()
     elsewhere = dataclasses.replace(mine, host="another-host", pid=dead_pid())
     assert not elsewhere.abandoned(now)  # another host: only the lease tells
     assert not elsewhere.abandoned(mine.at + LEASE_SECONDS)
