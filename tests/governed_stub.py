@@ -61,7 +61,7 @@ def answer(body: Any, *, status: str = "success", artifact: Any = None) -> ToolM
     return ToolMessage(
         content=[{"type": "text", "text": text}],
         tool_call_id="scripted",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         artifact=artifact,
     )
 

@@ -243,10 +243,10 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
     assert len(told) == 1 and told[0].id == "msg-c1"  # the denial's answer, rewritten
     assert told[0].status == "success"
     assert told[0].response_metadata[OUTCOME_KEY] == f"gate:{gate}"
-    assert told[0].content.startswith(
+    assert str(told[0].content).startswith(
         f"Operator ana OVERRODE the {gate} gate (checked) with {FLAG[gate]}. Executed decision d1"
     )
-    assert told[0].content.endswith(f"(The model's call was first denied: DENIED {gate})")
+    assert str(told[0].content).endswith(f"(The model's call was first denied: DENIED {gate})")
     assert h.visited == [MODEL_NODE]
 
 
@@ -264,7 +264,7 @@ def test_a_decline_executes_nothing_and_is_recorded() -> None:
     )
     (told,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert told.status == "error"
-    assert told.content.startswith(
+    assert str(told.content).startswith(
         "Operator ana reviewed the risk_floor denial and DECLINED to override it (too risky). "
         "Decision d1 was not executed."
     )

@@ -471,8 +471,8 @@ def test_a_shadow_execute_decision_is_a_plain_call_never_a_receipt() -> None:
 
 def test_plain_content_joins_text_blocks_and_passes_the_rest() -> None:
     node, conn, _ = make_node()
-    blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
-    image = [{"type": "image", "data": "x"}]
+    blocks: list[Any] = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    image: list[Any] = [{"type": "image", "data": "x"}]
     conn.answers = [
         ToolMessage(content=blocks, tool_call_id="x"),
         ToolMessage(content=image, tool_call_id="x"),
@@ -665,7 +665,7 @@ def test_every_call_of_a_step_is_answered_whatever_happens_to_the_others() -> No
 def test_a_call_without_an_id_is_answered_with_an_empty_id() -> None:
     node, conn, _ = make_node()
     conn.answers = [answer({"ok": 1})]
-    call = {"name": "simulate", "args": {}, "id": None, "type": "tool_call"}
+    call: dict[str, Any] = {"name": "simulate", "args": {}, "id": None, "type": "tool_call"}
     (message,) = run(node, step_state(call))["messages"]
     assert message.tool_call_id == "" and conn.calls[0][2] == ""
 

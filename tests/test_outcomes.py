@@ -580,7 +580,9 @@ def test_an_error_that_is_not_json_serialisable_is_described_not_a_crash() -> No
 
 def test_failure_messages_are_snippets_of_at_most_300_characters() -> None:
     exact = "a" * 300
-    assert parse_execution_outcome({"error": exact}).message == f"execute_decision failed: {exact}"
+    assert parse_execution_outcome({"error": exact}).message == (  # type: ignore[union-attr]
+        f"execute_decision failed: {exact}"
+    )
     longer = parse_execution_outcome({"error": "b" * 301})
     assert longer.message == "execute_decision failed: " + "b" * 300 + "..."  # type: ignore[union-attr]
     flagged = parse_execution_outcome(text_result("c" * 400, is_error=True))
@@ -669,7 +671,7 @@ def test_only_text_blocks_are_read() -> None:
     mixed = [typeless, SimpleNamespace(type="text", text=text)]
     outcome = parse_execution_outcome(CallToolResult.model_construct(content=mixed, isError=False))
     assert isinstance(outcome, ExecutionReceipt)
-    blocks = [{"type": "text", "text": 5}, {"type": "text", "text": text}]
+    blocks: list[Any] = [{"type": "text", "text": 5}, {"type": "text", "text": text}]
     assert isinstance(
         parse_execution_outcome(ToolMessage(blocks, tool_call_id="c")), ExecutionReceipt
     )

@@ -20,7 +20,8 @@ def resolve(config: Any = None, context: Any = None, **kw: Any) -> Any:
 
 
 def test_nothing_requested_keeps_the_graphs_settings() -> None:
-    for config in (None, {}, {"configurable": None}, {"configurable": {}}):
+    configs: tuple[Any, ...] = (None, {}, {"configurable": None}, {"configurable": {}})
+    for config in configs:
         run = resolve(config)
         assert run.profile is None and run.top_k == 5 and run.thread_id is None
         assert dict(run.policies) == dict(DEFAULT_POLICIES)

@@ -134,7 +134,7 @@ def test_a_json_string_without_flags_is_not_rewritten() -> None:
 
 
 def test_scrub_schema_removes_the_flags_everywhere_and_copies() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "decision_id": {"type": "string"},

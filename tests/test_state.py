@@ -116,10 +116,10 @@ def test_an_operator_decision_dumps_every_field_and_refuses_unknown_ones() -> No
     with pytest.raises(ValidationError):
         OperatorDecision(
             operator="a", reason="r", action="decline", gate="g", decision_id=None,
-            result="declined", smuggled=True,
+            result="declined", smuggled=True,  # type: ignore[call-arg]
         )  # fmt: skip
     with pytest.raises(ValidationError):
         OperatorDecision(
-            operator="a", reason="r", action="approve", gate="g", decision_id=None,
+            operator="a", reason="r", action="approve", gate="g", decision_id=None,  # type: ignore[arg-type]
             result="declined",
         )  # fmt: skip
