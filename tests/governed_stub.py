@@ -76,6 +76,7 @@ class StubConnection:
         self.executions: dict[str, list[Any]] = {}
         self.get_decision_calls: list[str] = []
         self.get_decision_error: AlgentaGraphError | None = None
+        self.get_decision_result: Any = None
         self.operator_answers: list[Any] = []
         self.operator_calls: list[dict[str, Any]] = []
 
@@ -93,6 +94,8 @@ class StubConnection:
         self.get_decision_calls.append(decision_id)
         if self.get_decision_error is not None:
             raise self.get_decision_error
+        if self.get_decision_result is not None:
+            return self.get_decision_result
         return {
             "decision": {"decision_id": decision_id},
             "executions": self.executions.get(decision_id, []),

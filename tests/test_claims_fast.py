@@ -66,6 +66,7 @@ def test_who_counts_as_having_abandoned_a_claim() -> None:
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
         try:  # a live process of ours (never a parent: a mutated signal must not reach it)
             assert not dataclasses.replace(mine, pid=alive.pid).abandoned(now)
+            assert alive.poll() is None  # only probed (signal 0), never signalled
         finally:
             alive.kill()
     elsewhere = dataclasses.replace(mine, host="another-host", pid=dead_pid())
@@ -120,7 +121,15 @@ async def exercise(store: ClaimStore, other: ClaimStore) -> None:
     assert (await other.claim(new_claim("k1", {}))).done is False
     await store.finish(adopted)
     finished = await other.claim(new_claim("k1", {}))
-    assert finished.done is True and finished.token == third.token
+    assert finished.done is True
+    assert (finished.key, finished.answer, finished.token, finished.host, finished.pid) == (
+        "k1",
+        ANSWER,
+        third.token,
+        third.host,
+        third.pid,
+    )
+    assert finished.at == pytest.approx(third.at)
     # other keys are independent; finishing an unknown key does nothing
     assert (await store.claim(second_key := new_claim("k2", ANSWER))).token == second_key.token
     await store.finish(new_claim("k3", ANSWER))

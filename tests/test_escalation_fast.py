@@ -7,6 +7,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import socket
+import subprocess
+import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -494,15 +498,18 @@ def test_authorize_operator_may_refuse_anyone() -> None:
     assert seen[-1] == ("bo", "risk_floor")
 
 
-def claimed_first_by(h: Harness, answer: dict[str, Any], finished: bool = False) -> list[Any]:
-    """Make another operator's claim (on the same key) win the race against the next resume."""
+def claimed_first_by(
+    h: Harness, answer: dict[str, Any], finished: bool = False, pid: int | None = None
+) -> list[Any]:
+    """Make another operator's claim (on the same key) win the race against the next resume;
+    ``pid``: the claimant's process (default this one, alive)."""
     store = claims_for(h.saver)
     original = store.claim
     winner: list[Any] = []
 
     async def claim(mine: Any) -> Any:
         if not winner:
-            other = dataclasses.replace(new_claim(mine.key, answer), pid=os.getpid())
+            other = dataclasses.replace(new_claim(mine.key, answer), pid=pid or os.getpid())
             winner.append(other)
             await original(other)
             if finished:
@@ -639,3 +646,126 @@ def test_handler_names_and_the_next_handler() -> None:
     )
     assert handler._next(["risk_floor"]) == MODEL_NODE
     assert isinstance(node, GovernedToolNode)
+
+
+# --------------------------------------------------------------------------- details
+
+
+def test_the_claim_key_names_the_thread_the_gate_and_the_sorted_calls() -> None:
+    h = Harness("confidence")
+    h.start(
+        denied_state(
+            denial("confidence", "c2", "d2", policy="escalate"),
+            denial("confidence", "c1", "d1", policy="escalate"),
+        )
+    )
+    h.resume(DECLINE)
+    store: Any = claims_for(h.saver)
+    (key,) = store._claims
+    # thread | the handler task's namespace (the same for every resume of one checkpoint) |
+    # gate | the escalated calls, sorted
+    thread, namespace, gate, calls = key.split("|")
+    assert (thread, gate, calls) == ("t1", "confidence", "c1,c2")
+    assert namespace.startswith("denial_handler_confidence:")
+    (claim,) = store._claims.values()
+    assert claim.done is True and claim.operator == "ana"
+
+
+def test_an_abandoned_claim_is_completed_in_its_claimants_name() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    bos = {"operator": "bo", "decisions": [{"action": "decline", "reason": "bo's no"}]}
+    winner = claimed_first_by(h, bos, pid=dead.pid)
+    out = h.resume(OVERRIDE)  # ana resumes; bo's unfinished answer is the one completed
+    (gone,) = winner
+    assert [(d["operator"], d["action"], d["reason"]) for d in out["operator_decisions"]] == [
+        ("bo", "decline", "bo's no")
+    ]
+    assert h.conn.operator_calls == []
+    final = claims_for(h.saver)._claims[gone.key]
+    assert final.done is True and final.answer == bos
+    assert (final.key, final.host, final.pid) == (gone.key, socket.gethostname(), os.getpid())
+    assert final.token != gone.token
+
+
+def test_the_interrupt_carries_no_error_until_an_answer_is_malformed() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")))
+    first = h.request()
+    assert "error" not in first
+    assert first["resume_with"] == {
+        "decisions": [{"type": "approve | reject", "message": "why"}],
+        "operator": "who decides (the authenticated identity when served with auth)",
+    }
+    h.resume({"decisions": [{"type": "approve"}], "operator": "ana"})
+    assert h.request()["error"] == (
+        "invalid resume payload: a reason is required: each decision's message, or 'reason'"
+    )
+    h.resume({"decisions": []})
+    assert h.request()["error"] == (
+        "invalid resume payload: decisions: 0 given for 1 action request(s); answer each one, "
+        "in order"
+    )
+    h.resume({"decisions": [{"type": "reject", "message": "m"}]})
+    assert h.request()["error"] == "invalid resume payload: operator: who decides is required"
+
+
+def test_authorize_operator_sees_the_runs_config() -> None:
+    configs: list[Any] = []
+
+    def anyone(operator: str, gate: str, config: Any) -> bool:
+        configs.append(config)
+        return True
+
+    h = Harness("confidence", authorize=anyone)
+    h.start(denied_state(denial("confidence", policy="escalate")))
+    h.resume(DECLINE)
+    assert configs and all(c["configurable"]["thread_id"] == "t1" for c in configs)
+
+
+def test_the_rewritten_answer_keeps_its_outcome_and_names_the_tool() -> None:
+    h = Harness("confidence")
+    state = denied_state(denial("confidence", policy="escalate"))
+    state["messages"][-1] = ToolMessage("DENIED confidence", tool_call_id="c1", id="msg-c1")
+    h.start(state)
+    out = h.resume(DECLINE)
+    (told,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert told.name == "execute_decision"
+    assert told.response_metadata[OUTCOME_KEY] == "ok"  # the original carried none
+
+
+def test_an_override_with_an_odd_timeout_sends_none_and_names_a_missing_decision() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate", timeout_seconds="soon")))
+    h.conn.operator_answers = [ExecutionReceipt.model_validate(receipt_body())]
+    h.resume(OVERRIDE)
+    assert h.conn.operator_calls[0]["timeout_seconds"] is None
+    h2 = Harness("confidence")
+    h2.start(denied_state(denial("confidence", policy="escalate", webhook_url=None)))
+    out = h2.resume(OVERRIDE)
+    assert out["operator_decisions"][0]["outcome"] == {
+        "kind": "failure",
+        "message": "the denied call named no decision_id/webhook_url; nothing to override",
+        "raw": "",
+    }
+
+
+def test_parse_resume_names_every_problem_exactly() -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_resume({"decisions": [{"type": "approve", "message": "m"}] * 2}, 1)
+    assert str(caught.value) == (
+        "decisions: 2 given for 1 action request(s); answer each one, in order"
+    )
+    with pytest.raises(ValueError) as caught:
+        parse_resume({"decisions": [{"type": "approve"}]}, 1)
+    assert str(caught.value) == "a reason is required: each decision's message, or 'reason'"
+
+
+def test_authenticated_identity_of_objects_missing_attributes() -> None:
+    def conf(user: Any) -> Any:
+        return {"configurable": {"langgraph_auth_user": user}}
+
+    assert authenticated_identity(conf(SimpleNamespace(identity="x"))) == "x"
+    assert authenticated_identity(conf(SimpleNamespace(is_authenticated=True))) is None

@@ -402,6 +402,8 @@ def test_find_execution_tolerates_a_failing_or_odd_engine() -> None:
     conn.get_decision_error = None
     conn.executions["d1"] = None  # type: ignore[assignment]
     assert find(node, "d1") is None
+    conn.get_decision_result = ["not", "a", "record"]
+    assert find(node, "d1") is None
 
 
 # --------------------------------------------------------------------------- other tools
