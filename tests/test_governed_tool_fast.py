@@ -563,6 +563,10 @@ def test_gate_order_uses_the_recorded_policy_else_the_default() -> None:
         "approval",
         "risk_floor",
     ]
+    assert gate_order([d("idempotency", policy="halt"), d("approval")]) == [
+        "approval",
+        "idempotency",
+    ]
 
 
 def test_step_denials_are_the_latest_steps_model_and_thread_denials() -> None:
@@ -585,7 +589,7 @@ def test_step_denials_are_the_latest_steps_model_and_thread_denials() -> None:
 def test_last_step_is_the_latest_ai_message_with_calls_and_its_answers() -> None:
     first = AIMessage("", tool_calls=[execute_call("d", "a")])
     second = AIMessage("", tool_calls=[execute_call("d", "b"), execute_call("d", "c")])
-    messages = [first, tm("a"), second, tm("b"), tm("a"), AIMessage("final"), tm("c")]
+    messages = [first, tm("a"), tm("b"), second, tm("b"), tm("a"), AIMessage("final"), tm("c")]
     ai, answers = last_step(messages)
     assert ai is second
     assert [m.tool_call_id for m in answers] == ["b", "c"]

@@ -693,3 +693,128 @@ def test_json_after_the_tool_error_prefix_and_inside_prose() -> None:
     trailing = parse_execution_outcome(f"{json.dumps(gate_only)} and then some")
     assert isinstance(trailing, ExecutionDenial) and trailing.gate == "risk_floor"
     assert isinstance(parse_execution_outcome("no json { here"), ExecutionFailure)
+
+
+def test_the_depth_limit_along_the_remaining_paths() -> None:
+    denial = denial_body("confidence")
+    assert _wrapped(lambda v: {"detail": json.dumps(v)}, denial, 12) == "ddddffffffff"
+    assert _wrapped(lambda v: {"error": {"message": "said " + json.dumps(v)}}, denial, 12) == (
+        "dddddddfffff"
+    )
+    blocks = _wrapped(lambda v: json.dumps([{"type": "text", "text": json.dumps(v)}]), denial, 12)
+    assert blocks == "dddfffffffff"
+
+
+def test_bytes_are_decoded_as_utf8_with_replacement() -> None:
+    assert isinstance(parse_execution_outcome(json.dumps(RECEIPT).encode()), ExecutionReceipt)
+    denial = parse_execution_outcome(bytearray(json.dumps(denial_body("risk_floor")).encode()))
+    assert isinstance(denial, ExecutionDenial) and denial.gate == "risk_floor"
+    broken = parse_execution_outcome(b"\xff\xfe not json")
+    assert broken == ExecutionFailure(
+        message="unrecognised execute_decision result: \ufffd\ufffd not json",
+        raw="\ufffd\ufffd not json",
+    )
+
+
+def test_an_outcome_model_passes_through() -> None:
+    receipt = ExecutionReceipt.model_validate(RECEIPT)
+    assert parse_execution_outcome(receipt) == receipt
+    denial = ExecutionDenial(gate="confidence", code="execution_blocked_confidence", message="m")
+    assert parse_execution_outcome(denial) == denial
+
+
+def test_duck_typed_results_need_only_their_own_attributes() -> None:
+    text = json.dumps(RECEIPT)
+    bare_result = SimpleNamespace(content=[{"type": "text", "text": text}], isError=False)
+    assert isinstance(parse_execution_outcome(bare_result), ExecutionReceipt)
+    bare_message = SimpleNamespace(tool_call_id="c", content=text)
+    assert isinstance(parse_execution_outcome(bare_message), ExecutionReceipt)
+    content_only = SimpleNamespace(content=text)  # neither a tool result nor a message
+    assert isinstance(parse_execution_outcome(content_only), ExecutionFailure)
+    structured_only = ToolMessage(
+        content=[], tool_call_id="c", artifact={"structured_content": {"x": 1}}
+    )
+    assert parse_execution_outcome(structured_only).raw == '{"x": 1}'  # type: ignore[union-attr]
+
+
+def test_failures_keep_the_raw_text() -> None:
+    flagged = parse_execution_outcome(text_result(json.dumps(RECEIPT), is_error=True))
+    assert flagged.raw == json.dumps(RECEIPT)  # type: ignore[union-attr]
+    result = CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(denial_body("confidence")))],
+        structuredContent=RECEIPT,
+    )
+    both = parse_execution_outcome(result)
+    assert both == ExecutionFailure(
+        message="the result carries contradicting outcomes (a receipt and a denial)",
+        raw=json.dumps(denial_body("confidence")),
+    )
+
+
+def test_two_different_outcomes_of_one_kind_take_the_first() -> None:
+    first, second = denial_body("confidence"), denial_body("confidence")
+    second["error"]["message"] = "another message"
+    result = CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(second))], structuredContent=first
+    )
+    outcome = parse_execution_outcome(result)
+    assert isinstance(outcome, ExecutionDenial)
+    assert outcome.message == first["error"]["message"]
+
+
+def test_an_unparseable_input_names_its_exception() -> None:
+    class Hostile:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("no")
+
+    assert parse_execution_outcome(Hostile()) == ExecutionFailure(
+        message="could not parse the execute_decision result (RuntimeError)",
+        raw="<unprintable Hostile>",
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('said {"error": "boom"} end', "boom"),
+        (json.dumps([{"type": "text", "text": json.dumps({"error": "boom"})}]), "boom"),
+        ({"detail": {"code": "x", "message": "m"}}, "x: m"),
+        (
+            {"code": "execution_blocked_confidence", "gate": "risk_floor"},
+            "contradicting gates ['confidence', 'risk_floor'] in one denial body",
+        ),
+        ({"error": json.dumps({"error": {"code": "x", "message": "m"}})}, "x: m"),
+        ({"error": json.dumps({"code": "x", "message": "m"})}, "x: m"),
+        (
+            {"error": {"code": "x", "message": json.dumps({"error": {"code": "y"}})}},
+            'x: {"error": {"code": "y"}}',
+        ),
+    ],
+)
+def test_the_failure_names_the_first_error_wherever_it_was_found(body: Any, message: str) -> None:
+    outcome = parse_execution_outcome(body)
+    assert outcome == ExecutionFailure(
+        message=f"execute_decision failed: {message}",
+        raw=outcome.raw,  # type: ignore[union-attr]
+    )
+
+
+def test_a_denial_inside_prose_in_an_error_message() -> None:
+    body = {"error": {"message": f"said {json.dumps(denial_body('risk_floor'))} -- end"}}
+    outcome = parse_execution_outcome(body)
+    assert isinstance(outcome, ExecutionDenial) and outcome.gate == "risk_floor"
+
+
+def test_raw_text_is_capped() -> None:
+    limit = 16_384
+    exact = parse_execution_outcome("x" * limit)
+    assert exact.raw == "x" * limit  # type: ignore[union-attr]
+    longer = parse_execution_outcome("y" * (limit + 1))
+    assert longer.raw == "y" * limit + "...[truncated]"  # type: ignore[union-attr]
+
+
+def test_raw_falls_back_to_repr_when_json_cannot_say_it() -> None:
+    assert parse_execution_outcome({(1, 2): "x"}).raw == "{(1, 2): 'x'}"  # type: ignore[union-attr]

@@ -127,7 +127,16 @@ def test_json_nesting_beyond_the_scrubs_depth_is_left_as_text() -> None:
 
 
 def test_a_json_string_without_flags_is_not_rewritten() -> None:
-    texts = ('"plain"', '"{\\"a\\":1}"', "[1,2]", '{"x":"force"}', "{}", " [] ", '[{"a":"{}"}]')
+    texts: tuple[str, ...] = (
+        '"plain"',
+        '"{\\"a\\":1}"',
+        "[1,2]",
+        '{"x":"force"}',
+        "{}",
+        " [] ",
+        '[{"a":"{}"}]',
+    )
+    texts += ('{"a":"{bad"}', '["[nope"]')
     for text in texts:  # compact or padded JSON would change if it were re-serialised
         assert scrub_arguments({"t": text}) == {"t": text}
         assert scrub_arguments({"t": [text, {"u": text}]}) == {"t": [text, {"u": text}]}
