@@ -66,7 +66,9 @@ def test_who_counts_as_having_abandoned_a_claim() -> None:
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
         try:  # a live process of ours (never a parent: a mutated signal must not reach it)
             assert not dataclasses.replace(mine, pid=alive.pid).abandoned(now)
-            assert alive.poll() is None  # only probed (signal 0), never signalled
+            # only probed (signal 0), never signalled: it is still running a moment later
+            with pytest.raises(subprocess.TimeoutExpired):
+                alive.wait(timeout=0.5)
         finally:
             alive.kill()
     elsewhere = dataclasses.replace(mine, host="another-host", pid=dead_pid())
