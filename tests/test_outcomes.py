@@ -818,3 +818,36 @@ def test_raw_text_is_capped() -> None:
 
 def test_raw_falls_back_to_repr_when_json_cannot_say_it() -> None:
     assert parse_execution_outcome({(1, 2): "x"}).raw == "{(1, 2): 'x'}"  # type: ignore[union-attr]
+
+
+def test_the_depth_limit_through_prose_and_error_strings() -> None:
+    denial = denial_body("confidence")
+
+    def in_prose(value: Any) -> str:
+        return f"said {json.dumps(value)} end"
+
+    kinds = ""
+    for k in range(12):
+        value: Any = denial
+        for _ in range(k):
+            value = {"result": value}
+        kinds += parse_execution_outcome(in_prose(value)).kind[0]
+    assert kinds == "ddddddffffff"
+    nested_message = _wrapped(lambda v: {"error": json.dumps({"message": json.dumps(v)})}, denial)
+    assert nested_message == "ddddffffff"
+    wrapped_result = _wrapped(lambda v: {"error": {"message": json.dumps({"result": v})}}, denial)
+    assert wrapped_result == "ddddffffff"
+
+
+def test_a_dumped_tool_result_in_either_spelling_keeps_its_parts() -> None:
+    for key in ("structuredContent", "structured_content"):
+        assert isinstance(parse_execution_outcome({"content": [], key: RECEIPT}), ExecutionReceipt)
+        structured = parse_execution_outcome({"content": [], key: {"x": 1}})
+        assert structured.raw == '{"x": 1}'  # type: ignore[union-attr]
+    texts = {"content": [{"type": "text", "text": "nope"}], "isError": False}
+    assert parse_execution_outcome(texts) == ExecutionFailure(
+        message="unrecognised execute_decision result: nope", raw="nope"
+    )
+    assert parse_execution_outcome(42) == ExecutionFailure(
+        message="unrecognised execute_decision result: 42", raw="42"
+    )
