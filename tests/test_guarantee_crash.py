@@ -61,7 +61,7 @@ KILL_POINTS = ("startup", "retrieve", "model", "webhook", "tool", "random", "twi
 DURABILITIES = ("async", "sync")
 CYCLES = 24
 LANES = 2  # two fork servers run cycles side by side
-WEBHOOK_HOLD_SECONDS = 0.4
+WEBHOOK_HOLD_SECONDS = 1.0  # long enough that a kill at the POST lands even on a loaded machine
 HOLD_AFTER = {
     "startup": "start",
     "retrieve": "retrieve_tools",
