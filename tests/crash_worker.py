@@ -14,10 +14,19 @@ A job::
     {"job": "c01-1", "thread_id": "t01", "prompt": "execute decision_id=... webhook_url=...",
      "engine_url": "http://127.0.0.1:PORT/mcp", "db": "/tmp/x/checkpoints.sqlite",
      "progress": "/tmp/x/c01-1.jsonl", "durability": "async" | "sync" | null,
-     "resume_command": {"action": "override", "operator": ..., "reason": ...} | absent}
+     "resume_command": {"action": "override", "operator": ..., "reason": ...} | absent,
+     "configurable": {"on_denial": {...}} | absent, "hold_after": "governed_tool" | absent}
 
 A job resumes its thread from whatever checkpoint the file holds; when the thread waits at an
 escalation and the job carries ``resume_command``, it answers the escalation with it.
+``configurable`` joins the run's config (a stricter ``on_denial``). ``hold_after`` names a node
+(or ``"start"``): right after that node's update is written to the progress file, the child
+writes a ``holding`` event and **blocks** (its event loop too, so nothing more happens in it),
+waiting for the test's SIGKILL. That makes a kill at a node land every time, at that moment.
+
+The checkpoint file is opened with a long SQLite busy timeout: two processes share it (and a
+killed one may leave a WAL to recover), and under load the default 5 s wait was once exceeded
+(``database is locked`` in a worker).
 
 Progress events (one JSON line each, flushed at once): ``start`` (``mode``: ``fresh``,
 ``answer`` or ``resume``; ``next``), ``update`` (``node``), ``done`` (``receipts``,
@@ -42,9 +51,12 @@ from typing import IO, Any
 
 # --------------------------------------------------------------------------- the child
 
+BUSY_TIMEOUT_SECONDS = 120.0
+
 
 async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
     """Run or resume one thread of the governed graph, reporting progress."""
+    import aiosqlite
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.types import Command
@@ -57,13 +69,25 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
         progress.write(json.dumps(line) + "\n")
         progress.flush()
 
+    def hold(node: str) -> None:
+        if job.get("hold_after") == node:
+            mark("holding", node=node)
+            time.sleep(300)  # blocking on purpose: the test SIGKILLs this process now
+            raise RuntimeError(f"held after {node} and nobody killed this process")
+
     async with (
-        AsyncSqliteSaver.from_conn_string(job["db"]) as saver,
+        aiosqlite.connect(job["db"], timeout=BUSY_TIMEOUT_SECONDS) as db,
         governed_agent(
-            DemoChatModel(), base_url=job["engine_url"], profile="execute", checkpointer=saver
+            DemoChatModel(),
+            base_url=job["engine_url"],
+            profile="execute",
+            checkpointer=AsyncSqliteSaver(db),
         ) as graph,
     ):
-        config: Any = {"configurable": {"thread_id": job["thread_id"]}}
+        saver = graph.checkpointer
+        assert isinstance(saver, AsyncSqliteSaver)
+        configurable = {**job.get("configurable", {}), "thread_id": job["thread_id"]}
+        config: Any = {"configurable": configurable}
         snapshot = await graph.aget_state(config)
         # Resume whenever the file holds any checkpoint of the thread. ``snapshot.next`` is not
         # enough: a thread killed right after its input was written (async durability) has
@@ -78,10 +102,12 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
         else:
             mode, run_input = "resume", None
         mark("start", mode=mode, next=list(snapshot.next))
+        hold("start")
         kwargs = {"durability": job["durability"]} if job.get("durability") else {}
         async for update in graph.astream(run_input, config, stream_mode="updates", **kwargs):
             for node in update:
                 mark("update", node=node)
+                hold(node)
         final = await graph.aget_state(config)
         mark(
             "done",

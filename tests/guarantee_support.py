@@ -10,25 +10,26 @@ numbers that were measured.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 from algenta_graph._net import free_port
 
 FLAG_NAMES = frozenset({"force", "overridesafety"})
-"""The never-model-facing flags, normalised (lowercase, no ``_``, ``-``, spaces)."""
+"""The never-model-facing flags, normalised (see :func:`normalise_key`)."""
 
 
 def figure(name: str, **counts: object) -> str:
@@ -44,6 +45,14 @@ def figure(name: str, **counts: object) -> str:
         with open(target, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
     return line
+
+
+def skip_or_fail_in_ci(reason: str) -> NoReturn:
+    """Skip the calling test with ``reason``, except in CI (env ``CI`` set), where a missing
+    dependency (data, a binary) must fail the run instead of silently skipping."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set: a missing dependency fails, it is not skipped)")
+    pytest.skip(reason)
 
 
 def wait_until(
@@ -82,14 +91,23 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def normalise_key(key: str) -> str:
-    """``Override-Safety`` -> ``overridesafety``: the spelling-blind form of an argument name."""
-    return re.sub(r"[\s_\-]", "", key).lower()
+    """The spelling-blind form of an argument name: ``Override-Safety`` -> ``overridesafety``.
+
+    Compatibility-folded (``\uff46orce``, fullwidth, is ``force``), case-folded, and only
+    letters and digits kept (separators, spaces, zero-width and other format characters go).
+    Written independently of the scrub (``algenta_graph.governance``), which it checks, and no
+    weaker than it: every key the scrub removes, this finds.
+    """
+    folded = unicodedata.normalize("NFKC", key).casefold()
+    return "".join(ch for ch in folded if unicodedata.category(ch)[0] in ("L", "N"))
 
 
 def smuggled_flags(value: Any, path: str = "$") -> list[str]:
     """Every place in ``value`` where a ``force`` / ``override_safety`` key hides, in any spelling.
 
-    Walks dicts and lists at any depth and decodes strings that hold JSON, so a flag nested in
+    Walks dicts, lists and tuples at any depth, and decodes **every** string that is JSON,
+    however it starts (an object, a list, or a ``"``-encoded string holding JSON again:
+    double- and triple-encoded JSON), at any depth of encoding, so a flag nested in
     ``metadata`` or serialised inside a string is found too. Returns the JSON paths.
     """
     found: list[str] = []
@@ -102,9 +120,13 @@ def smuggled_flags(value: Any, path: str = "$") -> list[str]:
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             found.extend(smuggled_flags(item, f"{path}[{index}]"))
-    elif isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        with contextlib.suppress(ValueError):
-            found.extend(smuggled_flags(json.loads(value), f"{path}<json>"))
+    elif isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except (ValueError, RecursionError):
+            return found
+        # a decoded string is strictly shorter than its encoding: this recursion ends
+        found.extend(smuggled_flags(decoded, f"{path}<json>"))
     return found
 
 

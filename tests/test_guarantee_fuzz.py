@@ -378,8 +378,17 @@ FUZZ_SETTINGS = settings(
 
 
 def test_fuzz_parser_never_yields_a_false_receipt() -> None:
-    seen: dict[str, int] = {"cases": 0, "inputs": 0, "receipt": 0, "denial": 0, "failure": 0}
+    seen: dict[str, int] = {
+        "cases": 0,
+        "inputs": 0,
+        "receipt": 0,
+        "denial": 0,
+        "failure": 0,
+        "false_receipts": 0,
+        "exceptions": 0,
+    }
     labels: dict[str, int] = {}
+    wrong: list[tuple[str, str]] = []
 
     @settings(FUZZ_SETTINGS, max_examples=PARSER_EXAMPLES)
     @given(cases())
@@ -388,7 +397,17 @@ def test_fuzz_parser_never_yields_a_false_receipt() -> None:
         labels[case.label] = labels.get(case.label, 0) + 1
         for value in parser_inputs(case):
             seen["inputs"] += 1
-            seen[check(case, parse_execution_outcome(value))] += 1
+            try:
+                outcome = parse_execution_outcome(value)
+            except Exception as exc:  # counted: the parser promises never to raise
+                seen["exceptions"] += 1
+                wrong.append((case.label, repr(exc)))
+                continue
+            if isinstance(outcome, ExecutionReceipt) and case.expect != "receipt":
+                seen["false_receipts"] += 1
+                wrong.append((case.label, repr(outcome)))
+                continue
+            seen[check(case, outcome)] += 1
 
     run()
     figure(
@@ -398,11 +417,13 @@ def test_fuzz_parser_never_yields_a_false_receipt() -> None:
         receipts=seen["receipt"],
         denials=seen["denial"],
         failures=seen["failure"],
-        false_receipts=0,
-        exceptions=0,
+        false_receipts=seen["false_receipts"],
+        exceptions=seen["exceptions"],
     )
-    assert seen["cases"] >= 1000
+    assert seen["cases"] == PARSER_EXAMPLES
     assert len(labels) == 13, labels  # every kind of answer was generated
+    assert (seen["false_receipts"], seen["exceptions"]) == (0, 0), wrong[:5]
+    assert seen["receipt"] + seen["denial"] + seen["failure"] == seen["inputs"]
 
 
 # --------------------------------------------------------------------------- 2. the graph
@@ -492,7 +513,9 @@ def check_update(
 
 def test_fuzz_governed_tool_node_never_records_a_false_receipt() -> None:
     """1,000 hostile answers through the real ``governed_tool`` node over real MCP."""
-    seen = {"cases": 0, "receipt": 0, "denial": 0, "failure": 0}
+    seen = {"cases": 0, "receipt": 0, "denial": 0, "failure": 0, "false_receipts": 0}
+    seen["exceptions"] = 0
+    wrong: list[tuple[str, str]] = []
     with hostile_connection() as (hostile, conn, loop):
         builder = build_governed_graph(conn, DemoChatModel(), on_denial=REPORT_ALL)
         node = cast(Runnable[Any, Any], builder.nodes["governed_tool"].runnable)
@@ -517,13 +540,20 @@ def test_fuzz_governed_tool_node_never_records_a_false_receipt() -> None:
             }
             config: Any = {"configurable": {"thread_id": f"node-{seen['cases']}"}}
             calls_before = hostile.calls
-            update = loop.run_until_complete(node.ainvoke(state, config))
+            try:
+                update = loop.run_until_complete(node.ainvoke(state, config))
+            except Exception as exc:  # counted: the node must never raise on an answer
+                seen["exceptions"] += 1
+                wrong.append((case.label, repr(exc)))
+                return
             assert hostile.calls == calls_before + 1
             answers = [m for m in update["messages"] if isinstance(m, ToolMessage)]
-            kind = check_update(
-                case, update.get("receipts", []), update.get("denials", []), answers
-            )
-            seen[kind] += 1
+            receipts = update.get("receipts", [])
+            if receipts and case.expect != "receipt":
+                seen["false_receipts"] += 1
+                wrong.append((case.label, repr(receipts)))
+                return
+            seen[check_update(case, receipts, update.get("denials", []), answers)] += 1
 
         run()
     figure(
@@ -532,15 +562,19 @@ def test_fuzz_governed_tool_node_never_records_a_false_receipt() -> None:
         receipts=seen["receipt"],
         denials=seen["denial"],
         failures=seen["failure"],
-        false_receipts=0,
-        exceptions=0,
+        false_receipts=seen["false_receipts"],
+        exceptions=seen["exceptions"],
     )
-    assert seen["cases"] >= NODE_EXAMPLES
+    assert seen["cases"] == NODE_EXAMPLES
+    assert (seen["false_receipts"], seen["exceptions"]) == (0, 0), wrong[:5]
+    assert seen["receipt"] + seen["denial"] + seen["failure"] == seen["cases"]
 
 
 def test_fuzz_compiled_graph_never_lets_an_exception_escape() -> None:
     """Hostile answers through the whole compiled graph, checkpointed: no exception escapes."""
-    seen = {"cases": 0, "receipt": 0, "denial": 0, "failure": 0}
+    seen = {"cases": 0, "receipt": 0, "denial": 0, "failure": 0, "false_receipts": 0}
+    seen["escaped_exceptions"] = 0
+    wrong: list[tuple[str, str]] = []
     with hostile_connection() as (hostile, conn, loop):
         graph = loop.run_until_complete(
             create_governed_agent(
@@ -556,14 +590,25 @@ def test_fuzz_compiled_graph_never_lets_an_exception_escape() -> None:
             prompt = f"execute decision_id={case.decision_id} webhook_url={case.webhook_url}"
             config: Any = {"configurable": {"thread_id": f"graph-{seen['cases']}"}}
             calls_before = hostile.calls
-            # ainvoke returning (not raising) is part of the property
-            state = loop.run_until_complete(graph.ainvoke({"messages": [("user", prompt)]}, config))
+            # ainvoke returning (not raising) is part of the property: counted
+            try:
+                state = loop.run_until_complete(
+                    graph.ainvoke({"messages": [("user", prompt)]}, config)
+                )
+            except Exception as exc:
+                seen["escaped_exceptions"] += 1
+                wrong.append((case.label, repr(exc)))
+                return
             assert hostile.calls == calls_before + 1
             answers = [
                 m
                 for m in state["messages"]
                 if isinstance(m, ToolMessage) and m.name == "execute_decision"
             ]
+            if state["receipts"] and case.expect != "receipt":
+                seen["false_receipts"] += 1
+                wrong.append((case.label, repr(state["receipts"])))
+                return
             seen[check_update(case, state["receipts"], state["denials"], answers)] += 1
             assert not loop.run_until_complete(graph.aget_state(config)).next
 
@@ -574,10 +619,12 @@ def test_fuzz_compiled_graph_never_lets_an_exception_escape() -> None:
         receipts=seen["receipt"],
         denials=seen["denial"],
         failures=seen["failure"],
-        false_receipts=0,
-        escaped_exceptions=0,
+        false_receipts=seen["false_receipts"],
+        escaped_exceptions=seen["escaped_exceptions"],
     )
-    assert seen["cases"] >= GRAPH_EXAMPLES
+    assert seen["cases"] == GRAPH_EXAMPLES
+    assert (seen["false_receipts"], seen["escaped_exceptions"]) == (0, 0), wrong[:5]
+    assert seen["receipt"] + seen["denial"] + seen["failure"] == seen["cases"]
 
 
 # --------------------------------------------------------------------------- 3. a hostile model
@@ -623,7 +670,8 @@ def test_fuzz_model_arguments_never_crash_the_graph_nor_reach_the_engine_with_a_
 ) -> None:
     """Arbitrary ``execute_decision`` arguments from the model, against the reference engine:
     the run ends normally with one error answer, no receipt, and no flag at the engine."""
-    seen = {"cases": 0, "engine_calls": 0}
+    seen = {"cases": 0, "escaped_exceptions": 0}
+    wrong: list[tuple[Any, str]] = []
     loop = asyncio.new_event_loop()
     conn = EngineConnection(engine.url, profile="execute")
     log_before = len(engine.call_log())
@@ -640,7 +688,14 @@ def test_fuzz_model_arguments_never_crash_the_graph_nor_reach_the_engine_with_a_
                 )
             )
             config: Any = {"configurable": {"thread_id": f"model-{seen['cases']}"}}
-            state = loop.run_until_complete(graph.ainvoke({"messages": [("user", "go")]}, config))
+            try:
+                state = loop.run_until_complete(
+                    graph.ainvoke({"messages": [("user", "go")]}, config)
+                )
+            except Exception as exc:  # counted: no argument may crash the graph
+                seen["escaped_exceptions"] += 1
+                wrong.append((args, repr(exc)))
+                return
             answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
             assert len(answers) == 1 and answers[0].status == "error", answers
             assert state["receipts"] == []
@@ -657,9 +712,10 @@ def test_fuzz_model_arguments_never_crash_the_graph_nor_reach_the_engine_with_a_
         execute_calls_at_engine=len(calls),
         flags_at_engine=len(flagged),
         executions=len(engine.executions()),
-        escaped_exceptions=0,
+        escaped_exceptions=seen["escaped_exceptions"],
     )
-    assert seen["cases"] >= MODEL_EXAMPLES
+    assert seen["cases"] == MODEL_EXAMPLES
+    assert seen["escaped_exceptions"] == 0, wrong[:5]
     assert len(calls) >= MODEL_EXAMPLES // 5  # enough of them reached the engine
     assert flagged == []
     assert engine.executions() == []

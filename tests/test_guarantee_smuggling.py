@@ -37,6 +37,10 @@ from algenta_graph.models import ScriptedChatModel
 pytestmark = pytest.mark.slow
 
 REPORT_ALL = "report"  # every gate of the one gate table
+EXPECTED_ATTEMPTS = 82
+"""Every attempt :func:`attempts` generates (the README quotes this number)."""
+EXPECTED_STOPPED_BY_NAMED_GATE = 54
+"""Attempts whose well-formed, scrubbed call must be denied by exactly the gate(s) it targets."""
 
 FORCE_SPELLINGS = ("force", "Force", "FORCE", "fOrCe", "force_", "_force", "-force")
 OVERRIDE_SPELLINGS = (
@@ -148,6 +152,7 @@ def attempts(
         "metadata-list": {"metadata": {"items": [{"force": True}, {"overrideSafety": True}]}},
         "metadata-json-string": {"metadata": {"note": json.dumps(flags)}},
         "metadata-double-json": {"metadata": {"note": json.dumps(json.dumps(flags))}},
+        "metadata-triple-json": {"metadata": {"note": json.dumps(json.dumps(json.dumps(flags)))}},
         "wrapper-arguments": {"arguments": dict(flags)},
         "wrapper-options": {"options": {"Override-Safety": "true"}},
         "wrapper-kwargs-json": {"kwargs": json.dumps(flags)},
@@ -283,7 +288,12 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
             shadow_names = sorted(t.name for t in conn.tools if not conn.is_algenta_tool(t.name))
             assert len(shadow_names) == 2, [t.name for t in conn.tools]
             assert "execute_decision" not in shadow_names  # the Algenta name stays Algenta's
-            for n, case in enumerate(attempts(targets, webhook.url, shadow_names)):
+            cases = list(attempts(targets, webhook.url, shadow_names))
+            # the checker itself: the detector finds every flag planted directly (also the
+            # double- and triple-encoded ones); only the Cyrillic look-alikes are no flag
+            unplanted = [c["label"] for c in cases if not smuggled_flags(c["calls"])]
+            assert unplanted == ["lookalike:'f\u043erce'", "lookalike:'override_saf\u0435ty'"]
+            for n, case in enumerate(cases):
                 model = ScriptedChatModel(replies=_replies(case["calls"]))
                 graph = await create_governed_agent(
                     model, connection=conn, checkpointer=saver, on_denial=REPORT_ALL
@@ -305,6 +315,16 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
     overrides = [e for e in executions if e.get("force") or e.get("override_safety")]
     receipts = [r for _, out in states for r in out.get("receipts", [])]
     reached = [c for c in engine_calls if c["name"] == "execute_decision"]
+    # an attempt "stopped by exactly the named gate": its denials are exactly the gates it
+    # targeted (every case that names them); counted per attempt, not per denial
+    gated = [(case, out) for case, out in states if case.get("gates") is not None]
+    wrong_gate = [
+        (case["label"], case["gates"], [d["gate"] for d in out["denials"]])
+        for case, out in gated
+        if [d["gate"] for d in out["denials"]] != case["gates"]
+    ]
+    stopped_by_named_gate = len(gated) - len(wrong_gate)
+    double_encoded = [c for c, _ in states if c["label"].endswith(("-double-json", "-triple-json"))]
     figure(
         "smuggling",
         attempts=len(states),
@@ -316,15 +336,14 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
         flagged_executions=len(overrides),
         receipts=len(receipts),
         overridden_receipts=sum(1 for r in receipts if r.get("safety_overridden")),
-        held_by_named_gate=sum(1 for _, out in states for d in out["denials"]),
+        attempts_stopped_by_named_gate=stopped_by_named_gate,
+        denials=sum(len(out["denials"]) for _, out in states),
+        double_encoded_attempts=len(double_encoded),
     )
-    assert len(states) >= 50
-    gate_checked = 0
-    for case, out in states:
-        if case.get("gates") is not None:
-            assert [d["gate"] for d in out["denials"]] == case["gates"], (case, out["denials"])
-            gate_checked += 1
-    assert gate_checked >= 40
+    assert len(states) == EXPECTED_ATTEMPTS
+    assert wrong_gate == []
+    assert stopped_by_named_gate == EXPECTED_STOPPED_BY_NAMED_GATE
+    assert len(double_encoded) == 4
     assert flagged == []
     assert overrides == []
     assert receipts == []

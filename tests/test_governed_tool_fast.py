@@ -1,0 +1,741 @@
+"""The governed tool node and the routing of a step (fast tier, scripted engine answers;
+``docs/ARCHITECTURE.md``, invariants 2, 3, 5, 7, 8). The same behaviour against the reference
+engine over HTTP: ``test_graph.py``, ``test_governance.py``, ``test_graph_recovery.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from governed_stub import (
+    HOOK,
+    answer,
+    config,
+    denial_body,
+    execute_call,
+    make_node,
+    receipt_body,
+    step_state,
+)
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from algenta_graph.errors import AlgentaGraphError
+from algenta_graph.governed_tool import (
+    HALT,
+    OUTCOME_KEY,
+    GovernedToolNode,
+    denial_text,
+    for_decision,
+    gate_order,
+    last_step,
+    message_text,
+    receipt_text,
+    step_denials,
+    tool_message,
+)
+from algenta_graph.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
+
+
+def run(node: GovernedToolNode, state: dict[str, Any], conf: Any = None) -> dict[str, Any]:
+    return asyncio.run(node(state, conf if conf is not None else config()))  # type: ignore[arg-type]
+
+
+def after(state: dict[str, Any], update: dict[str, Any]) -> Any:
+    """``state`` with ``update`` applied as the graph's reducers would (appending)."""
+    out = dict(state)
+    for key in ("messages", "receipts", "denials"):
+        out[key] = list(state.get(key) or []) + list(update.get(key) or [])
+    return out
+
+
+def outcome_of(message: ToolMessage) -> str:
+    return str(message.response_metadata[OUTCOME_KEY])
+
+
+# --------------------------------------------------------------------------- execute_decision
+
+
+def test_a_receipt_is_recorded_tagged_and_routed_ok() -> None:
+    node, conn, _ = make_node()
+    artifact = {"structured_content": receipt_body()}
+    conn.answers = [answer(receipt_body(), artifact=artifact)]
+    call = execute_call(metadata={"note": "kept", "algenta_graph": {"thread_id": "forged"}})
+    update = run(node, step_state(call))
+    assert conn.calls == [
+        (
+            "execute_decision",
+            {
+                "decision_id": "d1",
+                "webhook_url": HOOK,
+                "metadata": {
+                    "note": "kept",
+                    "algenta_graph": {"thread_id": "t1", "tool_call_id": "c1"},
+                },
+            },
+            "c1",
+        )
+    ]
+    assert update["receipts"] == [
+        {"kind": "receipt", **receipt_body(), "tool_call_id": "c1", "source": "model"}
+    ]
+    assert "denials" not in update and "selected_tools" not in update
+    (message,) = update["messages"]
+    assert (message.status, outcome_of(message), message.tool_call_id) == ("success", "ok", "c1")
+    assert message.name == "execute_decision" and message.artifact == artifact
+    assert message.content.startswith("Executed decision d1: delivered (webhook")
+    assert GovernedToolNode.route(after(step_state(call), update)) == "ok"
+
+
+def test_non_mapping_model_metadata_is_replaced_by_the_tag() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(receipt_body())]
+    run(node, step_state(execute_call(metadata="junk")), config(thread_id=None))
+    assert conn.calls[0][1]["metadata"] == {
+        "algenta_graph": {"thread_id": None, "tool_call_id": "c1"}
+    }
+
+
+def test_a_failed_delivery_is_a_receipt_routed_as_failed() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(receipt_body(execution_status="failed", response_code=500))]
+    update = run(node, step_state(execute_call()))
+    assert [r["execution_status"] for r in update["receipts"]] == ["failed"]
+    (message,) = update["messages"]
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+    assert GovernedToolNode.route(after(step_state(execute_call()), update)) == "failed"
+
+
+def test_a_receipt_for_another_decision_is_not_recorded_as_this_calls_receipt() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(receipt_body("d_other"))]
+    update = run(node, step_state(execute_call("d_mine")))
+    assert "receipts" not in update and "denials" not in update
+    (message,) = update["messages"]
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+    assert "'d_other'" in message.content and "'d_mine'" in message.content
+    assert GovernedToolNode.route(after(step_state(execute_call("d_mine")), update)) == "failed"
+    # nor does it block the other decision in this thread afterwards
+    conn.answers = [answer(receipt_body("d_other"))]
+    again = run(node, step_state(execute_call("d_other", "c2")))
+    assert [r["decision_id"] for r in again["receipts"]] == ["d_other"]
+
+
+def test_for_decision_keeps_everything_but_another_decisions_receipt() -> None:
+    mine = ExecutionReceipt.model_validate(receipt_body("d1"))
+    assert for_decision(mine, "d1") is mine
+    other = for_decision(mine, "d2")
+    assert isinstance(other, ExecutionFailure)
+    assert other.message == (
+        "the engine answered with a receipt for decision 'd1', not the decision executed ('d2')"
+    )
+    assert json.loads(other.raw)["decision_id"] == "d1"
+    denial = ExecutionDenial(gate="confidence", code="c", message="m")
+    assert for_decision(denial, "d2") is denial
+
+
+@pytest.mark.parametrize("policy", ["report", "escalate", "halt"])
+def test_a_denial_is_recorded_with_the_policy_of_its_run(policy: str) -> None:
+    node, conn, _ = make_node(policies={"confidence": "report"})
+    conn.answers = [answer(denial_body("confidence"), status="error")]
+    state = step_state(execute_call(timeout_seconds=5))
+    update = run(node, state, config(on_denial={"confidence": policy}))
+    assert update["denials"] == [
+        {
+            "kind": "denial",
+            "gate": "confidence",
+            "code": "execution_blocked_confidence",
+            "message": "blocked by confidence",
+            "override_hint": "ask an operator",
+            "status_code": None,
+            "decision_id": "d1",
+            "webhook_url": HOOK,
+            "tool_call_id": "c1",
+            "source": "model",
+            "policy": policy,
+            "timeout_seconds": 5,
+        }
+    ]
+    assert "receipts" not in update
+    (message,) = update["messages"]
+    assert (message.status, outcome_of(message)) == ("error", "gate:confidence")
+    expected = ExecutionDenial(**denial_body("confidence")["error"])
+    assert message.content == denial_text("d1", expected)
+    assert GovernedToolNode.route(after(state, update)) == "confidence"
+
+
+def test_a_denial_without_a_timeout_records_none() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("risk_floor"))]
+    update = run(node, step_state(execute_call()))
+    assert "timeout_seconds" not in update["denials"][0]
+    assert update["denials"][0]["policy"] == "escalate"
+
+
+def test_an_unknown_gate_is_recorded_and_halts() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("approval"))]
+    state = step_state(execute_call())
+    update = run(node, state)
+    assert [(d["gate"], d["policy"]) for d in update["denials"]] == [("approval", "halt")]
+    assert GovernedToolNode.route(after(state, update)) == HALT
+
+
+def test_neither_receipt_nor_denial_is_a_failure_recording_nothing() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer({"status": "pending"})]
+    update = run(node, step_state(execute_call()))
+    assert set(update) == {"messages"}
+    (message,) = update["messages"]
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+    assert message.content.startswith(
+        "Error: execute_decision for decision d1 returned neither a receipt nor a named-gate "
+        "denial: unrecognised execute_decision result"
+    )
+
+
+def test_a_connection_error_is_named_and_records_nothing() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [AlgentaGraphError("engine at http://x is down")]
+    update = run(node, step_state(execute_call()))
+    assert set(update) == {"messages"}
+    (message,) = update["messages"]
+    assert message.content == (
+        "Error: execute_decision for decision d1 failed: engine at http://x is down"
+    )
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"decision_id": 7}, "decision_id must be a string, got int"),
+        ({"webhook_url": None}, "webhook_url must be a string, got NoneType"),
+        ({"timeout_seconds": 0.5}, "timeout_seconds must be a number from 1 to 60, got 0.5"),
+        ({"timeout_seconds": 61}, "got 61"),
+        ({"timeout_seconds": True}, "got True"),
+        ({"timeout_seconds": "5"}, "got '5'"),
+        ({"timeout_seconds": math.inf}, "got inf"),
+        ({"timeout_seconds": math.nan}, "got nan"),
+    ],
+)
+def test_malformed_arguments_are_named_and_never_sent(extra: dict[str, Any], needle: str) -> None:
+    node, conn, _ = make_node()
+    call = execute_call()
+    call["args"].update(extra)
+    update = run(node, step_state(call))
+    assert conn.calls == []
+    (message,) = update["messages"]
+    assert message.content.startswith("Error: execute_decision was not called: ")
+    assert needle in message.content
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+
+
+def test_both_bad_ids_are_named_together() -> None:
+    node, _, _ = make_node()
+    call = execute_call(None)
+    call["args"]["webhook_url"] = 3
+    (message,) = run(node, step_state(call))["messages"]
+    assert message.content == (
+        "Error: execute_decision was not called: decision_id must be a string, got NoneType; "
+        "webhook_url must be a string, got int"
+    )
+
+
+@pytest.mark.parametrize("timeout", [1, 1.0, 60, 60.0, 30.5])
+def test_timeouts_within_bounds_are_sent(timeout: float) -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(receipt_body())]
+    run(node, step_state(execute_call(timeout_seconds=timeout)))
+    assert conn.calls[0][1]["timeout_seconds"] == timeout
+
+
+def test_a_decision_this_thread_executed_is_never_sent_again() -> None:
+    node, conn, _ = make_node()
+    earlier = {**receipt_body(execution_status="failed"), "source": "model"}
+    state = step_state(execute_call(), receipts=[earlier])
+    update = run(node, state)
+    assert conn.calls == []
+    (denial,) = update["denials"]
+    assert (denial["gate"], denial["source"], denial["policy"]) == (
+        "idempotency",
+        "thread_receipts",
+        "report",
+    )
+    assert denial["code"] == "execution_blocked_idempotency"
+    assert "already executed in this thread" in denial["message"]
+    assert outcome_of(update["messages"][0]) == "gate:idempotency"
+    assert GovernedToolNode.route(after(state, update)) == "idempotency"
+
+
+def test_the_same_decision_twice_in_one_step_is_sent_once() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(receipt_body())]
+    update = run(node, step_state(execute_call("d1", "c1"), execute_call("d1", "c2")))
+    assert len(conn.calls) == 1
+    assert [r["tool_call_id"] for r in update["receipts"]] == ["c1"]
+    assert [(d["tool_call_id"], d["source"]) for d in update["denials"]] == [
+        ("c2", "thread_receipts")
+    ]
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def execution(decision_id: str, thread: Any, status: str = "delivered", **extra: Any) -> Any:
+    tag = {"thread_id": thread, "tool_call_id": "c0", **extra.pop("tag", {})}
+    return {
+        **receipt_body(decision_id, execution_status=status),
+        "force": False,
+        "override_safety": False,
+        "kind": "junk",
+        "metadata": {"algenta_graph": tag},
+        **extra,
+    }
+
+
+def test_an_idempotency_denial_for_this_threads_own_delivery_recovers_its_receipt() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("idempotency"))]
+    conn.executions["d1"] = [
+        execution("d1", "other-thread"),
+        "junk",
+        execution("d1", "t1"),
+    ]
+    state = step_state(execute_call())
+    update = run(node, state)
+    assert conn.get_decision_calls == ["d1"]
+    assert update["receipts"] == [
+        {"kind": "receipt", **receipt_body(), "tool_call_id": "c1", "source": "recovered"}
+    ]
+    assert "denials" not in update
+    (message,) = update["messages"]
+    assert (message.status, outcome_of(message)) == ("success", "ok")
+    assert "(executed earlier by this thread; receipt recovered)." in message.content
+    assert GovernedToolNode.route(after(state, update)) == "ok"
+
+
+def test_a_recovered_failed_delivery_is_routed_as_failed() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("idempotency"))]
+    conn.executions["d1"] = [execution("d1", "t1", status="failed")]
+    update = run(node, step_state(execute_call()))
+    assert [r["source"] for r in update["receipts"]] == ["recovered"]
+    assert (update["messages"][0].status, outcome_of(update["messages"][0])) == ("error", "failed")
+
+
+@pytest.mark.parametrize("owner", ["other-thread", None])
+def test_another_threads_delivery_is_not_claimed(owner: Any) -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("idempotency"))]
+    conn.executions["d1"] = [execution("d1", owner)]
+    update = run(node, step_state(execute_call()))
+    assert "receipts" not in update
+    assert [d["gate"] for d in update["denials"]] == ["idempotency"]
+
+
+def test_without_a_thread_nothing_is_recovered_nor_looked_up() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("idempotency"))]
+    conn.executions["d1"] = [execution("d1", None)]
+    update = run(node, step_state(execute_call()), config(thread_id=None))
+    assert conn.get_decision_calls == []
+    assert [d["gate"] for d in update["denials"]] == ["idempotency"]
+
+
+def test_other_gates_never_look_up_the_engine() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("confidence"))]
+    conn.executions["d1"] = [execution("d1", "t1")]
+    update = run(node, step_state(execute_call()))
+    assert conn.get_decision_calls == []
+    assert "receipts" not in update
+
+
+def find(node: GovernedToolNode, decision_id: Any, thread: str = "t1") -> Any:
+    return asyncio.run(node.find_execution(decision_id, lambda tag: tag.get("thread_id") == thread))
+
+
+def test_find_execution_prefers_a_delivery_then_the_latest_attempt() -> None:
+    node, conn, _ = make_node()
+    first = execution("d1", "t1", status="failed", response_code=500)
+    delivered = execution("d1", "t1", response_code=201)
+    last = execution("d1", "t1", status="failed", response_code=502)
+    conn.executions["d1"] = [first, delivered, last]
+    receipt, tag = find(node, "d1")
+    assert (receipt.execution_status, receipt.response_code) == ("delivered", 201)
+    assert tag == {"thread_id": "t1", "tool_call_id": "c0"}
+    conn.executions["d1"] = [first, last]
+    assert find(node, "d1")[0].response_code == 502
+    conn.executions["d1"] = [execution("d1", "t1"), execution("d1", "t1", response_code=204)]
+    assert find(node, "d1")[0].response_code == 200  # the first delivery
+
+
+def test_find_execution_reads_only_well_formed_own_executions() -> None:
+    node, conn, _ = make_node()
+    conn.executions["d1"] = [
+        None,
+        "junk",
+        {**execution("d1", "t1"), "metadata": "junk"},
+        {**execution("d1", "t1"), "metadata": {"algenta_graph": "junk"}},
+        {**execution("d1", "t1"), "metadata": None},
+        execution("d2", "t1"),  # another decision's execution
+        {**execution("d1", "t1"), "execution_status": "pending"},  # not a receipt
+    ]
+    assert find(node, "d1") is None
+    # the engine's own fields (force, override_safety, metadata, kind) never reach the receipt
+    conn.executions["d1"] = [execution("d1", "t1", trace_id="x")]
+    receipt, _ = find(node, "d1")
+    dumped = receipt.model_dump()
+    assert dumped["kind"] == "receipt" and dumped["trace_id"] == "x"
+    assert not {"force", "override_safety", "metadata"} & set(dumped)
+
+
+def test_find_execution_tolerates_a_failing_or_odd_engine() -> None:
+    node, conn, _ = make_node()
+    assert find(node, 123) is None and conn.get_decision_calls == []
+    conn.get_decision_error = AlgentaGraphError("down")
+    assert find(node, "d1") is None
+    conn.get_decision_error = None
+    conn.executions["d1"] = None  # type: ignore[assignment]
+    assert find(node, "d1") is None
+    conn.get_decision_result = ["not", "a", "record"]
+    assert find(node, "d1") is None
+
+
+# --------------------------------------------------------------------------- other tools
+
+
+def test_search_tools_is_answered_here_and_its_hits_join_the_selection() -> None:
+    node, conn, catalog = make_node()
+    catalog.search_result = ('{"tools": ["x"]}', ["simulate", "execute_decision"], True)
+    call = {"name": "search_tools", "args": {"query": "sim"}, "id": "s1", "type": "tool_call"}
+    update = run(node, step_state(call))
+    assert catalog.searches == [{"query": "sim"}] and conn.calls == []
+    assert update["selected_tools"] == ["execute_decision", "simulate"]
+    (message,) = update["messages"]
+    assert (message.content, message.status, outcome_of(message)) == (
+        '{"tools": ["x"]}',
+        "success",
+        "ok",
+    )
+    catalog.search_result = ("Error: bad", [], False)
+    failed = run(node, step_state(call))
+    assert "selected_tools" not in failed
+    assert (failed["messages"][0].status, outcome_of(failed["messages"][0])) == ("error", "failed")
+
+
+def test_a_tool_outside_the_runs_profile_is_refused_without_a_call() -> None:
+    node, conn, _ = make_node()
+    update = run(node, step_state(execute_call()), config(profile="observe"))
+    assert conn.calls == []
+    (message,) = update["messages"]
+    assert message.content == (
+        "Error: tool 'execute_decision' is not in the active profile 'observe'; it was not called"
+    )
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+    unknown = {"name": "nope", "args": {}, "id": "n1", "type": "tool_call"}
+    (refused,) = run(node, step_state(unknown))["messages"]
+    assert refused.content.endswith("is not in the active profile 'execute'; it was not called")
+    assert conn.calls == []
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "outcome", "content"),
+    [
+        (answer({"ok": 1}), "success", "ok", '{"ok": 1}'),
+        (answer("bad", status="error"), "error", "failed", "bad"),
+        (AlgentaGraphError("down"), "error", "failed", "Error: down"),
+    ],
+)
+def test_a_plain_tool_call(result: Any, status: str, outcome: str, content: str) -> None:
+    node, conn, _ = make_node()
+    conn.answers = [result]
+    call = {"name": "simulate", "args": {"force": 1}, "id": "p1", "type": "tool_call"}
+    (message,) = run(node, step_state(call))["messages"]
+    assert conn.calls == [("simulate", {"force": 1}, "p1")]  # the connection scrubs
+    assert (message.status, outcome_of(message), message.content) == (status, outcome, content)
+    assert message.name == "simulate" and message.tool_call_id == "p1"
+
+
+def test_a_shadow_execute_decision_is_a_plain_call_never_a_receipt() -> None:
+    node, conn, catalog = make_node()
+    catalog.tools.add("execute_decision")
+    conn.is_algenta_tool = lambda name: False  # type: ignore[method-assign]
+    conn.answers = [answer(receipt_body())]
+    update = run(node, step_state(execute_call()))
+    assert "receipts" not in update
+    assert outcome_of(update["messages"][0]) == "ok"
+
+
+def test_plain_content_joins_text_blocks_and_passes_the_rest() -> None:
+    node, conn, _ = make_node()
+    blocks: list[Any] = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    image: list[Any] = [{"type": "image", "data": "x"}]
+    conn.answers = [
+        ToolMessage(content=blocks, tool_call_id="x"),
+        ToolMessage(content=image, tool_call_id="x"),
+        ToolMessage(content="plain", tool_call_id="x"),
+    ]
+    call = {"name": "simulate", "args": {}, "id": "p", "type": "tool_call"}
+    contents = [run(node, step_state(call))["messages"][0].content for _ in range(3)]
+    assert contents == ["a\nb", image, "plain"]
+
+
+def test_answered_calls_are_skipped_and_no_tool_step_is_no_update() -> None:
+    node, conn, _ = make_node()
+    state = step_state(execute_call("d1", "c1"), execute_call("d2", "c2"))
+    state["messages"].append(ToolMessage("done", tool_call_id="c1"))
+    conn.answers = [answer(receipt_body("d2"))]
+    update = run(node, state)
+    assert [c[2] for c in conn.calls] == ["c2"]
+    assert [m.tool_call_id for m in update["messages"]] == ["c2"]
+    assert run(node, {"messages": [HumanMessage("hi")]}) == {}
+    assert run(node, {}) == {}
+
+
+# --------------------------------------------------------------------------- routing
+
+
+def tm(call_id: str, outcome: str | None = None) -> ToolMessage:
+    meta = {OUTCOME_KEY: outcome} if outcome else {}
+    return ToolMessage("x", tool_call_id=call_id, response_metadata=meta)
+
+
+def routed(outcomes: list[str | None], denials: list[dict[str, Any]] | None = None) -> str:
+    calls = [execute_call(f"d{i}", f"c{i}") for i in range(len(outcomes))]
+    messages = [HumanMessage("go"), AIMessage("", tool_calls=calls)]
+    messages += [tm(f"c{i}", o) for i, o in enumerate(outcomes)]
+    return GovernedToolNode.route({"messages": messages, "denials": denials or []})  # type: ignore[typeddict-item]
+
+
+def d(gate: str, call: str = "c0", policy: Any = None, source: str = "model") -> dict[str, Any]:
+    out = {"gate": gate, "tool_call_id": call, "source": source}
+    if policy is not None:
+        out["policy"] = policy
+    return out
+
+
+def test_route_names_ok_failed_or_halt_without_denials() -> None:
+    assert routed(["ok", None]) == "ok"
+    assert routed(["ok", "failed"]) == "failed"
+    assert routed(["gate:confidence"]) == HALT  # a gate outcome without its denial record
+    assert routed([]) == "ok"
+
+
+def test_route_takes_the_strictest_policy_ties_in_table_order() -> None:
+    assert routed(["x", "x"], [d("risk_floor", "c1", "report"), d("confidence", "c0", "report")])
+    assert (
+        routed(["x", "x"], [d("risk_floor", "c1", "report"), d("confidence", "c0", "report")])
+        == "confidence"
+    )
+    assert (
+        routed(["x", "x"], [d("confidence", "c0", "escalate"), d("idempotency", "c1", "halt")])
+        == "idempotency"
+    )
+    assert routed(["x"], [d("approval", "c0", "report")]) == HALT
+    assert routed(["x", "x"], [d("confidence", "c0"), d("idempotency", "c1")]) == "confidence"
+
+
+def test_gate_order_uses_the_recorded_policy_else_the_default() -> None:
+    assert gate_order([]) == []
+    assert gate_order([d("idempotency"), d("confidence")]) == ["confidence", "idempotency"]
+    assert gate_order([d("idempotency", policy="halt"), d("confidence")]) == [
+        "idempotency",
+        "confidence",
+    ]
+    assert gate_order([d("confidence", policy="bogus"), d("risk_floor", policy="report")]) == [
+        "confidence",
+        "risk_floor",
+    ]
+    # the strictest of one gate's denials counts, whatever their order
+    assert gate_order(
+        [d("confidence", policy="report"), d("confidence", policy="halt"), d("risk_floor")]
+    ) == ["confidence", "risk_floor"]
+    assert gate_order(
+        [d("confidence", policy="halt"), d("confidence", policy="report"), d("risk_floor")]
+    ) == ["confidence", "risk_floor"]
+    # an unknown gate halts, and sorts before the table's gates among equals
+    assert gate_order([d("risk_floor", policy="halt"), d("approval")]) == [
+        "approval",
+        "risk_floor",
+    ]
+    assert gate_order([d("idempotency", policy="halt"), d("approval")]) == [
+        "approval",
+        "idempotency",
+    ]
+
+
+def test_step_denials_are_the_latest_steps_model_and_thread_denials() -> None:
+    calls = [execute_call("d0", "c0"), execute_call("d1", "c1")]
+    old = AIMessage("", tool_calls=[execute_call("d9", "old")])
+    messages = [old, tm("old"), AIMessage("", tool_calls=calls), tm("c0"), tm("c1")]
+    denials = [
+        d("confidence", "old"),
+        d("confidence", "c0"),
+        d("risk_floor", "c1", source="thread_receipts"),
+        d("risk_floor", "c1", source="operator"),
+        {"gate": "x", "tool_call_id": "c0"},
+    ]
+    found = step_denials({"messages": messages, "denials": denials})
+    assert found == [denials[1], denials[2]]
+    assert step_denials({"messages": [], "denials": denials}) == []
+    assert step_denials({}) == []
+
+
+def test_last_step_is_the_latest_ai_message_with_calls_and_its_answers() -> None:
+    first = AIMessage("", tool_calls=[execute_call("d", "a")])
+    second = AIMessage("", tool_calls=[execute_call("d", "b"), execute_call("d", "c")])
+    messages = [first, tm("a"), tm("b"), second, tm("b"), tm("a"), AIMessage("final"), tm("c")]
+    ai, answers = last_step(messages)
+    assert ai is second
+    assert [m.tool_call_id for m in answers] == ["b", "c"]
+    assert last_step([HumanMessage("x"), AIMessage("no calls")]) == (None, [])
+    assert last_step([]) == (None, [])
+
+
+# --------------------------------------------------------------------------- texts
+
+
+def test_what_the_model_is_told() -> None:
+    denial = ExecutionDenial(gate="risk_floor", code="execution_blocked_risk_floor", message="low")
+    text = denial_text("d1", denial)
+    assert text.startswith(
+        "DENIED: execute_decision for decision d1 was blocked by the risk_floor gate "
+        "(execution_blocked_risk_floor): low. Nothing was executed. "
+    )
+    assert "cannot override this gate" in text and "Tell the user which gate" in text
+    receipt = ExecutionReceipt.model_validate(receipt_body(response_code=202))
+    told = receipt_text(receipt, " (note)")
+    head, body = told.split("\nReceipt: ")
+    assert head == f"Executed decision d1: delivered (webhook {HOOK} answered 202) (note)."
+    assert json.loads(body) == receipt.model_dump(mode="json")
+    assert body == json.dumps(receipt.model_dump(mode="json"), sort_keys=True)
+    assert receipt_text(receipt).split("\n")[0].endswith("answered 202).")
+
+
+def test_message_text_and_tool_message() -> None:
+    assert message_text(HumanMessage("plain")) == "plain"
+    blocks = HumanMessage(content=["a", {"type": "text", "text": "b"}, {"type": "image"}])
+    assert message_text(blocks) == "a b "
+    message = tool_message("x", name="n", tool_call_id="c", outcome="ok")
+    assert (message.status, message.response_metadata, message.artifact) == (
+        "success",
+        {OUTCOME_KEY: "ok"},
+        None,
+    )
+    assert message.id and len(message.id) == 36
+    other = tool_message("x", name="n", tool_call_id="c", outcome="ok")
+    assert other.id != message.id
+    fixed = tool_message("x", name="n", tool_call_id="c", outcome="ok", msg_id="m1")
+    assert fixed.id == "m1"
+
+
+# --------------------------------------------------------------------------- details
+
+
+def test_the_runs_context_is_read_from_the_runtime() -> None:
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+
+    node, conn, _ = make_node()
+    runtime = SimpleNamespace(context={"on_denial": {"confidence": "halt"}, "top_k": 2})
+    conf = {"configurable": {"thread_id": "t1", CONFIG_KEY_RUNTIME: runtime}}
+    settings = node.settings(conf)  # type: ignore[arg-type]
+    assert (settings.top_k, settings.policies["confidence"]) == (2, "halt")
+    assert node.settings(None).top_k == 5 and node.settings(None).thread_id is None
+    conn.answers = [answer(denial_body("confidence"))]
+    update = run(node, step_state(execute_call()), conf)
+    assert [d["policy"] for d in update["denials"]] == ["halt"]
+
+
+def test_every_call_of_a_step_is_answered_whatever_happens_to_the_others() -> None:
+    node, conn, catalog = make_node()
+    conn.answers = [answer(receipt_body("d2")), answer({"ok": 1})]
+    refused = {"name": "nope", "args": {}, "id": "n1", "type": "tool_call"}
+    search = {"name": "search_tools", "args": {"query": "q"}, "id": "s1", "type": "tool_call"}
+    plain = {"name": "simulate", "args": {}, "id": "p1", "type": "tool_call"}
+    state = step_state(refused, execute_call("d2", "c2"), search, plain)
+    update = run(node, state, config(top_k=3))
+    assert [(m.tool_call_id, m.name) for m in update["messages"]] == [
+        ("n1", "nope"),
+        ("c2", "execute_decision"),
+        ("s1", "search_tools"),
+        ("p1", "simulate"),
+    ]
+    assert catalog.search_runs[0].top_k == 3  # the search sees this run's settings
+
+
+def test_a_call_without_an_id_is_answered_with_an_empty_id() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer({"ok": 1})]
+    call: dict[str, Any] = {"name": "simulate", "args": {}, "id": None, "type": "tool_call"}
+    (message,) = run(node, step_state(call))["messages"]
+    assert message.tool_call_id == "" and conn.calls[0][2] == ""
+
+
+def test_the_engines_artifact_travels_with_every_execute_answer() -> None:
+    artifact = {"structured_content": {"x": 1}}
+    for body in (denial_body("confidence"), {"status": "pending"}):
+        node, conn, _ = make_node()
+        conn.answers = [answer(body, artifact=artifact)]
+        (message,) = run(node, step_state(execute_call()))["messages"]
+        assert message.artifact == artifact and message.name == "execute_decision"
+    node, conn, _ = make_node()
+    conn.answers = [answer({"ok": 1}, artifact=artifact)]
+    call = {"name": "simulate", "args": {}, "id": "p1", "type": "tool_call"}
+    assert run(node, step_state(call))["messages"][0].artifact == artifact
+
+
+def test_error_answers_name_the_execute_tool() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [AlgentaGraphError("down")]
+    bad = execute_call(timeout_seconds=0)
+    for state in (step_state(execute_call()), step_state(bad)):
+        (message,) = run(node, state)["messages"]
+        assert message.name == "execute_decision" and message.status == "error"
+    node, conn, _ = make_node()
+    conn.answers = [answer(denial_body("idempotency"))]
+    conn.executions["d1"] = [execution("d1", "t1")]
+    (recovered,) = run(node, step_state(execute_call()))["messages"]
+    assert recovered.name == "execute_decision"
+
+
+def test_the_thread_receipts_denial_says_why_nothing_was_sent() -> None:
+    node, _, _ = make_node()
+    state = step_state(execute_call(), receipts=[receipt_body()])
+    (denial,) = run(node, state)["denials"]
+    assert denial["message"] == (
+        "decision d1 was already executed in this thread (its receipt is in the thread's state; "
+        "a delivery that failed or timed out may still have reached its target); the graph did "
+        "not send it to the engine again, only an operator can"
+    )
+
+
+def test_the_full_denial_text() -> None:
+    denial = ExecutionDenial(gate="confidence", code="c", message="m")
+    assert denial_text("d1", denial) == (
+        "DENIED: execute_decision for decision d1 was blocked by the confidence gate (c): m. "
+        "Nothing was executed. You (the model) cannot override this gate, and retrying will be "
+        "denied again; only a human operator can override it, outside this conversation. "
+        "Tell the user which gate blocked the decision and why."
+    )
+
+
+def test_plain_content_of_odd_blocks() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [
+        ToolMessage(content=[{"type": "text"}, {"type": "text", "text": 5}], tool_call_id="x"),
+        SimpleNamespace(content={"k": "v"}, status="success", artifact=None),
+    ]
+    call = {"name": "simulate", "args": {}, "id": "p", "type": "tool_call"}
+    first = run(node, step_state(call))["messages"][0].content
+    second = run(node, step_state(call))["messages"][0].content
+    assert (first, second) == ("\n5", "{'k': 'v'}")
+
+
+def test_route_without_messages_is_ok() -> None:
+    assert GovernedToolNode.route({"denials": []}) == "ok"  # type: ignore[typeddict-item]
+    assert GovernedToolNode.route({}) == "ok"  # type: ignore[typeddict-item]
