@@ -163,6 +163,8 @@ class _Unrecognised(Exception):
 
 
 def _parse(result: Any) -> ExecutionOutcome:
+    if isinstance(result, ExecutionReceipt | ExecutionDenial):
+        return result  # already parsed: passes through as it is (its own code included)
     payloads, is_error, raw = _unwrap(result, 0)
     outcomes: list[ExecutionReceipt | ExecutionDenial] = []
     error_messages: list[str] = []

@@ -158,14 +158,6 @@ def test_a_finished_claim_is_never_taken_over_in_sqlite(tmp_path: Path) -> None:
     assert asyncio.run(go()) is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: the in-process ClaimStore.take_over compares only the token, not done (the SQLite "
-        "and PostgreSQL stores require done = 0), so a claim that finished after it was read "
-        "as abandoned is taken over and its answer applied a second time (claims.py)"
-    ),
-)
 def test_a_finished_claim_is_never_taken_over_in_process() -> None:
     assert asyncio.run(finished_then_taken_over(ClaimStore())) is False
 

@@ -605,16 +605,6 @@ def test_sigkill_during_an_idempotency_force_override_then_resume_redelivers_exa
     assert redelivered_once == FORCE_CYCLES
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: a force override resumed while the killed override's re-delivery is still in "
-        "flight looks for it before the engine has recorded it, finds nothing, and sends force "
-        "again; the engine serialises the two calls but force lifts idempotency, so the "
-        "decision is delivered twice more (escalation._override; the override_safety path "
-        "is safe because the engine answers its second call with an idempotency denial)"
-    ),
-)
 def test_a_force_override_resumed_while_its_redelivery_is_in_flight_redelivers_once(
     tmp_path: Path,
     engine: ReferenceEngine,

@@ -853,15 +853,6 @@ def test_a_dumped_tool_result_in_either_spelling_keeps_its_parts() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: an ExecutionDenial passed to parse_execution_outcome is re-read from its dump as a "
-        "bare error object, which needs an execution_blocked_<gate> code; a denial whose code "
-        "is anything else (the engine's own code names are free) comes back as a failure "
-        "(outcomes._unwrap / _classify)"
-    ),
-)
 def test_a_denial_model_with_its_own_code_passes_through() -> None:
     denial = ExecutionDenial(gate="confidence", code="policy_min_confidence", message="m")
     assert parse_execution_outcome(denial) == denial
