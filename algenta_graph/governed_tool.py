@@ -573,7 +573,7 @@ class GovernedToolNode:
 
         Raises ``AlgentaGraphError`` naming what is missing (nothing is sent then).
         """
-        wanted = self.conn.execute_supplied
+        wanted: frozenset[str] = getattr(self.conn, "execute_supplied", frozenset())
         out: dict[str, str] = {}
         if "idempotency_key" in wanted:
             out["idempotency_key"] = idempotency_key(attempt)

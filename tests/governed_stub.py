@@ -102,6 +102,8 @@ class StubConnection:
         }
 
     async def execute_as_operator(self, decision_id: str, webhook_url: str, **kw: Any) -> Any:
+        if not kw.get("extra"):  # graph-supplied arguments: recorded only when there are some
+            kw.pop("extra", None)
         self.operator_calls.append({"decision_id": decision_id, "webhook_url": webhook_url, **kw})
         scripted = self.operator_answers.pop(0)
         if isinstance(scripted, Exception):
@@ -119,6 +121,17 @@ class StubCatalog:
         self.search_result: tuple[str, list[str], bool] = ('{"tools": []}', ["simulate"], True)
         self.searches: list[dict[str, Any]] = []
         self.search_runs: list[RunSettings] = []
+        self.usage: Any = None  # no usage signal
+
+    def real_call(self, name: str, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Every name here is provider-safe already: the model's name is the real one."""
+        return name, dict(args)
+
+    def allow_list(self, run: RunSettings) -> list[str] | None:
+        return None if run.profile is None else [n for n in self.tools if self.allowed(n, run)]
+
+    def profile_name(self, run: RunSettings) -> str:
+        return run.profile.name if run.profile is not None else self.conn.profile.name
 
     def allowed(self, name: str, run: RunSettings) -> bool:
         if name not in self.tools:
