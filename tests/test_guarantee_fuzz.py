@@ -645,8 +645,12 @@ JUNK_EXTRAS = {
     "options": JSON_VALUE,
 }
 MODEL_ARGS = st.one_of(
-    # well-formed enough to reach the engine, with junk and flags alongside
-    st.fixed_dictionaries({"decision_id": IDENT, "webhook_url": URL}, optional=JUNK_EXTRAS),
+    # well-formed enough to reach the engine (a timeout the graph sends: 1-60 s), with junk and
+    # flags alongside
+    st.fixed_dictionaries(
+        {"decision_id": IDENT, "webhook_url": URL},
+        optional={**JUNK_EXTRAS, "timeout_seconds": st.floats(1, 60)},
+    ),
     # anything at all
     st.fixed_dictionaries(
         {},
