@@ -16,6 +16,18 @@ from nbclient.exceptions import CellExecutionError
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
+# what each walkthrough must show, not only run: retrieval's selection, the records, the gates
+KEY_OUTPUTS = {
+    "01_": ["[retrieve_tools] selected: plan_decision", "[receipt] decision", "denials: []"],
+    "02_": [
+        "'confidence': 'override_safety'",
+        "blocked by the confidence gate",
+        "OVERRODE the confidence gate",
+    ],
+    "03_": ["pending: ('denial_handler_confidence',)", "receipt recovered", "thread  record"],
+    "04_": ["bound: ['billing_reject_invoices'", "top-5 + search_tools", "search_tools: {"],
+    "05_": ["SKIPPED", "-> weather_get_forecast_", "pip install langchain-mistralai"],
+}
 
 
 def test_the_walkthroughs_are_there() -> None:
@@ -51,3 +63,12 @@ def test_notebook_runs_without_errors(path: Path, monkeypatch: pytest.MonkeyPatc
     assert errors == []
     ran = [c for c in notebook.cells if c.cell_type == "code" and c.get("execution_count")]
     assert len(ran) == sum(c.cell_type == "code" for c in notebook.cells)
+    shown = "\n".join(
+        "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
+    expected = next(v for k, v in KEY_OUTPUTS.items() if path.name.startswith(k))
+    missing = [text for text in expected if text not in shown]
+    assert missing == [], f"{path.name} did not show {missing}"
