@@ -132,40 +132,22 @@ def _row(key: str, row: Any) -> Claim:
     return Claim(key, json.loads(answer), token, host, int(pid), float(at), bool(done))
 
 
-class _SqliteClaims(ClaimStore):
+class _SqlClaims(ClaimStore):
+    """A claim table next to the checkpoints; subclasses run one statement (``?`` params)."""
+
+    DDL = (
+        f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, token TEXT, "
+        "host TEXT, pid INTEGER, at DOUBLE PRECISION, done INTEGER DEFAULT 0)"
+    )
+
     def __init__(self, saver: Any) -> None:
         super().__init__()
         self.saver = saver
         self._ready = False
 
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
-        # another process may hold the file's write lock (or be switching it to WAL): a
-        # "database is locked" happens before the statement runs, so trying again is safe
-        for attempt in range(_LOCKED_RETRIES):
-            try:
-                return await self._exec_once(sql, params)
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == _LOCKED_RETRIES - 1:
-                    raise
-                await self.saver.conn.rollback()
-                await asyncio.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
-
-    async def _exec_once(self, sql: str, params: tuple[Any, ...]) -> tuple[int, list[Any]]:
-        await self.saver.setup()
-        async with self.saver.lock:
-            if not self._ready:
-                await self.saver.conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, "
-                    "token TEXT, host TEXT, pid INTEGER, at REAL, done INTEGER DEFAULT 0)"
-                )
-                self._ready = True
-            cursor = await self.saver.conn.execute(sql, params)
-            rows = list(await cursor.fetchall())
-            count = cursor.rowcount
-            await cursor.close()
-            await self.saver.conn.commit()
-        return count, rows
+        """Run ``sql``; (rows affected, rows returned)."""
+        raise NotImplementedError
 
     async def _get(self, key: str) -> Claim:
         _, rows = await self._exec(
@@ -175,8 +157,8 @@ class _SqliteClaims(ClaimStore):
 
     async def claim(self, mine: Claim) -> Claim:
         await self._exec(
-            f"INSERT OR IGNORE INTO {_TABLE} (key, answer, token, host, pid, at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO {_TABLE} (key, answer, token, host, pid, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
             (mine.key, json.dumps(mine.answer), mine.token, mine.host, mine.pid, mine.at),
         )
         return await self._get(mine.key)
@@ -195,12 +177,35 @@ class _SqliteClaims(ClaimStore):
         )
 
 
-class _PostgresClaims(ClaimStore):
-    def __init__(self, saver: Any) -> None:
-        super().__init__()
-        self.saver = saver
-        self._ready = False
+class _SqliteClaims(_SqlClaims):
+    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
+        # another process may hold the file's write lock (or be switching it to WAL): a
+        # "database is locked" happens before the statement runs, so trying again is safe
+        for attempt in range(_LOCKED_RETRIES):
+            try:
+                return await self._exec_once(sql, params)
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == _LOCKED_RETRIES - 1:
+                    raise
+                await self.saver.conn.rollback()
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
+    async def _exec_once(self, sql: str, params: tuple[Any, ...]) -> tuple[int, list[Any]]:
+        await self.saver.setup()
+        async with self.saver.lock:
+            if not self._ready:
+                await self.saver.conn.execute(self.DDL)
+                self._ready = True
+            cursor = await self.saver.conn.execute(sql, params)
+            rows = list(await cursor.fetchall())
+            count = cursor.rowcount
+            await cursor.close()
+            await self.saver.conn.commit()
+        return count, rows
+
+
+class _PostgresClaims(_SqlClaims):
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
         async with self.saver._cursor() as cur:
             if not self._ready:
@@ -210,43 +215,11 @@ class _PostgresClaims(ClaimStore):
 
                 raced = (errors.UniqueViolation, errors.DuplicateTable, errors.DuplicateObject)
                 with contextlib.suppress(*raced):
-                    await cur.execute(
-                        f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, answer TEXT, "
-                        "token TEXT, host TEXT, pid INTEGER, at DOUBLE PRECISION, "
-                        "done BOOLEAN DEFAULT FALSE)"
-                    )
+                    await cur.execute(self.DDL)
                 self._ready = True
-            await cur.execute(sql, params)
+            await cur.execute(sql.replace("?", "%s"), params)
             rows = [tuple(r.values()) for r in await cur.fetchall()] if cur.description else []
             return cur.rowcount, rows
-
-    async def _get(self, key: str) -> Claim:
-        _, rows = await self._exec(
-            f"SELECT answer, token, host, pid, at, done FROM {_TABLE} WHERE key = %s", (key,)
-        )
-        return _row(key, rows[0])
-
-    async def claim(self, mine: Claim) -> Claim:
-        await self._exec(
-            f"INSERT INTO {_TABLE} (key, answer, token, host, pid, at) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-            (mine.key, json.dumps(mine.answer), mine.token, mine.host, mine.pid, mine.at),
-        )
-        return await self._get(mine.key)
-
-    async def take_over(self, old: Claim, mine: Claim) -> bool:
-        count, _ = await self._exec(
-            f"UPDATE {_TABLE} SET token = %s, host = %s, pid = %s, at = %s "
-            "WHERE key = %s AND token = %s AND NOT done",
-            (mine.token, mine.host, mine.pid, mine.at, old.key, old.token),
-        )
-        return count == 1
-
-    async def finish(self, claim: Claim) -> None:
-        await self._exec(
-            f"UPDATE {_TABLE} SET done = TRUE WHERE key = %s AND token = %s",
-            (claim.key, claim.token),
-        )
 
 
 _STORES: weakref.WeakKeyDictionary[Any, ClaimStore] = weakref.WeakKeyDictionary()
