@@ -175,15 +175,26 @@ def _read_line(prompt: str, out: TextIO) -> str:
 def ask_operator(
     payload: Any, read: Callable[[str], str], out: TextIO | None = None
 ) -> dict[str, Any]:
-    """Show one escalation and read the operator's answer: action, name, reason."""
+    """Show one escalation and read the operator's answer: action, name, reason. An empty
+    name records the OS user running the command (the one identity a terminal knows)."""
     from algenta_graph.console import describe_escalation
 
     out = out or sys.stdout
     print(f"\nESCALATION: {describe_escalation(payload)}", file=out)
     action = read("override or decline? ").strip().lower()
-    operator = read("operator name: ").strip()
+    me = _os_user()
+    operator = read(f"operator name [{me}]: " if me else "operator name: ").strip() or me
     reason = read("reason: ").strip()
     return {"action": action, "operator": operator, "reason": reason}
+
+
+def _os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (e.g. a bare container)
+        return ""
 
 
 # ---------------------------------------------------------------------- run

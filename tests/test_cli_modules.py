@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -65,3 +66,25 @@ def test_an_escalation_is_described_in_either_interrupt_shape() -> None:
         "decision dec_4: confidence 0.2 < 0.6); an override would set override_safety=true on each"
     )
     assert console.describe_escalation("plain") == "plain"
+
+
+def test_the_operator_prompt_records_the_os_user_unless_told_otherwise() -> None:
+    import getpass
+
+    from algenta_graph.commands import ask_operator
+
+    payload = {"gate": "confidence", "decision_id": "dec_1", "message": "low"}
+    answers = iter(["override", "", "checked"])
+    prompts: list[str] = []
+
+    def read(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(answers)
+
+    out = io.StringIO()
+    answer = ask_operator(payload, read, out)
+    me = getpass.getuser()
+    assert answer == {"action": "override", "operator": me, "reason": "checked"}
+    assert f"[{me}]" in prompts[1]
+    named = iter(["decline", "ana", "no"])
+    assert ask_operator(payload, lambda _p: next(named), out)["operator"] == "ana"
