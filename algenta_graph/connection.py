@@ -78,7 +78,7 @@ from algenta_graph.errors import (
     ToolNotInProfileError,
 )
 from algenta_graph.governance import GovernanceInterceptor, scrub_schema, strip_graph_supplied
-from algenta_graph.outcomes import ExecutionOutcome, parse_execution_outcome
+from algenta_graph.outcomes import ExecutionOutcome, parse_execution_outcome, tool_result_json
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -810,15 +810,7 @@ class EngineConnection:
         """The engine's record of a decision and its executions (internal, read-only; outside
         the profile guard). Raises AlgentaGraphError when the engine answers with an error."""
         result = await self._raw_call(GET_DECISION_TOOL, {"decision_id": decision_id})
-        body: Any = result.structuredContent
-        if isinstance(body, Mapping) and set(body) == {"result"}:
-            body = body["result"]
-        if body is None:
-            text = "".join(getattr(b, "text", "") for b in result.content)
-            try:
-                body = json.loads(text)
-            except ValueError:
-                body = None
+        body = tool_result_json(result)
         if result.isError or not isinstance(body, Mapping) or "error" in body:
             detail = json.dumps(body, default=str) if body is not None else "no JSON body"
             raise AlgentaGraphError(

@@ -38,6 +38,7 @@ from langchain_core.messages import ToolMessage
 
 from algenta_graph.audit import format_records, read_records
 from algenta_graph.console import print_update
+from algenta_graph.outcomes import tool_result_json
 
 __all__ = ["DemoError", "run_demo"]
 
@@ -52,20 +53,9 @@ def _tool_json(values: Mapping[str, Any], tool: str) -> dict[str, Any]:
     """The JSON result of the latest ``tool`` call in the thread."""
     for message in reversed(values.get("messages", [])):
         if isinstance(message, ToolMessage) and message.name == tool:
-            artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
-            data = artifact.get("structured_content")
+            data = tool_result_json(message)
             if data is None:
-                text = message.content if isinstance(message.content, str) else ""
-                if not text and isinstance(message.content, list):
-                    text = "".join(
-                        p.get("text", "") for p in message.content if isinstance(p, Mapping)
-                    )
-                try:
-                    data = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise DemoError(f"{tool} did not return JSON: {text[:200]}") from exc
-            if isinstance(data, Mapping) and set(data) == {"result"}:
-                data = data["result"]
+                raise DemoError(f"{tool} did not return JSON: {str(message.content)[:200]}")
             if not isinstance(data, Mapping):
                 raise DemoError(f"{tool} returned {data!r}, not a JSON object")
             if message.status == "error":

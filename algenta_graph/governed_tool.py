@@ -48,6 +48,7 @@ from algenta_graph.outcomes import (
     ExecutionOutcome,
     ExecutionReceipt,
     parse_execution_outcome,
+    tool_result_json,
 )
 from algenta_graph.run_settings import RunSettings, resolve_run_settings
 from algenta_graph.state import DenialRecord, GovernedState, ReceiptRecord
@@ -154,15 +155,7 @@ def plan_nonce(messages: Sequence[BaseMessage], plan_hash: str) -> str | None:
 
 
 def _result_json(message: ToolMessage) -> Mapping[str, Any]:
-    artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
-    data: Any = artifact.get("structured_content")
-    if data is None:
-        try:
-            data = json.loads(message_text(message))
-        except ValueError:
-            return {}
-    if isinstance(data, Mapping) and set(data) == {"result"}:
-        data = data["result"]
+    data = tool_result_json(message)
     return data if isinstance(data, Mapping) else {}
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "ExecutionReceipt",
     "outcome_from_dict",
     "parse_execution_outcome",
+    "tool_result_json",
 ]
 
 KNOWN_GATES: tuple[str, ...] = GATE_NAMES
@@ -458,3 +459,33 @@ def _safe_raw(value: Any) -> str:
             return _cap(repr(value))
         except Exception:
             return f"<unprintable {type(value).__name__}>"
+
+
+def tool_result_json(result: Any) -> Any:
+    """The JSON body of any tool's MCP result: a ``CallToolResult`` (``structuredContent``, else
+    its text blocks) or a ``ToolMessage`` (``artifact["structured_content"]``, else its text),
+    with FastMCP's ``{"result": ...}`` wrapper removed; ``None`` when there is no JSON body.
+
+    >>> from mcp.types import CallToolResult, TextContent
+    >>> tool_result_json(CallToolResult(content=[TextContent(type="text", text='{"a": 1}')]))
+    {'a': 1}
+    >>> tool_result_json(CallToolResult(content=[], structuredContent={"result": [1]}))
+    [1]
+    """
+    structured: Any = None
+    if hasattr(result, "tool_call_id"):  # a ToolMessage
+        artifact = getattr(result, "artifact", None)
+        if isinstance(artifact, Mapping):
+            structured = artifact.get("structured_content")
+        content = getattr(result, "content", "")
+        text = content if isinstance(content, str) else "".join(_texts(content))
+    else:  # a CallToolResult
+        structured = getattr(result, "structuredContent", None)
+        text = "".join(_texts(getattr(result, "content", None)))
+    data = structured
+    if data is None:
+        decoded = _decode_json(text)
+        data = None if decoded is _NOTHING else decoded
+    if isinstance(data, Mapping) and set(data) == {"result"}:
+        data = data["result"]
+    return data
