@@ -451,26 +451,27 @@ async def _threads_create(
     return _owned(identity)
 
 
-@auth.on.threads.read
-async def _threads_read(
-    ctx: Auth.types.AuthContext, value: Auth.types.ThreadsRead
-) -> Auth.types.FilterType | None:
+def _read_filter(ctx: Auth.types.AuthContext) -> Auth.types.FilterType | None:
+    """Operators and auditors read every thread; anyone else only the threads they own."""
     who = _principal(ctx)
     if who is None:
         return None
     identity, roles = who
     return None if _reads_all(roles) else _owned(identity)
+
+
+@auth.on.threads.read
+async def _threads_read(
+    ctx: Auth.types.AuthContext, value: Auth.types.ThreadsRead
+) -> Auth.types.FilterType | None:
+    return _read_filter(ctx)
 
 
 @auth.on.threads.search
 async def _threads_search(
     ctx: Auth.types.AuthContext, value: Auth.types.ThreadsSearch
 ) -> Auth.types.FilterType | None:
-    who = _principal(ctx)
-    if who is None:
-        return None
-    identity, roles = who
-    return None if _reads_all(roles) else _owned(identity)
+    return _read_filter(ctx)
 
 
 @auth.on.threads.update

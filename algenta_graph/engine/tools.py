@@ -126,6 +126,29 @@ def _check_size(tool: str, name: str, value: Any, limit: int) -> None:
         raise InvalidArguments(tool, f"{name} is {size} bytes of JSON; the limit is {limit} bytes")
 
 
+# the execute_decision arguments both modes share (strict adds idempotency_key and nonce)
+TimeoutSeconds = Annotated[
+    float,
+    Field(
+        ge=MIN_TIMEOUT_SECONDS,
+        le=MAX_TIMEOUT_SECONDS,
+        description=(
+            f"Seconds to wait for the webhook's answer ({MIN_TIMEOUT_SECONDS:g} to"
+            f" {MAX_TIMEOUT_SECONDS:g}). A delivery without an answer counts as executed."
+        ),
+    ),
+]
+ForceFlag = Annotated[
+    StrictBool, Field(description="Operator only: re-execute a delivered decision once.")
+]
+OverrideSafetyFlag = Annotated[
+    StrictBool, Field(description="Operator only: bypass the confidence/risk gates.")
+]
+CallerMetadata = Annotated[
+    dict[str, Any] | None, Field(description="Caller metadata, stored and forwarded.")
+]
+
+
 class KeyedLocks:
     """One asyncio lock per key, dropped when nobody holds or waits for it (event-loop local)."""
 
@@ -497,26 +520,10 @@ class GovernedTools:
         self,
         decision_id: Annotated[str, Field(min_length=1, max_length=200)],
         webhook_url: Annotated[str, Field(min_length=1, description="Where to POST the action.")],
-        timeout_seconds: Annotated[
-            float,
-            Field(
-                ge=MIN_TIMEOUT_SECONDS,
-                le=MAX_TIMEOUT_SECONDS,
-                description=(
-                    f"Seconds to wait for the webhook's answer ({MIN_TIMEOUT_SECONDS:g} to"
-                    f" {MAX_TIMEOUT_SECONDS:g}). A delivery without an answer counts as executed."
-                ),
-            ),
-        ] = DEFAULT_TIMEOUT_SECONDS,
-        force: Annotated[
-            StrictBool, Field(description="Operator only: re-execute a delivered decision once.")
-        ] = False,
-        override_safety: Annotated[
-            StrictBool, Field(description="Operator only: bypass the confidence/risk gates.")
-        ] = False,
-        metadata: Annotated[
-            dict[str, Any] | None, Field(description="Caller metadata, stored and forwarded.")
-        ] = None,
+        timeout_seconds: TimeoutSeconds = DEFAULT_TIMEOUT_SECONDS,
+        force: ForceFlag = False,
+        override_safety: OverrideSafetyFlag = False,
+        metadata: CallerMetadata = None,
     ) -> dict[str, Any]:
         """Dispatch one already-logged decision for real-world execution (a webhook POST) and
         persist the execution receipt. Blocked by the idempotency, confidence or risk_floor
@@ -554,26 +561,10 @@ class GovernedTools:
                 ),
             ),
         ] = None,
-        timeout_seconds: Annotated[
-            float,
-            Field(
-                ge=MIN_TIMEOUT_SECONDS,
-                le=MAX_TIMEOUT_SECONDS,
-                description=(
-                    f"Seconds to wait for the webhook's answer ({MIN_TIMEOUT_SECONDS:g} to"
-                    f" {MAX_TIMEOUT_SECONDS:g}). A delivery without an answer counts as executed."
-                ),
-            ),
-        ] = DEFAULT_TIMEOUT_SECONDS,
-        force: Annotated[
-            StrictBool, Field(description="Operator only: re-execute a delivered decision once.")
-        ] = False,
-        override_safety: Annotated[
-            StrictBool, Field(description="Operator only: bypass the confidence/risk gates.")
-        ] = False,
-        metadata: Annotated[
-            dict[str, Any] | None, Field(description="Caller metadata, stored and forwarded.")
-        ] = None,
+        timeout_seconds: TimeoutSeconds = DEFAULT_TIMEOUT_SECONDS,
+        force: ForceFlag = False,
+        override_safety: OverrideSafetyFlag = False,
+        metadata: CallerMetadata = None,
     ) -> dict[str, Any]:
         """Dispatch one already-planned, already-logged and approved decision for real-world
         execution (a webhook POST) and persist the execution receipt. Blocked by the
