@@ -16,8 +16,11 @@ BM25 hits whose history matches the query. The signal is built to stay a signal:
 * **Deterministic**: for a given store content and ``now`` the ranking is always the same
   (ties by tool name); nothing is random or learned elsewhere.
 
-Concurrent ``record`` calls for the same tool from several workers are read-modify-write on
-one store item: the last write wins, so a simultaneous call may go uncounted.
+A record is a read-modify-write of one store item. Within one process, records of the same tool
+take turns (a lock per tool and profile; ``arecord`` an ``asyncio`` one per event loop), so
+concurrent threads and runs are all counted. Across processes the store has no compare-and-set:
+two workers recording the same tool at the same instant can still lose one call (last write
+wins), which only ever under-counts.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -34,8 +37,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
 import time
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +106,7 @@ class UsageSignal:
         self.per_tool_cap = per_tool_cap
         self.max_terms = max_terms
         self.depth = depth
+        self._locks = _KeyLocks()
 
     # --- recording -------------------------------------------------------------------------
 
@@ -118,10 +125,11 @@ class UsageSignal:
         if not self._counts(query, tool_id, ok, allowed):
             return False
         ns = self._ns(profile)
-        value = self._updated(self.store.get(ns, tool_id), query, _now(now))
-        if value is None:
-            return False
-        self.store.put(ns, tool_id, value, index=False)
+        with self._locks.thread_lock((ns, tool_id)):
+            value = self._updated(self.store.get(ns, tool_id), query, _now(now))
+            if value is None:
+                return False
+            self.store.put(ns, tool_id, value, index=False)
         return True
 
     async def arecord(
@@ -138,10 +146,11 @@ class UsageSignal:
         if not self._counts(query, tool_id, ok, allowed):
             return False
         ns = self._ns(profile)
-        value = self._updated(await self.store.aget(ns, tool_id), query, _now(now))
-        if value is None:
-            return False
-        await self.store.aput(ns, tool_id, value, index=False)
+        async with self._locks.task_lock((ns, tool_id)):
+            value = self._updated(await self.store.aget(ns, tool_id), query, _now(now))
+            if value is None:
+                return False
+            await self.store.aput(ns, tool_id, value, index=False)
         return True
 
     @staticmethod
@@ -266,6 +275,46 @@ class UsageSignal:
         if not isinstance(profile, str) or not profile:
             raise ValueError("profile must be a non-empty string")
         return (*self.namespace, profile)
+
+
+class _KeyLocks:
+    """One lock per key, kept only while in use: threading locks for ``record``, and per event
+    loop ``asyncio`` locks for ``arecord``."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._threads: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+        self._tasks: weakref.WeakValueDictionary[Any, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def thread_lock(self, key: Any) -> Any:
+        with self._guard:
+            lock = self._threads.get(key)
+            if lock is None:
+                lock = self._threads[key] = _WeakLock()
+            return lock
+
+    def task_lock(self, key: Any) -> asyncio.Lock:
+        loop_key = (id(asyncio.get_running_loop()), key)
+        with self._guard:
+            lock = self._tasks.get(loop_key)
+            if lock is None:
+                lock = self._tasks[loop_key] = asyncio.Lock()
+            return lock
+
+
+class _WeakLock:
+    """A weak-referenceable lock (``threading.Lock`` objects are not)."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _lifts(query: str, histories: Mapping[str, _History]) -> dict[str, float]:

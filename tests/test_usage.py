@@ -135,3 +135,37 @@ def test_bad_settings_are_refused() -> None:
         UsageSignal(InMemoryStore(), half_life=0)
     with pytest.raises(ValueError, match="profile"):
         UsageSignal(InMemoryStore()).record("q", "t", profile="")
+
+
+async def test_concurrent_records_of_one_tool_are_all_counted(tmp_path: Path) -> None:
+    # Many threads of one worker finish calls of the same tool at once: read-modify-write on
+    # one store item must not lose any of them (docs/ARCHITECTURE.md, the `usage.py` row).
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    async with AsyncSqliteStore.from_conn_string(str(tmp_path / "usage.sqlite")) as store:
+        await store.setup()
+        usage = UsageSignal(store)
+        results = await asyncio.gather(
+            *(usage.arecord(f"label bird photo {i}", "image_tagger", now=0.0) for i in range(40))
+        )
+        item = await store.aget((*DEFAULT_NAMESPACE, "default"), "image_tagger")
+    assert results == [True] * 40
+    assert item is not None and item.value["calls"] == 40.0
+    assert item.value["terms"]["bird"] == 40.0
+
+
+def test_concurrent_sync_records_from_threads_are_all_counted(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with SqliteStore.from_conn_string(str(tmp_path / "usage.sqlite")) as store:
+        store.setup()
+        usage = UsageSignal(store)
+        with ThreadPoolExecutor(8) as pool:
+            done = list(
+                pool.map(
+                    lambda i: usage.record(f"tag bird {i}", "image_tagger", now=0.0), range(40)
+                )
+            )
+        item = store.get((*DEFAULT_NAMESPACE, "default"), "image_tagger")
+    assert done == [True] * 40
+    assert item is not None and item.value["calls"] == 40.0
