@@ -1,6 +1,6 @@
 """APIBench (Gorilla) as a tool-retrieval dev set, and the ranking report over both dev sets.
 
-Setup: ``../shared/eval/apibench/README.md``. The whole catalog (1,050 Hugging Face, TensorFlow
+Setup: ``bench/eval/apibench/README.md``. The whole catalog (1,050 Hugging Face, TensorFlow
 Hub and PyTorch Hub APIs) is indexed; each of the 1,773 instructions asks for its gold API; a
 query's domain is the prefix of its gold name.
 
@@ -11,7 +11,7 @@ Run from the repository root; one command, every dev set, our index and the peer
 
 It prints recall@1 / recall@5 (and MRR over the top 50) on APIBench (overall and per domain)
 and on BFCL v3 in both loadings: ``merged`` (``bench/bfcl.py``: one tool per name, duplicate
-definitions merged, the whole question as the query) and ``plain`` (``../shared/eval/README.md``:
+definitions merged, the whole question as the query) and ``plain`` (``bench/eval/README.md``:
 the first definition of each name, the first user message as the query). Peers are driven as
 in ``bench/bench_retrieval.py`` (bm25s with k1 0.9, b 0.4 over our projection's text; ratel-ai
 with name, description and schema).

@@ -18,7 +18,7 @@ schema (it projects the schema itself); bm25s and rank-bm25 receive one text per
 name's words (``split_name``), then the projection our index uses (name, description,
 parameter names, parameter descriptions, enum values), tokenized their own way (bm25s: its
 tokenizer with English stopwords; rank-bm25: lowercase ``\\w+`` words minus the same
-stopwords). Peers use k1 0.9, b 0.4 as in ``../shared/eval/README.md``. Neither bm25s nor
+stopwords). Peers use k1 0.9, b 0.4 as in ``bench/eval/README.md``. Neither bm25s nor
 rank-bm25 can add a document to a built index, so their "add one tool" figure is a full
 re-index.
 """
@@ -284,7 +284,7 @@ def tool_text(tool: dict[str, Any]) -> str:
 
 def split_name(name: str) -> str:
     """``getHTTPResponse_code`` -> ``get HTTP Response code``: the name's words, for peers whose
-    tokenizer keeps identifiers whole (as ``../shared/eval/apibench/README.md`` drives bm25s)."""
+    tokenizer keeps identifiers whole (as ``bench/eval/apibench/README.md`` drives bm25s)."""
     name = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3 \2\4", name)
     return re.sub(r"[^A-Za-z0-9]+", " ", name).strip()
 

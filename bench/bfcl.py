@@ -1,4 +1,4 @@
-"""BFCL v3 as a tool-retrieval benchmark (setup: ``../shared/eval/README.md``).
+"""BFCL v3 as a tool-retrieval benchmark (setup: ``bench/eval/README.md``).
 
 Shared by ``bench/bench_retrieval.py`` and ``tests/test_retrieval_bfcl.py``. The whole catalog
 (every function definition of ``BFCL_v3_simple`` and ``BFCL_v3_multiple``) is indexed; each of
@@ -22,11 +22,11 @@ ENV_VAR = "ALGENTA_EVAL_DIR"
 
 
 def eval_dir() -> Path:
-    """``$ALGENTA_EVAL_DIR``, else ``../shared/eval`` beside the repository."""
+    """``$ALGENTA_EVAL_DIR``, else ``bench/eval`` (the repository's copy of ``../shared/eval``)."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+    return Path(__file__).resolve().parent / "eval"
 
 
 def bfcl_available(root: Path | None = None) -> bool:
@@ -66,7 +66,7 @@ def load_bfcl(root: Path | None = None) -> Bfcl:
 
 
 def load_bfcl_plain(root: Path | None = None) -> Bfcl:
-    """The plain loading of ``../shared/eval/README.md``: the first definition of each name,
+    """The plain loading of ``bench/eval/README.md``: the first definition of each name,
     unchanged, and the first user message of each entry as its query."""
     base = (root or eval_dir()) / "bfcl_v3"
     first: dict[str, dict[str, Any]] = {}

@@ -1,8 +1,8 @@
-"""Dev-set recall floors: a ranking regression fails CI (setups in ../shared/eval/README.md).
+"""Dev-set recall floors: a ranking regression fails CI (setups in bench/eval/README.md).
 
-The data lives beside the clone in ``../shared/eval`` (override with ``ALGENTA_EVAL_DIR``). When
-it is absent the tests fail under CI (``CI`` set: the data is part of CI's checkout) and are
-skipped elsewhere, naming the path they looked at. The floors sit just under the figures of
+The data is committed in ``bench/eval`` (a copy of ``../shared/eval``; override with
+``ALGENTA_EVAL_DIR``). When it is absent the tests fail under CI (``CI`` set) and are skipped
+elsewhere, naming the path they looked at. The floors sit just under the figures of
 ``bench/RESULTS.md`` (``python bench/apibench.py``).
 """
 
@@ -50,7 +50,7 @@ FLOORS = {
 def _missing(what: str) -> None:
     msg = f"{what} data not found in {bfcl.eval_dir()} (set {bfcl.ENV_VAR})"
     if os.environ.get("CI"):
-        pytest.fail(msg + "; CI must have ../shared/eval beside the clone")
+        pytest.fail(msg + "; CI runs these floors on the committed bench/eval")
     pytest.skip(msg)
 
 
