@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, Send
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -272,8 +273,13 @@ class RecordsWriteRefused(PermissionError):
     write as a governance node, or to change a thread whose governed step is unfinished."""
 
 
+_COPY = "__copy__"
+"""LangGraph's ``as_node`` that copies the latest checkpoint, then applies the ``(values,
+as_node)`` pairs listed as its values."""
+
+
 def _updates(supersteps: Any) -> list[tuple[Any, Any]]:
-    """Every ``(values, as_node)`` of ``supersteps``."""
+    """Every ``(values, as_node)`` of ``supersteps``, including those nested in a copy's."""
     found: list[tuple[Any, Any]] = []
     for step in supersteps or ():
         for update in step or ():
@@ -281,7 +287,57 @@ def _updates(supersteps: Any) -> list[tuple[Any, Any]]:
             fields: Sequence[Any] = update
             values, as_node, *_ = (*fields, None, None)
             found.append((values, as_node))
+            if as_node == _COPY and _is_list(values):
+                found.extend(_updates([[item for item in values if _is_list(item)]]))
     return found
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _records_written(values: Any) -> list[str]:
+    """The governed record fields an update's values would write, however they are shaped:
+    a mapping, a :class:`~langgraph.types.Command`'s ``update``, a list of either or of
+    ``(field, value)`` pairs, or an object with the fields as attributes."""
+    if values is None:
+        return []
+    if isinstance(values, Command):
+        return _records_written(values.update)
+    if isinstance(values, Mapping):
+        return [f for f in RECORD_FIELDS if f in values]
+    if _is_list(values):
+        written: list[str] = []
+        for item in values:
+            if _is_list(item) and len(item) == 2 and isinstance(item[0], str):
+                written += [item[0]] if item[0] in RECORD_FIELDS else []
+            else:
+                written += _records_written(item)
+        return [f for f in RECORD_FIELDS if f in written]
+    return [f for f in RECORD_FIELDS if getattr(values, f, None) is not None]
+
+
+def _command_refusal(values: Any) -> str | None:
+    """Why a Command in an update's values is refused: it resumes, or routes to governance."""
+    commands = [values] if isinstance(values, Command) else []
+    if _is_list(values):
+        commands += [item for item in values if isinstance(item, Command)]
+    for command in commands:
+        if command.resume is not None:
+            return (
+                "update_state with a resume is refused: an escalation is answered only by an "
+                'operator\'s resume (a run with command={"resume": ...})'
+            )
+        goto: Any = command.goto
+        targets: Sequence[Any] = goto if _is_list(goto) else [goto]
+        for target in targets:
+            node = target.node if isinstance(target, Send) else target
+            if node in GOVERNANCE_NODES:
+                return (
+                    f"update_state with a Command to {node!r} is refused: it is a governance "
+                    "node, entered only by the graph's own routing"
+                )
+    return None
 
 
 def _governance_refusal(as_node: Any, inferred: bool = False) -> str | None:
@@ -304,14 +360,13 @@ def _refusal(config: Any, supersteps: Any) -> str | None:
             "governed records written after it"
         )
     for values, as_node in _updates(supersteps):
-        if isinstance(values, Mapping):
-            written = [f for f in RECORD_FIELDS if f in values]
-            if written:
-                return (
-                    f"update_state on governed records ({', '.join(written)}) is refused: "
-                    "they are written only by the graph's own nodes"
-                )
-        refused = _governance_refusal(as_node)
+        written = _records_written(values)
+        if written:
+            return (
+                f"update_state on governed records ({', '.join(written)}) is refused: "
+                "they are written only by the graph's own nodes"
+            )
+        refused = _governance_refusal(as_node) or _command_refusal(values)
         if refused:
             return refused
     return None
@@ -392,7 +447,11 @@ def guard_records(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """``graph`` whose ``(a)update_state``/``(a)bulk_update_state`` refuse (HTTP 403 when served):
 
-    - any update naming ``receipts``, ``denials`` or ``operator_decisions``;
+    - any update naming ``receipts``, ``denials`` or ``operator_decisions``: in its values, in
+      a :class:`~langgraph.types.Command`'s ``update`` (a bulk update's ``command``), or in the
+      updates nested in a ``__copy__``;
+    - any Command that resumes (only an operator's run answers an escalation) or routes
+      (``goto``) to a governance node;
     - any update from an explicit earlier ``checkpoint_id`` (a fork);
     - any update as a governance node (:data:`~algenta_graph.graph.GOVERNANCE_NODES`:
       ``governed_tool`` and every ``denial_handler_<gate>``), named or, with ``as_node=None``,

@@ -356,6 +356,44 @@ async def test_guarded_graph_refuses_governance_nodes_and_updates_over_a_pending
         await paused.aupdate_state(config("due"), note, as_node="model")
 
 
+async def test_guarded_graph_reads_commands_and_copies_in_an_update() -> None:
+    """An update's values may be a Command (a bulk update's ``command``) or, as ``__copy__``,
+    a list of ``(values, as_node)`` pairs: the guard reads inside both."""
+    from langgraph.types import Command, Send, StateUpdate
+
+    from algenta_graph.graph import GOVERNED_TOOL_NODE
+
+    graph = _governance_graph()
+    config: Any = {"configurable": {"thread_id": "idle"}}
+    await graph.ainvoke(_user("hi"), config)
+    before = await graph.aget_state(config)
+    forged = {"operator_decisions": [{"operator": "mallory", "tool_call_id": "c1"}]}
+    for values, as_node, needle in (
+        (Command(update=forged), "model", "governed records (operator_decisions)"),
+        (Command(update=[("receipts", [{}])]), "model", "governed records (receipts)"),
+        ([Command(update={"denials": []})], "model", "governed records (denials)"),
+        (Command(goto=GOVERNED_TOOL_NODE), "model", f"{GOVERNED_TOOL_NODE!r}"),
+        (Command(goto=[Send("denial_handler_confidence", {})]), "model", "governance node"),
+        (Command(resume={"operator": "mallory"}), "model", "operator's resume"),
+        ([[forged, "model"]], "__copy__", "governed records (operator_decisions)"),
+        ([[{"messages": []}, GOVERNED_TOOL_NODE]], "__copy__", "governance node"),
+    ):
+        with pytest.raises(Exception, match=re.escape(needle)):
+            await graph.abulk_update_state(config, [[StateUpdate(values, as_node)]])
+        with pytest.raises(Exception, match=re.escape(needle)):
+            graph.bulk_update_state(config, [[StateUpdate(values, as_node)]])
+    after = await graph.aget_state(config)
+    assert (after.values, after.next) == (before.values, before.next)
+    # a command that only writes messages, and a copy of the latest checkpoint, still work
+    await graph.abulk_update_state(
+        config, [[StateUpdate(Command(update={"messages": []}), "model")]]
+    )
+    await graph.abulk_update_state(
+        config, [[StateUpdate([[{"messages": []}, "model"]], "__copy__")]]
+    )
+    assert (await graph.aget_state(config)).values["operator_decisions"] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # the served graph, with tokens
 
@@ -946,4 +984,26 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
         await alice.threads.update_state(thread, {"messages": [_note("thanks")]})
         state = await alice.threads.get_state(thread)
         assert state["values"]["messages"][-1]["content"] == "thanks"
+        assert len(state["values"]["operator_decisions"]) == 1
+        # ...but not through a bulk update's command, nor a copy's nested updates
+        forged = {"operator_decisions": [{"operator": "ana", "tool_call_id": call}]}
+        bulk = http.post(
+            "/threads",
+            json={
+                "thread_id": thread,
+                "if_exists": "do_nothing",
+                "supersteps": [
+                    {"updates": [{"command": {"update": forged}, "as_node": "model"}]},
+                ],
+            },
+            headers=_bearer("tok-alice"),
+        )
+        assert "governed records" in bulk.text, (bulk.status_code, bulk.text)
+        copied = http.post(
+            f"/threads/{thread}/state",
+            json={"values": [[forged, "model"]], "as_node": "__copy__"},
+            headers=_bearer("tok-alice"),
+        )
+        assert copied.status_code == 403 and "governed records" in copied.text, copied.text
+        state = await alice.threads.get_state(thread)
         assert len(state["values"]["operator_decisions"]) == 1
