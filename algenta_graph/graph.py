@@ -69,6 +69,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_STEP_LIMIT",
     "DEFAULT_SYSTEM_PROMPT",
+    "DENIAL_HANDLER_NODES",
+    "GOVERNANCE_NODES",
+    "GOVERNED_TOOL_NODE",
     "STEP_LIMIT_MESSAGE",
     "aclose_governed_agent",
     "build_governed_graph",
@@ -92,7 +95,13 @@ STEP_LIMIT_MESSAGE = (
     "done; no further tool was called. Send a new message to continue."
 )
 _RETRIEVE_NODE = "retrieve_tools"
-_TOOLS_NODE = "governed_tool"
+GOVERNED_TOOL_NODE = "governed_tool"
+"""The node that runs the model's tool calls under governance."""
+DENIAL_HANDLER_NODES: tuple[str, ...] = tuple(handler_node_name(g) for g in GATE_NAMES)
+"""One denial handler node per gate (``denial_handler_<gate>``)."""
+GOVERNANCE_NODES: tuple[str, ...] = (GOVERNED_TOOL_NODE, *DENIAL_HANDLER_NODES)
+"""The nodes whose work is governed (executions, escalations, records): only a run enters them,
+never an ``update_state`` from outside (see :func:`algenta_graph.server.guard_records`)."""
 # a tool round needs governed_tool, up to one handler per gate, then the model
 _STEPS_PER_ROUND = 2 + len(GATE_NAMES)
 
@@ -196,7 +205,7 @@ def build_governed_graph(
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(GovernedState, input_schema=GovernedInput)
     graph.add_node(_RETRIEVE_NODE, nodes.retrieve_tools)
     graph.add_node(MODEL_NODE, nodes.call_model)
-    graph.add_node(_TOOLS_NODE, tools)
+    graph.add_node(GOVERNED_TOOL_NODE, tools)
     for gate in GATE_NAMES:
         destinations: dict[str, str] = {MODEL_NODE: "resolved", END: "halt"}
         destinations.update({handler_node_name(g): f"then {g}" for g in GATE_NAMES if g != gate})
@@ -208,13 +217,13 @@ def build_governed_graph(
     graph.add_edge(START, _RETRIEVE_NODE)
     graph.add_edge(_RETRIEVE_NODE, MODEL_NODE)
     graph.add_conditional_edges(
-        MODEL_NODE, nodes.route_after_model, {"tool_calls": _TOOLS_NODE, "answer": END}
+        MODEL_NODE, nodes.route_after_model, {"tool_calls": GOVERNED_TOOL_NODE, "answer": END}
     )
     # one edge per (source, target) is drawn, labelled by the first key: "ok" shows for model
     path_map: dict[str, str] = {"ok": MODEL_NODE, "failed": MODEL_NODE}
     path_map.update({gate: handler_node_name(gate) for gate in GATE_NAMES})
     path_map[HALT] = END
-    graph.add_conditional_edges(_TOOLS_NODE, tools.route, path_map)  # type: ignore[arg-type]
+    graph.add_conditional_edges(GOVERNED_TOOL_NODE, tools.route, path_map)  # type: ignore[arg-type]
     return graph
 
 
