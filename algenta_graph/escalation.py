@@ -91,6 +91,7 @@ __all__ = [
     "handler_node_name",
     "parse_resume",
     "pending_escalations",
+    "route_pending_escalation",
 ]
 
 MODEL_NODE = "model"
@@ -234,6 +235,25 @@ def pending_escalations(state: Mapping[str, Any]) -> list[dict[str, Any]]:
         for d in step_denials(state)
         if d.get("policy") == "escalate" and d.get("tool_call_id") not in answered
     ]
+
+
+def route_pending_escalation(state: Mapping[str, Any]) -> str:
+    """Where a new turn goes after retrieval: ``"<gate> pending"`` (to that gate's handler,
+    which asks the operator again) for the latest step's first gate with an unanswered
+    escalation, else ``"model"``.
+
+    A new message on a thread waiting for an operator does not dispose of the escalation
+    (``docs/ARCHITECTURE.md``, invariant 12). A step that halted asked nobody, and stays so.
+
+    >>> route_pending_escalation({"messages": [], "denials": []})
+    'model'
+    """
+    denials = step_denials(state)
+    if any(d.get("policy") == "halt" for d in denials):
+        return MODEL_NODE
+    waiting = {d.get("gate") for d in pending_escalations(state)}
+    first = next((g for g in gate_order(denials) if g in waiting and g in GATES), None)
+    return MODEL_NODE if first is None else f"{first} pending"
 
 
 def _item(gate: str, denial: Mapping[str, Any]) -> EscalationItem:

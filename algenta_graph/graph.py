@@ -3,13 +3,15 @@
 ::
 
     START -> retrieve_tools -> model --(no tool call)--> END
-                                 |  (tool calls)
-                                 v
-                           governed_tool --(ok / failed)--> model
-                             |--(idempotency)--> denial_handler_idempotency --.
-                             |--(confidence)---> denial_handler_confidence ---+--> the next gate's
-                             |--(risk_floor)---> denial_handler_risk_floor ---'  handler|model|END
-                             '--(halt: an unknown gate)--> END
+                  |              |  (tool calls)
+                  |              v
+                  |        governed_tool --(ok / failed)--> model
+                  |          |--(idempotency)--> denial_handler_idempotency --.
+                  |          |--(confidence)---> denial_handler_confidence ---+--> the next gate's
+                  |          |--(risk_floor)---> denial_handler_risk_floor ---'  handler|model|END
+                  |          '--(halt: an unknown gate)--> END
+                  '--(<gate> pending: a new turn while an operator is awaited)--> that gate's
+                                                                                 handler
 
 The nodes live in their own modules: :mod:`algenta_graph.governed_tool` (the governed tool
 node and the outcome routing), :mod:`algenta_graph.escalation` (the per-gate denial handlers
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -51,6 +53,7 @@ from algenta_graph.escalation import (
     AuthorizeOperator,
     DenialHandler,
     handler_node_name,
+    route_pending_escalation,
 )
 from algenta_graph.gates import DEFAULT_POLICIES, GATE_NAMES, describe_gates, parse_on_denial
 from algenta_graph.governed_tool import HALT, GovernedToolNode, message_text
@@ -215,7 +218,10 @@ def build_governed_graph(
             destinations=destinations,
         )
     graph.add_edge(START, _RETRIEVE_NODE)
-    graph.add_edge(_RETRIEVE_NODE, MODEL_NODE)
+    # a turn on a thread still waiting for an operator asks the operator again (invariant 12)
+    after_retrieval: dict[Hashable, str] = {MODEL_NODE: MODEL_NODE}
+    after_retrieval.update({f"{g} pending": handler_node_name(g) for g in GATE_NAMES})
+    graph.add_conditional_edges(_RETRIEVE_NODE, route_pending_escalation, after_retrieval)
     graph.add_conditional_edges(
         MODEL_NODE, nodes.route_after_model, {"tool_calls": GOVERNED_TOOL_NODE, "answer": END}
     )

@@ -203,3 +203,52 @@ async def test_run_command_asks_the_operator_in_the_terminal(
     [execution] = engine.executions(decision)
     assert execution["override_safety"] is True
     assert [b["decision_id"] for b in webhook.received] == [decision]
+
+
+async def test_new_input_on_a_thread_waiting_for_an_operator_asks_the_operator_again(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    # docs/ARCHITECTURE.md invariant 12: a pending escalation is answered by an operator
+    # before the thread goes on; a new message does not dispose of it.
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+        replies = [execute(decision, webhook.url, "c1"), "answered after the operator"]
+        async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, model):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+            first = await graph.aget_state(config("t"))
+            for text in ("never mind, just carry on", "and another thing"):
+                await graph.ainvoke({"messages": [("user", text)]}, config("t"))
+                again = await graph.aget_state(config("t"))
+                assert again.next == ("denial_handler_confidence",)
+                [interrupt] = again.interrupts
+                assert interrupt.value["decision_id"] == decision
+                assert interrupt.value["tool_call_id"] == "c1"
+                assert model.position == 1  # the model was not called past the escalation
+                assert again.values["operator_decisions"] == []
+            out = await graph.ainvoke(Command(resume=DECLINE), config("t"))
+            after = await graph.aget_state(config("t"))
+    assert first.next == ("denial_handler_confidence",)
+    assert engine.executions(decision) == [] and webhook.received == []
+    [record] = out["operator_decisions"]
+    assert (record["operator"], record["action"], record["tool_call_id"]) == ("bo", "decline", "c1")
+    assert after.next == () and out["messages"][-1].content == "answered after the operator"
+    humans = [m.content for m in out["messages"] if m.type == "human"]
+    assert humans == ["go", "never mind, just carry on", "and another thing"]
+
+
+async def test_a_new_turn_after_a_halted_step_goes_to_the_model(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    # invariant 12: only an *escalated* denial waits for an operator; a halt asked nobody.
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+        replies = [execute(decision, webhook.url, "c1"), "a new answer"]
+        async with agent(
+            conn, tmp_path / "cp.sqlite", replies, on_denial={"confidence": "halt"}
+        ) as (graph, model):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+            halted = await graph.aget_state(config("t"))
+            out = await graph.ainvoke({"messages": [("user", "what now?")]}, config("t"))
+    assert halted.next == () and model.position == 2
+    assert out["messages"][-1].content == "a new answer"
+    assert out["operator_decisions"] == [] and engine.executions(decision) == []
