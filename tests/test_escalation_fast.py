@@ -36,6 +36,7 @@ from algenta_graph.escalation import (
     handler_node_name,
     parse_resume,
     pending_escalations,
+    route_pending_escalation,
 )
 from algenta_graph.gates import GATE_NAMES
 from algenta_graph.governed_tool import OUTCOME_KEY, GovernedToolNode
@@ -634,6 +635,35 @@ def test_pending_escalations_and_the_request() -> None:
     ]
     assert request["resume_with"]["decisions"] == [{"type": "approve | reject", "message": "why"}]
     assert "error" not in request
+
+
+def test_a_new_turn_goes_to_the_first_gate_still_waiting_for_an_operator() -> None:
+    # invariant 12 (docs/ARCHITECTURE.md)
+    route = route_pending_escalation
+    waiting = denied_state(
+        denial("idempotency", "c1", policy="report"),
+        denial("risk_floor", "c2", policy="escalate"),
+        denial("confidence", "c3", policy="escalate"),
+    )
+    assert route(waiting) == "confidence pending"  # table order among escalated gates
+    waiting["operator_decisions"] = [{"tool_call_id": "c3"}]
+    assert route(waiting) == "risk_floor pending"
+    waiting["operator_decisions"].append({"tool_call_id": "c2"})
+    assert route(waiting) == "model"
+    assert route(denied_state(denial("confidence", "c1", policy="report"))) == "model"
+    halted = denied_state(
+        denial("confidence", "c1", policy="escalate"), denial("risk_floor", "c2", policy="halt")
+    )
+    assert route(halted) == "model"  # a halted step asked nobody
+    assert route(denied_state(denial("novel_gate", "c1", policy="escalate"))) == "model"
+    # a denial of an earlier step (not the latest tool step's) is not waiting
+    earlier = denied_state(denial("confidence", "c1", policy="escalate"))
+    earlier["messages"] += [
+        HumanMessage("next"),
+        AIMessage("", tool_calls=[execute_call("d2", "c9")]),
+    ]
+    assert route(earlier) == "model"
+    assert route({"messages": [], "denials": []}) == "model"
 
 
 def test_handler_names_and_the_next_handler() -> None:
