@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer
-from algenta_graph.engine.server import _quiet_mcp_stream_logger
+from algenta_graph.engine.server import _quiet_mcp_stream_logger, replay_body
 
 DENIAL_FORMS = (
     "mcp_error",  # isError true, the denial JSON as text
@@ -230,16 +230,7 @@ class _Recorder:
             )
             await send({"type": "http.response.body", "body": data})
             return
-        replayed = False
-
-        async def replay() -> Any:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay_body(body, receive), send)
 
 
 class WireServer:

@@ -311,16 +311,23 @@ class EngineGuard:
             await _json_response(send, 400, _error_body("invalid_json", problem))
             return
 
-        replayed = False
+        await self.app(scope, replay_body(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """The ``receive`` to hand the app behind a middleware that has read the whole request
+    ``body``: that body once, as one message, then the client's own ``receive`` (its
+    disconnect)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _error_body(code: str, message: str) -> dict[str, Any]:
