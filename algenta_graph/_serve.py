@@ -114,3 +114,21 @@ class ServiceContext:
         tb: TracebackType | None,
     ) -> None:
         await asyncio.to_thread(self.stop)
+
+
+class BackgroundService(ServiceContext):
+    """A :class:`ServiceContext` over one :class:`BackgroundServer`: ``start()`` makes and
+    starts it in ``_server``; ``stop()`` stops it, joins its thread and drops it."""
+
+    _server: BackgroundServer | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is serving."""
+        return self._server is not None and self._server.running
+
+    def stop(self) -> None:
+        """Stop serving and join the server thread."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -404,6 +404,14 @@ def _can_write(roles: frozenset[str]) -> bool:
     return AGENT in roles or is_operator(roles)
 
 
+def _writer(ctx: Auth.types.AuthContext, doing: str) -> tuple[str, frozenset[str]] | None:
+    """:func:`_principal`, refused (403) unless it may write: an auditor cannot ``doing``."""
+    who = _principal(ctx)
+    if who is not None and not _can_write(who[1]):
+        raise _forbidden(f"an auditor cannot {doing}")
+    return who
+
+
 def _reads_all(roles: frozenset[str]) -> bool:
     return AUDITOR in roles or is_operator(roles)
 
@@ -440,12 +448,10 @@ async def _assistants_search(ctx: Auth.types.AuthContext, value: Any) -> None:
 async def _threads_create(
     ctx: Auth.types.AuthContext, value: Auth.types.ThreadsCreate
 ) -> Auth.types.FilterType | None:
-    who = _principal(ctx)
+    who = _writer(ctx, "create threads")
     if who is None:
         return None
-    identity, roles = who
-    if not _can_write(roles):
-        raise _forbidden("an auditor cannot create threads")
+    identity, _ = who
     metadata = value.get("metadata")
     if metadata is None:
         metadata = value["metadata"] = {}
@@ -482,12 +488,10 @@ async def _threads_update(
 ) -> Auth.types.FilterType | None:
     # thread metadata patches, update_state (the served graph refuses governed fields itself)
     # and run cancellations: the thread's owner only
-    who = _principal(ctx)
+    who = _writer(ctx, "change threads")
     if who is None:
         return None
-    identity, roles = who
-    if not _can_write(roles):
-        raise _forbidden("an auditor cannot change threads")
+    identity, _ = who
     metadata = value.get("metadata")
     if isinstance(metadata, Mapping) and OWNER_KEY in metadata:
         raise _forbidden(f"the thread metadata {OWNER_KEY!r} is set by the server")
@@ -567,12 +571,10 @@ async def _threads_create_run(
         raise _forbidden(
             f"governed records ({', '.join(RECORD_FIELDS)}) are written only by the graph"
         )
-    who = _principal(ctx)
+    who = _writer(ctx, "start runs")
     if who is None:
         return None
     identity, roles = who
-    if not _can_write(roles):
-        raise _forbidden("an auditor cannot start runs")
     if value.get("multitask_strategy") == "rollback":
         raise _forbidden(_ROLLBACK)
     if _forks(kwargs):

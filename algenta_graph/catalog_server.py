@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from algenta_graph._net import free_port
-from algenta_graph._serve import BackgroundServer, ServiceContext
+from algenta_graph._serve import BackgroundServer, BackgroundService
 
 __all__ = ["MAX_SIZE", "CatalogServer", "generate_tools"]
 
@@ -203,7 +203,7 @@ def _mcp_server(tools: list[types.Tool]) -> Server[Any, Any]:
     return server
 
 
-class CatalogServer(ServiceContext):
+class CatalogServer(BackgroundService):
     """Serve :func:`generate_tools` ``(size)`` over MCP streamable HTTP in a background thread.
 
     A sync and async context manager; ``url`` is ``http://HOST:PORT/mcp``. ``stop()`` shuts the
@@ -220,11 +220,6 @@ class CatalogServer(ServiceContext):
     def url(self) -> str:
         """The MCP endpoint."""
         return f"http://{self.host}:{self.port}/mcp"
-
-    @property
-    def running(self) -> bool:
-        """Whether the server thread is serving."""
-        return self._server is not None and self._server.running
 
     def _app(self) -> Starlette:
         manager = StreamableHTTPSessionManager(
@@ -250,9 +245,3 @@ class CatalogServer(ServiceContext):
         )
         self._server.start()
         return self
-
-    def stop(self) -> None:
-        """Stop serving and join the server thread."""
-        if self._server is not None:
-            self._server.stop()
-        self._server = None

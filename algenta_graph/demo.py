@@ -96,6 +96,14 @@ class _Walkthrough:
         snapshot = await self.graph.aget_state(config)
         return {"values": snapshot.values, "interrupts": snapshot.interrupts}
 
+    async def answer(self, thread: str, action: str, reason: str) -> dict[str, Any]:
+        """The demo operator resumes ``thread``: ``action`` (override or decline), and why."""
+        from langgraph.types import Command
+
+        return await self.turn(
+            thread, Command(resume={"action": action, "operator": OPERATOR, "reason": reason})
+        )
+
     async def plan_and_log(self, thread: str, scenario: str) -> str:
         state = await self.turn(thread, f"plan_decision scenario={scenario}")
         plan = _tool_json(state["values"], "plan_decision")
@@ -135,8 +143,6 @@ async def run_demo(
     ``model``: a chat model, an ``init_chat_model`` string or ``None`` (the offline demo
     model); ``db``: the SQLite checkpoint file (default: a temporary one).
     """
-    from langgraph.types import Command
-
     from algenta_graph.checkpointer import open_checkpointer
     from algenta_graph.engine import ApiKey, ReferenceEngine, WebhookReceiver
     from algenta_graph.graph import governed_agent
@@ -254,15 +260,8 @@ async def run_demo(
                     state["interrupts"][0].value["gate"] == "confidence",
                     "the escalation is not for the confidence gate",
                 )
-                state = await w.turn(
-                    t,
-                    Command(
-                        resume={
-                            "action": "override",
-                            "operator": OPERATOR,
-                            "reason": "pricing committee approved the test in writing",
-                        }
-                    ),
+                state = await w.answer(
+                    t, "override", "pricing committee approved the test in writing"
                 )
                 last = state["values"]["receipts"][-1]
                 _expect(
@@ -280,16 +279,7 @@ async def run_demo(
                     t, f"execute_decision decision_id={decision3} webhook_url={webhook.url}"
                 )
                 _expect(bool(state["interrupts"]), "the risk_floor denial did not escalate")
-                state = await w.turn(
-                    t,
-                    Command(
-                        resume={
-                            "action": "decline",
-                            "operator": OPERATOR,
-                            "reason": "downside exceeds this quarter's risk budget",
-                        }
-                    ),
-                )
+                state = await w.answer(t, "decline", "downside exceeds this quarter's risk budget")
                 _expect(
                     state["values"]["operator_decisions"][-1]["result"] == "declined",
                     "the decline was not recorded",

@@ -117,25 +117,17 @@ class EscalationItem(TypedDict):
     tool_call_id: str | None
 
 
-class EscalationRequest(TypedDict):
+class EscalationRequest(EscalationItem):
     """The ``interrupt()`` value: LangChain's ``HITLRequest`` plus Algenta's fields.
 
     ``action_requests[i]``/``review_configs[i]`` and ``escalations[i]`` describe the same
-    denial; the top-level ``gate``, ``decision_id``, ... repeat ``escalations[0]`` for clients
-    that show one denial at a time.
+    denial; the top-level ``gate``, ``decision_id``, ... (the :class:`EscalationItem` fields)
+    repeat ``escalations[0]`` for clients that show one denial at a time.
     """
 
     action_requests: list[ActionRequest]
     review_configs: list[ReviewConfig]
     escalations: list[EscalationItem]
-    gate: str
-    code: str | None
-    message: str | None
-    override_hint: str | None
-    decision_id: str | None
-    webhook_url: str | None
-    override_flag: str
-    tool_call_id: str | None
     resume_with: dict[str, Any]
     error: NotRequired[str]
 

@@ -27,8 +27,8 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel
 
 from algenta_graph._net import free_port
-from algenta_graph._serve import BackgroundServer
-from algenta_graph.engine.server import _quiet_mcp_stream_logger
+from algenta_graph._serve import BackgroundServer, BackgroundService
+from algenta_graph.engine.server import _quiet_mcp_stream_logger, replay_body
 
 DENIAL_FORMS = (
     "mcp_error",  # isError true, the denial JSON as text
@@ -230,19 +230,10 @@ class _Recorder:
             )
             await send({"type": "http.response.body", "body": data})
             return
-        replayed = False
-
-        async def replay() -> Any:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay_body(body, receive), send)
 
 
-class WireServer:
+class WireServer(BackgroundService):
     """:func:`build_server` on a fixed free port in a background thread; restartable."""
 
     def __init__(self, *, api_key: str | None = None, name: str = "wire") -> None:
@@ -289,7 +280,7 @@ class WireServer:
         return [r for r in self.methods("tools/call") if name is None or r["tool"] == name]
 
     def start(self) -> WireServer:
-        if self._server is not None and self._server.running:
+        if self.running:
             return self
         _quiet_mcp_stream_logger()  # a session's normal DELETE is not an error
         app = build_server(self.calls, name=self.name).streamable_http_app()
@@ -298,14 +289,3 @@ class WireServer:
         )
         self._server.start()
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-
-    def __enter__(self) -> WireServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

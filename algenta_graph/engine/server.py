@@ -26,7 +26,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import ValidationError
 
 from algenta_graph._net import free_port
-from algenta_graph._serve import BackgroundServer, ServiceContext
+from algenta_graph._serve import BackgroundServer, BackgroundService
 from algenta_graph.engine.approvals import approval_routes
 from algenta_graph.engine.auth import (
     API_KEY_IDENTITY,
@@ -311,16 +311,23 @@ class EngineGuard:
             await _json_response(send, 400, _error_body("invalid_json", problem))
             return
 
-        replayed = False
+        await self.app(scope, replay_body(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """The ``receive`` to hand the app behind a middleware that has read the whole request
+    ``body``: that body once, as one message, then the client's own ``receive`` (its
+    disconnect)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _error_body(code: str, message: str) -> dict[str, Any]:
@@ -437,7 +444,7 @@ def combined_keys(keys: KeyRing | None, api_key: str | None) -> KeyRing | None:
     return ring or None
 
 
-class ReferenceEngine(ServiceContext):
+class ReferenceEngine(BackgroundService):
     """The reference engine on ``host:port`` (a free port by default) in a background thread.
 
     ``db`` is the SQLite file (a temporary one by default, removed when the object is
@@ -503,7 +510,7 @@ class ReferenceEngine(ServiceContext):
         return f"http://{self.host}:{self.port}/mcp"
 
     def start(self) -> ReferenceEngine:
-        if self._server is not None and self._server.running:
+        if self.running:
             return self
         self._lock.acquire()  # DatabaseInUse when another engine serves this file
         try:
@@ -534,19 +541,13 @@ class ReferenceEngine(ServiceContext):
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        super().stop()
         self._lock.release()
 
     @property
     def approve_url(self) -> str:
         """``http://host:port/v1/decision-plans/{plan_id}/approve`` (format ``plan_id``)."""
         return f"http://{self.host}:{self.port}/v1/decision-plans/{{plan_id}}/approve"
-
-    @property
-    def running(self) -> bool:
-        return self._server is not None and self._server.running
 
     def call_log(self) -> list[dict[str, Any]]:
         """Every tools/call the engine received, oldest first: name and arguments as sent."""

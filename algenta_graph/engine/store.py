@@ -145,6 +145,18 @@ class Store:
         finally:
             conn.close()
 
+    def _one(self, query: str, params: tuple[Any, ...]) -> sqlite3.Row | None:
+        """The first row ``query`` selects (``None`` if none), in a transaction of its own."""
+        with self._tx() as conn:
+            row: sqlite3.Row | None = conn.execute(query, params).fetchone()
+        return row
+
+    def _rows_with_json(self, query: str, column: str) -> list[dict[str, Any]]:
+        """The rows ``query`` selects, as dicts, with ``column`` read back from its JSON."""
+        with self._tx() as conn:
+            rows = conn.execute(query).fetchall()
+        return [{**dict(r), column: json.loads(r[column])} for r in rows]
+
     # -- call log --------------------------------------------------------------------------
 
     def log_call(self, name: str, arguments: Any) -> None:
@@ -157,18 +169,9 @@ class Store:
 
     def call_log(self) -> list[dict[str, Any]]:
         """Every recorded tools/call, oldest first: ``{"name", "arguments", "received_at"}``."""
-        with self._tx() as conn:
-            rows = conn.execute(
-                "SELECT name, arguments, received_at FROM call_log ORDER BY seq"
-            ).fetchall()
-        return [
-            {
-                "name": r["name"],
-                "arguments": json.loads(r["arguments"]),
-                "received_at": r["received_at"],
-            }
-            for r in rows
-        ]
+        return self._rows_with_json(
+            "SELECT name, arguments, received_at FROM call_log ORDER BY seq", "arguments"
+        )
 
     # -- policy snapshots ------------------------------------------------------------------
 
@@ -183,19 +186,11 @@ class Store:
 
     def policy_snapshots(self) -> list[dict[str, Any]]:
         """Every policy this database has served under, newest first."""
-        with self._tx() as conn:
-            rows = conn.execute(
-                "SELECT policy_snapshot_id, policy, created_at FROM policy_snapshots"
-                " ORDER BY rowid DESC"
-            ).fetchall()
-        return [
-            {
-                "policy_snapshot_id": r["policy_snapshot_id"],
-                "policy": json.loads(r["policy"]),
-                "created_at": r["created_at"],
-            }
-            for r in rows
-        ]
+        return self._rows_with_json(
+            "SELECT policy_snapshot_id, policy, created_at FROM policy_snapshots"
+            " ORDER BY rowid DESC",
+            "policy",
+        )
 
     # -- plans -----------------------------------------------------------------------------
 
@@ -207,10 +202,7 @@ class Store:
             )
 
     def get_plan(self, plan_hash: str) -> dict[str, Any] | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT plan FROM plans WHERE plan_hash = ?", (plan_hash,)
-            ).fetchone()
+        row = self._one("SELECT plan FROM plans WHERE plan_hash = ?", (plan_hash,))
         return None if row is None else dict(json.loads(row["plan"]))
 
     # -- decisions -------------------------------------------------------------------------
@@ -235,10 +227,7 @@ class Store:
         return out
 
     def get_decision(self, decision_id: str) -> dict[str, Any] | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT * FROM decisions WHERE decision_id = ?", (decision_id,)
-            ).fetchone()
+        row = self._one("SELECT * FROM decisions WHERE decision_id = ?", (decision_id,))
         return None if row is None else self._decision(row)
 
     def list_decisions(self, *, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
@@ -375,20 +364,18 @@ class Store:
     def executed_count(self, decision_id: str) -> int:
         """Executions of ``decision_id`` that count as executed (:data:`EXECUTED_STATUSES`)."""
         marks = ", ".join("?" for _ in EXECUTED_STATUSES)
-        with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT COUNT(*) FROM executions WHERE decision_id = ?"
-                f" AND execution_status IN ({marks})",
-                (decision_id, *EXECUTED_STATUSES),
-            ).fetchone()
-        return int(row[0])
+        row = self._one(
+            f"SELECT COUNT(*) FROM executions WHERE decision_id = ?"
+            f" AND execution_status IN ({marks})",
+            (decision_id, *EXECUTED_STATUSES),
+        )
+        return 0 if row is None else int(row[0])
 
     def execution_by_idempotency_key(self, key: str) -> dict[str, Any] | None:
         """The stored receipt (and decision) of the execution that carries ``key``."""
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT decision_id, receipt FROM executions WHERE idempotency_key = ?", (key,)
-            ).fetchone()
+        row = self._one(
+            "SELECT decision_id, receipt FROM executions WHERE idempotency_key = ?", (key,)
+        )
         if row is None:
             return None
         return {"decision_id": row["decision_id"], "receipt": json.loads(row["receipt"])}
@@ -407,10 +394,7 @@ class Store:
         return created
 
     def proposal(self, plan_id: str) -> dict[str, Any] | None:
-        with self._tx() as conn:
-            row = conn.execute(
-                "SELECT * FROM plan_proposals WHERE plan_id = ?", (plan_id,)
-            ).fetchone()
+        row = self._one("SELECT * FROM plan_proposals WHERE plan_id = ?", (plan_id,))
         return None if row is None else dict(row)
 
     def proposals_for(self, plan_hash: str) -> list[dict[str, Any]]:
