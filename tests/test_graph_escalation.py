@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
-from graph_support import agent, config, execute, log_decision, open_connection, tool_messages
+from graph_support import (
+    agent,
+    call,
+    config,
+    execute,
+    log_decision,
+    open_connection,
+    tool_messages,
+)
 from langgraph.types import Command
 
+from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.engine.auth import ApiKey
 from algenta_graph.state import OperatorDecision
 
 pytestmark = pytest.mark.timeout(120)
@@ -252,3 +266,73 @@ async def test_a_new_turn_after_a_halted_step_goes_to_the_model(
     assert halted.next == () and model.position == 2
     assert out["messages"][-1].content == "a new answer"
     assert out["operator_decisions"] == [] and engine.executions(decision) == []
+
+
+async def test_a_force_override_on_the_strict_engine_needs_a_newly_approved_plan(
+    start_engine: Callable[..., ReferenceEngine], webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    # The strict engine spends a plan's approval on its delivery (single-use nonce), so an
+    # idempotency override of a delivered decision is refused until a new plan for it is
+    # approved. The graph records that refusal honestly (no receipt), and an override after
+    # a new approved plan in the thread delivers once more.
+    keys = {
+        "tok-agent": ApiKey("graph-worker", frozenset({"agent"}), execute=True),
+        "tok-operator": ApiKey("alice", frozenset({"operator"})),
+    }
+    engine = start_engine(relaxed=False, keys=keys)
+    fields = ("chosen_action", "expected_value", "confidence", "risk_p5", "risk_p95")
+    override = {"action": "override", "operator": "ana", "reason": "send it again"}
+
+    def answer(out: dict[str, Any]) -> dict[str, Any]:
+        return dict(json.loads(tool_messages(out)[-1].text))
+
+    async def approve(plan: dict[str, Any]) -> None:
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.post(
+                engine.approve_url.format(plan_id=plan["plan_id"]),
+                json={"plan_hash": plan["plan_hash"], "nonce": plan["nonce"]},
+                headers={"Authorization": "Bearer tok-operator"},
+            )
+        assert response.status_code == 200, response.text
+
+    async with (
+        EngineConnection(engine.url, profile="execute", api_key="tok-agent") as conn,
+        agent(conn, tmp_path / "cp.sqlite", [], on_denial={"idempotency": "escalate"}) as (
+            graph,
+            model,
+        ),
+    ):
+        cfg = config("t")
+
+        async def turn(text: str, *replies: Any) -> dict[str, Any]:
+            model.replies.extend(replies)
+            return dict(await graph.ainvoke({"messages": [("user", text)]}, cfg))
+
+        scenario = {"scenario": "restock_inventory"}
+        first = answer(await turn("plan", call("plan_decision", scenario, "p1"), "planned"))
+        logged = {**{k: first[k] for k in fields}, "plan_hash": first["plan_hash"]}
+        decision = answer(await turn("log", call("log_decision", logged, "l1"), "logged"))
+        decision_id = decision["decision_id"]
+        await approve(first)
+        await turn("execute", execute(decision_id, webhook.url, "e1"), "done")
+        await turn("again", execute(decision_id, webhook.url, "e2"))  # escalated: one reply
+        model.replies.append("told")
+        refused = await graph.ainvoke(Command(resume=override), cfg)
+        # a new plan for the same decision, approved out of band, then the override again
+        second = answer(await turn("plan again", call("plan_decision", scenario, "p2"), "again"))
+        await approve(second)
+        await turn("once more", execute(decision_id, webhook.url, "e3"))
+        model.replies.append("delivered again")
+        out = await graph.ainvoke(Command(resume=override), cfg)
+    failed, delivered = out["operator_decisions"]
+    assert refused["operator_decisions"] == [failed]
+    assert (failed["tool_call_id"], failed["result"]) == ("e2", "failed")
+    assert "plan_not_approved" in failed["outcome"]["message"]
+    assert second["plan_hash"] == first["plan_hash"] and second["nonce"] != first["nonce"]
+    assert (delivered["tool_call_id"], delivered["result"]) == ("e3", "receipt")
+    assert [(r["source"], r["execution_status"]) for r in out["receipts"]] == [
+        ("model", "delivered"),
+        ("operator", "delivered"),
+    ]
+    assert [e["force"] for e in engine.executions(decision_id)] == [False, True]
+    assert len(webhook.received) == 2
