@@ -379,17 +379,20 @@ async def test_guarded_graph_reads_commands_and_copies_in_an_update() -> None:
         ([[{"messages": []}, GOVERNED_TOOL_NODE]], "__copy__", "governance node"),
     ):
         with pytest.raises(Exception, match=re.escape(needle)):
-            await graph.abulk_update_state(config, [[StateUpdate(values, as_node)]])
+            # StateUpdate is annotated dict; LangGraph takes Commands and __copy__ lists too
+            await graph.abulk_update_state(config, [[StateUpdate(values, as_node)]])  # type: ignore[arg-type]
         with pytest.raises(Exception, match=re.escape(needle)):
-            graph.bulk_update_state(config, [[StateUpdate(values, as_node)]])
+            graph.bulk_update_state(config, [[StateUpdate(values, as_node)]])  # type: ignore[arg-type]
     after = await graph.aget_state(config)
     assert (after.values, after.next) == (before.values, before.next)
     # a command that only writes messages, and a copy of the latest checkpoint, still work
     await graph.abulk_update_state(
-        config, [[StateUpdate(Command(update={"messages": []}), "model")]]
+        config,
+        [[StateUpdate(Command(update={"messages": []}), "model")]],  # type: ignore[arg-type]
     )
     await graph.abulk_update_state(
-        config, [[StateUpdate([[{"messages": []}, "model"]], "__copy__")]]
+        config,
+        [[StateUpdate([[{"messages": []}, "model"]], "__copy__")]],  # type: ignore[arg-type]
     )
     assert (await graph.aget_state(config)).values["operator_decisions"] == []
 
@@ -766,13 +769,7 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         # 6. the operator's override: a receipt, in the authenticated operator's name
         # (gus's refused answer is replayed by LangGraph when the node resumes: it carries his
         # name, so it cannot take effect in ana's)
-        await ana.runs.wait(
-            thread,
-            "governed_agent",
-            command={"resume": {"decisions": [{"type": "approve", "message": "signed off"}]}},
-        )
-        state = await alice.threads.get_state(thread)
-        assert state["next"] == []
+        state = await _approve(ana, alice, thread)
         [receipt] = state["values"]["receipts"]
         assert (receipt["decision_id"], receipt["source"], receipt["operator"]) == (
             shaky,
@@ -799,6 +796,18 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
 
 # ---------------------------------------------------------------------------------------------
 # update_state cannot answer, skip or impersonate the governance nodes
+
+
+async def _approve(operator: Any, owner: Any, thread: str) -> Any:
+    """The operator approves the thread's escalation; the owner's view of the finished state."""
+    await operator.runs.wait(
+        thread,
+        "governed_agent",
+        command={"resume": {"decisions": [{"type": "approve", "message": "signed off"}]}},
+    )
+    state = await owner.threads.get_state(thread)
+    assert state["next"] == []
+    return state
 
 
 async def _refused_update(client: Any, thread: str, values: Any, as_node: str | None) -> str:
@@ -956,13 +965,7 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
         assert (await ana.threads.get_state(own))["next"] == ["denial_handler_confidence"]
 
         # the operator's resume still answers alice's, recorded once, in the operator's name
-        await ana.runs.wait(
-            thread,
-            "governed_agent",
-            command={"resume": {"decisions": [{"type": "approve", "message": "signed off"}]}},
-        )
-        state = await alice.threads.get_state(thread)
-        assert state["next"] == []
+        state = await _approve(ana, alice, thread)
         [decision] = state["values"]["operator_decisions"]
         assert (decision["operator"], decision["action"], decision["result"]) == (
             "ana",
