@@ -1034,7 +1034,7 @@ def test_an_answer_to_a_call_without_an_id_carries_the_tools_name(
     call: dict[str, Any], scripted: list[Any], name: str, outcome: str
 ) -> None:
     node, conn, _ = make_node()
-    conn.answers = scripted
+    conn.answers = list(scripted)  # the parameter is shared by every run of the test
     conn.executions["d1"] = [execution("d1", "t1")]  # recovered after the idempotency denial
     (message,) = run(node, step_state(_no_id({"type": "tool_call", **call})))["messages"]
     assert (message.name, message.tool_call_id, outcome_of(message)) == (name, "", outcome)
