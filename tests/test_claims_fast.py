@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -198,3 +199,72 @@ def test_a_postgres_saver_gets_the_postgres_store() -> None:
     saver = AsyncPostgresSaver()
     store: Any = claims_for(saver)
     assert type(store).__name__ == "_PostgresClaims" and store.saver is saver
+
+
+class Locked:
+    """Stands in for a claim store's ``_exec_once``: fails ``times`` times with ``error``, then
+    runs the real statement; and for ``asyncio`` in claims.py (its sleeps are recorded)."""
+
+    def __init__(self, store: Any, times: int, error: str = "database is locked") -> None:
+        self.real = store._exec_once
+        self.times = times
+        self.error = error
+        self.attempts = 0
+        self.sleeps: list[float] = []
+        self.rollbacks = 0
+        store._exec_once = self.exec_once
+        real_rollback = store.saver.conn.rollback
+
+        async def rollback() -> None:
+            self.rollbacks += 1
+            await real_rollback()
+
+        store.saver.conn.rollback = rollback
+
+    async def exec_once(self, sql: str, params: tuple[Any, ...]) -> Any:
+        self.attempts += 1
+        if self.attempts <= self.times:
+            raise sqlite3.OperationalError(self.error)
+        return await self.real(sql, params)
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+
+
+def locked_claim(tmp_path: Path, monkeypatch: Any, times: int, error: str) -> tuple[Any, Locked]:
+    async def go() -> tuple[Any, Locked]:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as saver:
+            store = claims_for(saver)
+            locked = Locked(store, times, error)
+            monkeypatch.setattr(claims_module, "asyncio", locked)
+            try:
+                return await store.claim(new_claim("k", ANSWER)), locked
+            except sqlite3.OperationalError as exc:
+                return exc, locked
+
+    return asyncio.run(go())
+
+
+def test_a_locked_claim_table_is_tried_again_after_a_rollback(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    claim, locked = locked_claim(tmp_path, monkeypatch, 3, "database is locked")
+    assert isinstance(claim, Claim) and claim.answer == ANSWER
+    assert (locked.attempts, locked.rollbacks) == (5, 3)  # 3 locked, the INSERT, the SELECT
+    assert locked.sleeps == pytest.approx([0.05, 0.1, 0.15])
+
+
+def test_a_claim_table_locked_for_good_fails_after_the_last_try(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    error, locked = locked_claim(tmp_path, monkeypatch, 100, "database table is locked")
+    assert isinstance(error, sqlite3.OperationalError)
+    assert str(error) == "database table is locked"
+    assert (locked.attempts, locked.rollbacks) == (20, 19)
+    assert locked.sleeps == pytest.approx([0.05 * n for n in range(1, 20)])
+
+
+def test_any_other_database_error_is_raised_at_once(tmp_path: Path, monkeypatch: Any) -> None:
+    error, locked = locked_claim(tmp_path, monkeypatch, 1, "no such table: x")
+    assert isinstance(error, sqlite3.OperationalError) and str(error) == "no such table: x"
+    assert (locked.attempts, locked.rollbacks, locked.sleeps) == (1, 0, [])

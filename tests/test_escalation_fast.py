@@ -801,3 +801,87 @@ def test_authenticated_identity_of_objects_missing_attributes() -> None:
 
     assert authenticated_identity(conf(SimpleNamespace(identity="x"))) == "x"
     assert authenticated_identity(conf(SimpleNamespace(is_authenticated=True))) is None
+
+
+# --------------------------------------------------------------------------- invariant 11
+
+
+def plan_message(plan_hash: str, nonce: str) -> ToolMessage:
+    body = f'{{"plan_hash": "{plan_hash}", "nonce": "{nonce}"}}'
+    return ToolMessage(body, name="plan_decision", tool_call_id=f"plan-{nonce}")
+
+
+def strict_harness(plans: list[ToolMessage]) -> Harness:
+    h = Harness("confidence")
+    h.conn.execute_supplied = frozenset({"idempotency_key", "nonce"})  # type: ignore[attr-defined]
+    h.conn.get_decision_result = {"decision": {"plan_hash": "h1"}, "executions": []}
+    state = denied_state(denial("confidence", policy="escalate"))
+    state["messages"][1:1] = plans
+    h.start(state)
+    return h
+
+
+def test_an_override_on_a_strict_engine_sends_the_graphs_key_and_the_plans_nonce() -> None:
+    h = strict_harness([plan_message("h1", "n-old"), plan_message("h1", "n1")])
+    h.conn.operator_answers = [ExecutionReceipt.model_validate(receipt_body())]
+    out = h.resume(OVERRIDE)
+    (sent,) = h.conn.operator_calls
+    assert sent["extra"] == {"idempotency_key": "algenta-graph:t1:c1:operator", "nonce": "n1"}
+    assert h.conn.get_decision_calls == ["d1", "d1"]  # its own delivery first, then the plan
+    assert [d["result"] for d in out["operator_decisions"]] == ["receipt"]
+
+
+def test_an_override_without_the_plans_nonce_sends_nothing() -> None:
+    h = strict_harness([plan_message("h2", "n2")])
+    out = h.resume(OVERRIDE)
+    assert h.conn.operator_calls == []
+    assert [d["result"] for d in out["operator_decisions"]] == ["failed"]
+    (told,) = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.id == "msg-c1"]
+    assert (
+        "the execution failed: operator execution failed: no plan_decision result in this "
+        "thread has plan_hash h1" in told.content
+    )
+
+
+def engine_shows(conn: StubConnection, *looks: list[dict[str, Any]]) -> None:
+    """``get_decision`` answers with each list of executions in turn, then the last one."""
+    views = list(looks)
+
+    async def get_decision(decision_id: str) -> dict[str, Any]:
+        conn.get_decision_calls.append(decision_id)
+        return {"executions": views.pop(0) if len(views) > 1 else views[0]}
+
+    conn.get_decision = get_decision  # type: ignore[method-assign]
+
+
+def operators(status: str, code: int = 200) -> dict[str, Any]:
+    tag = {"thread_id": "t1", "tool_call_id": "c1", "operator": "ana"}
+    body = receipt_body(execution_status=status, response_code=code)
+    return {**body, "metadata": {"algenta_graph": tag}}
+
+
+def test_an_override_still_in_flight_is_awaited_not_sent_again() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate", timeout_seconds=1)))
+    engine_shows(h.conn, [operators("unknown", 0)], [operators("delivered", 201)])
+    out = h.resume(OVERRIDE)
+    assert h.conn.operator_calls == []
+    assert [(r["execution_status"], r["response_code"]) for r in out["receipts"]] == [
+        ("delivered", 201)
+    ]
+    assert h.conn.get_decision_calls == ["d1", "d1"]
+
+
+def test_an_override_serialised_behind_its_own_in_flight_delivery_awaits_it() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate", timeout_seconds=1)))
+    engine_shows(h.conn, [], [operators("unknown", 0)], [operators("delivered", 202)])
+    h.conn.operator_answers = [
+        ExecutionDenial(gate="idempotency", code="execution_blocked_idempotency", message="x")
+    ]
+    out = h.resume(OVERRIDE)
+    assert len(h.conn.operator_calls) == 1
+    assert [(r["execution_status"], r["response_code"]) for r in out["receipts"]] == [
+        ("delivered", 202)
+    ]
+    assert [d["result"] for d in out["operator_decisions"]] == ["receipt"]

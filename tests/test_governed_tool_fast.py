@@ -5,6 +5,7 @@ engine over HTTP: ``test_graph.py``, ``test_governance.py``, ``test_graph_recove
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 from types import SimpleNamespace
@@ -23,17 +24,22 @@ from governed_stub import (
 )
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from algenta_graph import governed_tool
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.governed_tool import (
     HALT,
     OUTCOME_KEY,
     GovernedToolNode,
+    counts_as_executed,
     denial_text,
     for_decision,
     gate_order,
+    idempotency_key,
     last_step,
     message_text,
+    plan_nonce,
     receipt_text,
+    settle_for,
     step_denials,
     tool_message,
 )
@@ -362,8 +368,11 @@ def test_other_gates_never_look_up_the_engine() -> None:
     assert "receipts" not in update
 
 
-def find(node: GovernedToolNode, decision_id: Any, thread: str = "t1") -> Any:
-    return asyncio.run(node.find_execution(decision_id, lambda tag: tag.get("thread_id") == thread))
+def find(node: GovernedToolNode, decision_id: Any, thread: str = "t1", settle: float = 0.0) -> Any:
+    ours = lambda tag: tag.get("thread_id") == thread  # noqa: E731
+    if settle:
+        return asyncio.run(node.find_execution(decision_id, ours, settle=settle))
+    return asyncio.run(node.find_execution(decision_id, ours))
 
 
 def test_find_execution_prefers_a_delivery_then_the_latest_attempt() -> None:
@@ -746,3 +755,475 @@ def test_plain_content_of_odd_blocks() -> None:
 def test_route_without_messages_is_ok() -> None:
     assert GovernedToolNode.route({"denials": []}) == "ok"  # type: ignore[typeddict-item]
     assert GovernedToolNode.route({}) == "ok"  # type: ignore[typeddict-item]
+
+
+# --------------------------------------------------------------------------- invariant 8
+
+
+@pytest.mark.parametrize(
+    ("receipt", "executed"),
+    [
+        ({"execution_status": "delivered"}, True),
+        ({"execution_status": "delivered", "retryable": True}, True),
+        ({"execution_status": "unknown", "retryable": True}, True),
+        ({"execution_status": "failed"}, True),
+        ({"execution_status": "failed", "retryable": False}, True),
+        ({"execution_status": "failed", "retryable": "true"}, True),
+        ({"execution_status": "failed", "retryable": 1}, True),
+        ({"execution_status": "FAILED", "retryable": True}, True),
+        ({"EXECUTION_STATUS": "failed", "RETRYABLE": True}, True),
+        ({"execution_status": "failed", "retryable": True}, False),
+        ({}, True),
+    ],
+)
+def test_counts_as_executed_unless_the_engine_says_nothing_was_sent(
+    receipt: dict[str, Any], executed: bool
+) -> None:
+    assert counts_as_executed(receipt) is executed
+
+
+def test_a_retryable_failed_delivery_may_be_sent_again_by_the_model() -> None:
+    node, conn, _ = make_node()
+    nothing_sent = {**receipt_body(execution_status="failed", retryable=True), "source": "model"}
+    conn.answers = [answer(receipt_body())]
+    update = run(node, step_state(execute_call(), receipts=[nothing_sent]))
+    assert [c[1]["decision_id"] for c in conn.calls] == ["d1"]
+    assert [r["execution_status"] for r in update["receipts"]] == ["delivered"]
+    assert "denials" not in update
+    # a failure the engine did not call retryable blocks the decision (invariant 8)
+    node, conn, _ = make_node()
+    maybe_sent = {**receipt_body(execution_status="failed", retryable=False), "source": "model"}
+    update = run(node, step_state(execute_call(), receipts=[maybe_sent]))
+    assert conn.calls == [] and [d["source"] for d in update["denials"]] == ["thread_receipts"]
+
+
+def test_a_retryable_failure_in_a_step_lets_the_next_call_of_the_step_send_it() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [
+        answer(receipt_body(execution_status="failed", response_code=None, retryable=True)),
+        answer(receipt_body(execution_status="failed", response_code=500)),
+    ]
+    calls = [execute_call("d1", "c1"), execute_call("d1", "c2"), execute_call("d1", "c3")]
+    update = run(node, step_state(*calls))
+    assert [c[2] for c in conn.calls] == ["c1", "c2"]  # c2 went out, c3 did not
+    assert [r["tool_call_id"] for r in update["receipts"]] == ["c1", "c2"]
+    assert [(d["tool_call_id"], d["source"]) for d in update["denials"]] == [
+        ("c3", "thread_receipts")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        ({"timeout_seconds": 2}, 7.0),
+        ({"timeout_seconds": 2.5}, 7.5),
+        ({}, 15.0),
+        ({"timeout_seconds": None}, 15.0),
+        ({"timeout_seconds": True}, 15.0),
+        ({"timeout_seconds": "30"}, 15.0),
+        ({"TIMEOUT_SECONDS": 30}, 15.0),
+        ({"timeout_seconds": 600}, 65.0),
+    ],
+)
+def test_settle_for_is_the_delivery_timeout_plus_a_margin(
+    args: dict[str, Any], seconds: float
+) -> None:
+    assert settle_for(args) == seconds
+    assert type(settle_for(args)) is float
+
+
+# --------------------------------------------------------------------------- invariant 11
+
+
+def test_idempotency_key_names_the_attempt_and_hashes_a_long_one() -> None:
+    assert idempotency_key("t1:c1") == "algenta-graph:t1:c1"
+    longest = "a" * 186  # "algenta-graph:" + 186 characters = 200, the engine's limit
+    assert idempotency_key(longest) == "algenta-graph:" + longest
+    too_long = "a" * 187
+    digest = hashlib.sha256(too_long.encode()).hexdigest()
+    assert idempotency_key(too_long) == f"algenta-graph:sha256:{digest}"
+    assert len(idempotency_key(too_long)) == 85
+
+
+def plan_result(plan_hash: Any, nonce: Any, *, name: str = "plan_decision") -> ToolMessage:
+    body = json.dumps({"plan_hash": plan_hash, "nonce": nonce, "status": "pending"})
+    return ToolMessage(content=body, name=name, tool_call_id=f"p-{plan_hash}-{nonce}")
+
+
+def test_plan_nonce_is_the_latest_plan_decision_result_for_the_plan_hash() -> None:
+    messages: list[Any] = [
+        HumanMessage("plan it"),
+        plan_result("h1", "n-old"),
+        plan_result("h1", "n1", name="algenta__plan_decision"),  # a prefixed tool name
+        plan_result("h2", "n2"),  # another plan, later
+        plan_result("h1", 5),  # not a nonce
+        plan_result("h1", "n-sim", name="simulate"),  # not a plan_decision result
+        ToolMessage(content="not json", name="plan_decision", tool_call_id="x"),
+        ToolMessage(content="[1, 2]", name="plan_decision", tool_call_id="y"),
+        ToolMessage(content=json.dumps({"plan_hash": "h1"}), name=None, tool_call_id="z"),
+        HumanMessage(content=json.dumps({"plan_hash": "h1", "nonce": "n-human"})),
+        AIMessage("done"),
+    ]
+    assert plan_nonce(messages, "h1") == "n1"
+    assert plan_nonce(messages, "h2") == "n2"
+    assert plan_nonce(messages, "h3") is None
+    assert plan_nonce([], "h1") is None
+    structured = ToolMessage(
+        content="",
+        name="plan_decision",
+        tool_call_id="s",
+        artifact={"structured_content": {"result": {"plan_hash": "h4", "nonce": "n4"}}},
+    )
+    assert plan_nonce([structured, AIMessage("x")], "h4") == "n4"
+
+
+def strict_node(supplied: frozenset[str], record: Any = None) -> tuple[GovernedToolNode, Any, Any]:
+    node, conn, catalog = make_node()
+    conn.execute_supplied = supplied  # type: ignore[attr-defined]
+    conn.get_decision_result = record
+    return node, conn, catalog
+
+
+def test_the_graph_supplies_the_idempotency_key_never_the_model() -> None:
+    node, conn, _ = strict_node(frozenset({"idempotency_key"}))
+    conn.answers = [answer(receipt_body())]
+    call = execute_call(idempotency_key="model-key", nonce="model-nonce")
+    update = run(node, step_state(call))
+    (sent,) = conn.calls
+    assert sent[1]["idempotency_key"] == "algenta-graph:t1:c1"
+    assert "nonce" not in sent[1]  # this engine does not declare it: the model's is dropped
+    assert conn.get_decision_calls == []  # no plan lookup without a nonce
+    assert [r["decision_id"] for r in update["receipts"]] == ["d1"]
+
+
+def test_the_model_never_supplies_them_when_the_engine_declares_none() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [answer(receipt_body())]
+    run(node, step_state(execute_call(idempotency_key="k", nonce="n")))
+    assert set(conn.calls[0][1]) == {"decision_id", "webhook_url", "metadata"}
+    assert conn.get_decision_calls == []
+
+
+def test_the_graph_supplies_the_nonce_of_the_decisions_plan() -> None:
+    record = {"decision": {"decision_id": "d1", "plan_hash": "h1"}}
+    node, conn, _ = strict_node(frozenset({"idempotency_key", "nonce"}), record)
+    conn.answers = [answer(receipt_body())]
+    state = step_state(execute_call(nonce="model-nonce"))
+    state["messages"][1:1] = [plan_result("h1", "n1"), plan_result("h2", "n2")]
+    update = run(node, state, config(thread_id="t9"))
+    assert conn.get_decision_calls == ["d1"]
+    (sent,) = conn.calls
+    assert (sent[1]["idempotency_key"], sent[1]["nonce"]) == ("algenta-graph:t9:c1", "n1")
+    assert [r["decision_id"] for r in update["receipts"]] == ["d1"]
+
+
+@pytest.mark.parametrize(
+    ("record", "plans", "error"),
+    [
+        (
+            {"decision": {"plan_hash": "h1"}},
+            [plan_result("h2", "n2")],
+            "no plan_decision result in this thread has plan_hash h1; call plan_decision (and "
+            "have an operator approve the plan) before executing",
+        ),
+        (
+            {"decision": {"plan_hash": "h1"}},
+            [],
+            "no plan_decision result in this thread has plan_hash h1; call plan_decision (and "
+            "have an operator approve the plan) before executing",
+        ),
+        *[
+            (
+                record,
+                [plan_result("", "n0"), plan_result(5, "n5"), plan_result(None, "nn")],
+                "decision d1 was logged without a plan_hash; this engine executes only a "
+                "decision logged with the plan_hash of a plan_decision result",
+            )
+            for record in (
+                {"decision": {"plan_hash": ""}},
+                {"decision": {"plan_hash": 5}},
+                {"decision": {"plan_hash": None}},
+                {"decision": "h1"},
+                {"plan_hash": "h1"},
+                {},
+            )
+        ],
+    ],
+)
+def test_without_the_plans_nonce_nothing_is_sent(
+    record: dict[str, Any], plans: list[Any], error: str
+) -> None:
+    node, conn, _ = strict_node(frozenset({"nonce"}), record)
+    state = step_state(execute_call())
+    state["messages"][1:1] = plans
+    update = run(node, state)
+    assert conn.calls == [] and conn.get_decision_calls == ["d1"]
+    assert set(update) == {"messages"}
+    (message,) = update["messages"]
+    assert message.content == f"Error: execute_decision was not called: {error}"
+    assert (message.status, outcome_of(message)) == ("error", "failed")
+
+
+def test_a_failing_plan_lookup_sends_nothing() -> None:
+    node, conn, _ = strict_node(frozenset({"nonce"}))
+    conn.get_decision_error = AlgentaGraphError("engine down")
+    (message,) = run(node, step_state(execute_call()))["messages"]
+    assert message.content == "Error: execute_decision was not called: engine down"
+    assert conn.calls == []
+
+
+def test_a_result_without_an_artifact_is_parsed() -> None:
+    node, conn, _ = make_node()
+    conn.answers = [receipt_body()]  # a plain dict: no artifact attribute at all
+    update = run(node, step_state(execute_call()))
+    assert [r["decision_id"] for r in update["receipts"]] == ["d1"]
+    assert update["messages"][0].artifact is None
+
+
+# --------------------------------------------------------------------------- names
+
+
+def renaming_node() -> tuple[GovernedToolNode, Any, Any]:
+    """A node whose catalog maps the model's tool names to different real ones."""
+    node, conn, catalog = make_node()
+    real = {"m_simulate": "simulate", "m_execute": "execute_decision", "m_search": "search_tools"}
+    catalog.real_call = lambda name, args: (real.get(name, name), dict(args))
+    return node, conn, catalog
+
+
+def test_every_answer_carries_the_name_the_model_used() -> None:
+    node, conn, _ = renaming_node()
+    conn.answers = [answer({"ok": 1}), answer(receipt_body())]
+    calls = [
+        {"name": "m_simulate", "args": {}, "id": "p1", "type": "tool_call"},
+        {**execute_call(), "name": "m_execute"},
+        {"name": "m_search", "args": {"query": "q"}, "id": "s1", "type": "tool_call"},
+    ]
+    update = run(node, step_state(*calls))
+    assert [c[0] for c in conn.calls] == ["simulate", "execute_decision"]
+    assert [(m.tool_call_id, m.name) for m in update["messages"]] == [
+        ("p1", "m_simulate"),
+        ("c1", "m_execute"),
+        ("s1", "m_search"),
+    ]
+
+
+def _no_id(call: dict[str, Any]) -> dict[str, Any]:
+    return {**call, "id": None}
+
+
+@pytest.mark.parametrize(
+    ("call", "scripted", "name", "outcome"),
+    [
+        ({"name": "search_tools", "args": {"query": "q"}}, [], "search_tools", "ok"),
+        ({"name": "nope", "args": {}}, [], "nope", "failed"),
+        ({"name": "simulate", "args": {}}, [answer({"ok": 1})], "simulate", "ok"),
+        ({"name": "simulate", "args": {}}, [AlgentaGraphError("down")], "simulate", "failed"),
+        (execute_call(timeout_seconds=0), [], "execute_decision", "failed"),
+        (
+            execute_call(),
+            [answer(denial_body("confidence"))],
+            "execute_decision",
+            "gate:confidence",
+        ),
+        (execute_call(), [answer(receipt_body())], "execute_decision", "ok"),
+        (execute_call(), [answer(denial_body("idempotency"))], "execute_decision", "ok"),
+    ],
+)
+def test_an_answer_to_a_call_without_an_id_carries_the_tools_name(
+    call: dict[str, Any], scripted: list[Any], name: str, outcome: str
+) -> None:
+    node, conn, _ = make_node()
+    conn.answers = list(scripted)  # the parameter is shared by every run of the test
+    conn.executions["d1"] = [execution("d1", "t1")]  # recovered after the idempotency denial
+    (message,) = run(node, step_state(_no_id({"type": "tool_call", **call})))["messages"]
+    assert (message.name, message.tool_call_id, outcome_of(message)) == (name, "", outcome)
+
+
+# --------------------------------------------------------------------------- settling
+
+
+class Clock:
+    """Stands in for ``asyncio`` in governed_tool: a scripted loop clock, recorded sleeps."""
+
+    def __init__(self, *times: float) -> None:
+        self.times = list(times)
+        self.sleeps: list[float] = []
+
+    def get_running_loop(self) -> Any:
+        return SimpleNamespace(time=lambda: self.times.pop(0))
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+
+
+def looks(conn: Any, *statuses: str) -> None:
+    """The engine shows the execution with each status in turn, then the last one."""
+    states = list(statuses)
+
+    async def get_decision(decision_id: str) -> dict[str, Any]:
+        conn.get_decision_calls.append(decision_id)
+        status = states.pop(0) if len(states) > 1 else states[0]
+        return {"executions": [execution(decision_id, "t1", status=status)]}
+
+    conn.get_decision = get_decision
+
+
+def test_an_unknown_execution_is_looked_at_until_the_deadline(monkeypatch: Any) -> None:
+    node, conn, _ = make_node()
+    looks(conn, "unknown")
+    clock = Clock(100.0, 100.5, 101.0, 101.5)  # the deadline is 101.0, reached on the 2nd look
+    monkeypatch.setattr(governed_tool, "asyncio", clock)
+    receipt, _ = find(node, "d1", settle=1.0)
+    assert receipt.execution_status == "unknown"
+    assert conn.get_decision_calls == ["d1", "d1"] and clock.sleeps == [0.25]
+    assert clock.times == [101.5]
+
+
+def test_an_unknown_execution_is_read_again_until_it_ends(monkeypatch: Any) -> None:
+    node, conn, _ = make_node()
+    looks(conn, "unknown", "unknown", "delivered")
+    clock = Clock(0.0, 1.0, 2.0, 3.0)
+    monkeypatch.setattr(governed_tool, "asyncio", clock)
+    receipt, _ = find(node, "d1", settle=10.0)
+    assert receipt.execution_status == "delivered"
+    assert len(conn.get_decision_calls) == 3 and clock.sleeps == [0.25, 0.25]
+
+
+def test_without_settling_an_unknown_execution_is_looked_at_once(monkeypatch: Any) -> None:
+    node, conn, _ = make_node()
+    looks(conn, "unknown", "unknown", "delivered")
+    clock = Clock(5.0, 5.0, 5.0, 5.0)
+    monkeypatch.setattr(governed_tool, "asyncio", clock)
+    assert find(node, "d1")[0].execution_status == "unknown"
+    recovered = asyncio.run(node.recover("d1", "t1"))
+    assert recovered is not None and recovered.execution_status == "unknown"
+    assert conn.get_decision_calls == ["d1", "d1"] and clock.sleeps == [] and clock.times == []
+
+
+def test_recovery_waits_for_an_in_flight_delivery_of_this_thread() -> None:
+    node, conn, _ = make_node()
+    looks(conn, "unknown", "delivered")
+    conn.answers = [answer(denial_body("idempotency"))]
+    update = run(node, step_state(execute_call(timeout_seconds=1)))
+    assert [(r["execution_status"], r["source"]) for r in update["receipts"]] == [
+        ("delivered", "recovered")
+    ]
+    assert conn.get_decision_calls == ["d1", "d1"]
+
+
+# --------------------------------------------------------------------------- the usage signal
+
+
+class Usage:
+    """Records what the node feeds the usage signal; raises for the tools in ``failing``."""
+
+    def __init__(self, *failing: str) -> None:
+        self.records: list[tuple[str, str, str, bool, list[str]]] = []
+        self.failing = failing
+
+    async def arecord(
+        self, query: str, tool_id: str, *, profile: str, ok: bool, allowed: list[str]
+    ) -> bool:
+        if tool_id in self.failing:
+            raise RuntimeError(f"store of {tool_id} is down")
+        self.records.append((query, tool_id, profile, ok, sorted(allowed)))
+        return ok
+
+
+def learning_state(*calls: dict[str, Any]) -> dict[str, Any]:
+    state = step_state(*calls)
+    state["messages"] = [
+        HumanMessage("an older question"),
+        AIMessage("an answer"),
+        HumanMessage(content=["simulate", {"type": "text", "text": "the pricing"}]),
+        AIMessage("", tool_calls=list(calls)),
+    ]
+    return state
+
+
+PLAIN = {"name": "simulate", "args": {}, "id": "p1", "type": "tool_call"}
+
+
+def test_each_catalog_call_of_the_step_is_fed_with_the_latest_user_turn() -> None:
+    node, conn, catalog = make_node()
+    catalog.usage = usage = Usage()
+    conn.answers = [
+        answer({"ok": 1}),
+        answer("bad", status="error"),
+        answer(receipt_body()),
+        answer(denial_body("confidence")),
+    ]
+    calls = [
+        PLAIN,
+        {**PLAIN, "name": "query_data", "id": "p2"},
+        execute_call("d1", "c1"),
+        execute_call("d2", "c2"),
+        {"name": "search_tools", "args": {"query": "q"}, "id": "s1", "type": "tool_call"},
+        {"name": "nope", "args": {}, "id": "n1", "type": "tool_call"},  # outside the profile
+    ]
+    run(node, learning_state(*calls), config(profile="observe"))
+    # observe does not admit execute_decision: both are refused, never sent nor recorded
+    observe = sorted(["get_contract", "query_data", "recommend", "shadow_tool", "simulate"])
+    assert usage.records == [
+        ("simulate the pricing", "simulate", "observe", True, observe),
+        ("simulate the pricing", "query_data", "observe", False, observe),
+    ]
+    assert [c[0] for c in conn.calls] == ["simulate", "query_data"]
+
+
+def test_only_ok_outcomes_count_as_served() -> None:
+    node, conn, catalog = make_node()
+    catalog.usage = usage = Usage()
+    conn.answers = [
+        answer(receipt_body("d1")),
+        answer(receipt_body("d2", execution_status="failed", response_code=500)),
+        answer(denial_body("confidence")),
+        AlgentaGraphError("down"),
+    ]
+    calls = [execute_call("d1", "c1"), execute_call("d2", "c2"), execute_call("d3", "c3")]
+    run(node, learning_state(*calls, {**PLAIN, "id": "p9"}))
+    every = sorted(catalog.tools)  # no run profile: every catalog tool
+    assert [(r[1], r[2], r[3], r[4]) for r in usage.records] == [
+        ("execute_decision", "execute", True, every),
+        ("execute_decision", "execute", False, every),
+        ("execute_decision", "execute", False, every),
+        ("simulate", "execute", False, every),
+    ]
+
+
+def test_without_a_user_turn_the_query_is_empty() -> None:
+    node, conn, catalog = make_node()
+    catalog.usage = usage = Usage()
+    conn.answers = [answer({"ok": 1})]
+    run(node, step_state(PLAIN, messages=[AIMessage("", tool_calls=[PLAIN])]))
+    assert [r[:2] for r in usage.records] == [("", "simulate")]
+
+
+def test_a_failing_usage_store_costs_the_step_nothing(caplog: Any) -> None:
+    node, conn, catalog = make_node()
+    catalog.usage = usage = Usage("simulate")
+    conn.answers = [answer({"ok": 1}), answer(receipt_body())]
+    with caplog.at_level("WARNING", logger="algenta_graph.governed_tool"):
+        update = run(node, learning_state(PLAIN, execute_call()))
+    assert [r[1] for r in usage.records] == ["execute_decision"]
+    assert [r["decision_id"] for r in update["receipts"]] == ["d1"]
+    assert [m.tool_call_id for m in update["messages"]] == ["p1", "c1"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "usage signal: could not record simulate: store of simulate is down"
+    ]
+
+
+def test_a_real_usage_signal_learns_only_what_served_the_turn() -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from algenta_graph.usage import UsageSignal
+
+    node, conn, catalog = make_node()
+    store = InMemoryStore()
+    catalog.usage = UsageSignal(store)
+    conn.answers = [answer({"ok": 1}), answer("bad", status="error")]
+    calls = [PLAIN, {**PLAIN, "name": "query_data", "id": "p2"}]
+    run(node, learning_state(*calls), config(profile="observe"))
+    learnt = {item.key for ns in store.list_namespaces() for item in store.search(ns)}
+    assert learnt == {"simulate"}

@@ -23,6 +23,7 @@ from algenta_graph.outcomes import (
     ExecutionReceipt,
     outcome_from_dict,
     parse_execution_outcome,
+    tool_result_json,
 )
 
 RECEIPT: dict[str, Any] = {
@@ -856,3 +857,60 @@ def test_a_dumped_tool_result_in_either_spelling_keeps_its_parts() -> None:
 def test_a_denial_model_with_its_own_code_passes_through() -> None:
     denial = ExecutionDenial(gate="confidence", code="policy_min_confidence", message="m")
     assert parse_execution_outcome(denial) == denial
+
+
+# --------------------------------------------------------------------------- tool_result_json
+
+
+def tm(content: Any, artifact: Any = None) -> ToolMessage:
+    return ToolMessage(content=content, tool_call_id="x", artifact=artifact)
+
+
+@pytest.mark.parametrize(
+    ("result", "body"),
+    [
+        (tm('{"a": 1}'), {"a": 1}),
+        (tm('{"a": 1}', {"structured_content": {"b": 2}}), {"b": 2}),
+        (tm('{"a": 1}', {"structured_content": None}), {"a": 1}),
+        (tm('{"a": 1}', {"other": {"b": 2}}), {"a": 1}),
+        (tm('{"a": 1}', ["structured_content"]), {"a": 1}),
+        (tm("", {"structured_content": {"result": [1]}}), [1]),
+        (tm([{"type": "text", "text": '{"a":'}, {"type": "image"}, " [2]}"]), {"a": [2]}),
+        (tm([{"type": "text", "text": '{"a":'}, {"type": "text", "text": " [2]}"}]), {"a": [2]}),
+        (tm('{"result": {"c": 3}}'), {"c": 3}),
+        (tm('{"result": 1, "x": 2}'), {"result": 1, "x": 2}),
+        (tm('"text"'), "text"),
+        (tm("[1, 2]"), [1, 2]),
+        (tm("not json"), None),
+        (tm(""), None),
+        (tm([]), None),
+        (SimpleNamespace(tool_call_id="x"), None),
+        (SimpleNamespace(tool_call_id="x", content='{"a": 1}'), {"a": 1}),
+        (SimpleNamespace(tool_call_id="x", content=[{"type": "text", "text": "[3]"}]), [3]),
+    ],
+)
+def test_tool_result_json_of_a_tool_message(result: Any, body: Any) -> None:
+    assert tool_result_json(result) == body
+
+
+def blocks(*texts: str) -> list[TextContent]:
+    return [TextContent(type="text", text=t) for t in texts]
+
+
+@pytest.mark.parametrize(
+    ("result", "body"),
+    [
+        (CallToolResult(content=blocks('{"a": 1}')), {"a": 1}),
+        (CallToolResult(content=blocks('{"a": 1}'), structuredContent={"b": 2}), {"b": 2}),
+        (CallToolResult(content=[], structuredContent={"result": {"c": 3}}), {"c": 3}),
+        (CallToolResult(content=blocks('{"a":', " 2}")), {"a": 2}),
+        (CallToolResult(content=blocks('{"result": "r"}')), "r"),
+        (CallToolResult(content=blocks("nope")), None),
+        (CallToolResult(content=[]), None),
+        (SimpleNamespace(structuredContent={"s": 1}), {"s": 1}),
+        (SimpleNamespace(content=[{"type": "text", "text": '{"a": 1}'}]), {"a": 1}),
+        (SimpleNamespace(), None),
+    ],
+)
+def test_tool_result_json_of_a_call_tool_result(result: Any, body: Any) -> None:
+    assert tool_result_json(result) == body

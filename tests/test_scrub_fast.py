@@ -28,6 +28,7 @@ from algenta_graph.governance import (
     is_never_model_facing,
     scrub_arguments,
     scrub_schema,
+    strip_graph_supplied,
 )
 
 SPELLINGS = (
@@ -328,3 +329,57 @@ def test_a_missing_dependency_skips_outside_ci_and_fails_in_ci(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=r"no data here \(CI is set"):
         skip_or_fail_in_ci("no data here")
+
+
+# --------------------------------------------------------------------------- invariant 11
+
+
+def test_strip_graph_supplied_removes_the_declared_fields_from_a_copy() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"decision_id": {}, "nonce": {}, "idempotency_key": {}, "note": {}},
+        "required": ["decision_id", "nonce", "idempotency_key"],
+    }
+    original = json.loads(json.dumps(schema))
+    stripped, declared = strip_graph_supplied(schema)
+    assert stripped == {
+        "type": "object",
+        "properties": {"decision_id": {}, "note": {}},
+        "required": ["decision_id"],
+    }
+    assert declared == frozenset({"nonce", "idempotency_key"})
+    assert schema == original  # the engine's schema is left as it was
+
+
+def test_strip_graph_supplied_names_only_what_the_engine_declares() -> None:
+    schema: dict[str, Any] = {
+        "properties": {"decision_id": {}, "nonce": {}},
+        "required": ["decision_id", "nonce", "idempotency_key"],
+    }
+    stripped, declared = strip_graph_supplied(schema)
+    assert declared == frozenset({"nonce"})
+    assert stripped == {
+        "properties": {"decision_id": {}},
+        "required": ["decision_id", "idempotency_key"],
+    }
+    plain = {"properties": {"decision_id": {}}, "required": ["decision_id"]}
+    assert strip_graph_supplied(plain) == (plain, frozenset())
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object"},
+        {"type": "object", "required": ("nonce",)},
+        {"type": "object", "required": "nonce"},
+        {"type": "object", "properties": None},
+        {"type": "object", "properties": {}},
+    ],
+)
+def test_strip_graph_supplied_of_a_schema_without_such_properties(schema: dict[str, Any]) -> None:
+    stripped, declared = strip_graph_supplied(schema)
+    assert declared == frozenset()
+    expected = dict(schema)
+    if "properties" in schema:
+        expected["properties"] = {}
+    assert stripped == expected
