@@ -551,28 +551,8 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         thread = (await alice.threads.create(metadata={"algenta_owner": "bob"}))["thread_id"]
         made = await alice.threads.get(thread)
         assert made["metadata"]["algenta_owner"] == "alice"  # the server's, not the client's
-        await alice.runs.wait(
-            thread,
-            "governed_agent",
-            input=_user(
-                "log_decision chosen_action=raise_price expected_value=40 confidence=0.3 "
-                "risk_p5=-0.1 risk_p95=0.5"
-            ),
-        )
-        state = await alice.threads.get_state(thread)
-        shaky = next(
-            m["artifact"]["structured_content"]["decision_id"]
-            for m in reversed(state["values"]["messages"])
-            if m.get("type") == "tool" and m.get("name") == "log_decision"
-        )
-        await alice.runs.wait(
-            thread,
-            "governed_agent",
-            input=_user(f"execute_decision decision_id={shaky} webhook_url={webhook.url}"),
-        )
-        state = await alice.threads.get_state(thread)
-        assert state["next"] == ["denial_handler_confidence"]
-        assert _interrupt_value(state)["gate"] == "confidence"
+        shaky = await _log_shaky_decision(alice, thread)
+        state = await _escalate(alice, thread, shaky, webhook)
         [run] = [r for r in await alice.runs.list(thread) if r["status"] == "success"][:1]
         run_id = run["run_id"]
         before = state["values"]
