@@ -9,17 +9,26 @@ before any side effect a denial handler **claims** the escalation; exactly one a
 - ``AsyncPostgresSaver``: the same table in the same database;
 - any other saver (``InMemorySaver``, the ``langgraph dev`` runtime, none): in this process.
 
-A claim records the answer, its claimant (a random token, the host and the process id) and
-whether its side effects finished. The losing resume learns who won
-(:class:`EscalationAlreadyDecided`). A claim whose claimant died before finishing (same host and
-its process is gone, or older than the lease) is **taken over** by compare-and-set: the next
-resume completes the winner's answer, in the winner's name, never its own.
+A claim is keyed by the **escalation's own identity** (:func:`escalation_key`: the
+``escalation_id`` each escalated denial carries from the moment it is raised), never by the
+thread, the task or the checkpoint namespace: a copy of the thread, a new task after a cancel,
+another process or another worker all meet the same claim, so exactly one answer takes effect
+(``docs/ARCHITECTURE.md``, invariant 12).
+
+A claim records the answer, its claimant (a random token, the host and the process id), when it
+was last known alive (``at``, refreshed while its side effects run) and whether they finished.
+A resume that meets a claim in force learns who decided (:class:`EscalationAlreadyDecided`). A
+claim whose claimant is gone before finishing is **taken over** by compare-and-set and completed
+in the claimant's name, never the new resume's: its process is gone (same host), its run was
+cancelled (this process, :func:`release` without :meth:`ClaimStore.finish`), or it has not been
+refreshed for :data:`LEASE_SECONDS` (any host).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -28,27 +37,48 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from algenta_graph.errors import AlgentaGraphError
 
-__all__ = ["Claim", "ClaimStore", "EscalationAlreadyDecided", "claims_for"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "LEASE_SECONDS",
+    "Claim",
+    "ClaimStore",
+    "EscalationAlreadyDecided",
+    "claims_for",
+    "escalation_key",
+    "new_claim",
+    "release",
+]
 
-LEASE_SECONDS = 300.0
-"""After this long an unfinished claim from another host is treated as abandoned."""
+LEASE_SECONDS = 30.0
+"""An unfinished claim not refreshed for this long is treated as abandoned (any host)."""
+HEARTBEAT_SECONDS = 5.0
+"""How often a claimant refreshes its claim while the answer's side effects run."""
 _TABLE = "algenta_escalation_claims"
 _LOCKED_RETRIES = 20
 
 
-class EscalationAlreadyDecided(AlgentaGraphError):
-    """Another operator's answer to this escalation took effect (or is taking effect) first."""
+class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
+    """Another operator's answer to this escalation took effect (or is taking effect) first.
+
+    Raised by a denial handler when a resume (or a new turn) meets an escalation whose answer is
+    being applied by a live claimant. The message names who decided, how, and where; nothing was
+    done or recorded in this run's name. (A ``RuntimeError`` too, so the LangGraph server shows
+    the message to the API client instead of "An internal error occurred".)
+    """
 
     def __init__(self, claim: Claim) -> None:
         self.claim = claim
+        where = f" in thread {claim.thread_id}" if claim.thread_id else ""
+        state = "" if claim.done else ", still being applied"
         super().__init__(
-            f"escalation already decided by {claim.operator} ({claim.summary}); that answer "
-            "takes effect, and nothing was done or recorded in this resume's name"
+            f"escalation already decided by {claim.operator} ({claim.summary}{where}{state}); "
+            "that answer takes effect, and nothing was done or recorded in this resume's name"
         )
 
 
@@ -69,6 +99,12 @@ class Claim:
         return str(self.answer.get("operator", "?"))
 
     @property
+    def thread_id(self) -> str | None:
+        """The thread in which the answer was given (a copy's claim names its original)."""
+        thread = self.answer.get("thread_id")
+        return str(thread) if thread else None
+
+    @property
     def summary(self) -> str:
         actions = [str(d.get("action")) for d in self.answer.get("decisions", [])]
         return ", ".join(actions) or "?"
@@ -77,18 +113,48 @@ class Claim:
         """Whether the claimant is gone without finishing (its answer may be completed)."""
         if self.done:
             return False
-        if self.host == socket.gethostname() and self.pid != os.getpid():
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                pass
+        if self.host == socket.gethostname():
+            if self.pid == os.getpid():
+                # this process: abandoned once its run let go without finishing (cancelled)
+                with _LIVE_LOCK:
+                    if self.token not in _LIVE:
+                        return True
+            else:
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    return True
+                except PermissionError:
+                    pass
         return (now if now is not None else time.time()) - self.at > LEASE_SECONDS
 
 
+_LIVE: set[str] = set()
+"""Tokens of this process's claims whose side effects may still be running."""
+_LIVE_LOCK = threading.Lock()
+
+
 def new_claim(key: str, answer: dict[str, Any]) -> Claim:
-    return Claim(key, answer, uuid.uuid4().hex, socket.gethostname(), os.getpid(), time.time())
+    """A claim of ``key`` by this process, live until :func:`release`."""
+    claim = Claim(key, answer, uuid.uuid4().hex, socket.gethostname(), os.getpid(), time.time())
+    with _LIVE_LOCK:
+        _LIVE.add(claim.token)
+    return claim
+
+
+def release(claim: Claim) -> None:
+    """This process no longer works on ``claim``: unfinished, it may now be taken over."""
+    with _LIVE_LOCK:
+        _LIVE.discard(claim.token)
+
+
+def escalation_key(escalation_ids: Iterable[str]) -> str:
+    """The claim key of one answer to these escalations (one interrupt may list several).
+
+    >>> escalation_key(["esc_b", "esc_a"])
+    'escalations:esc_a,esc_b'
+    """
+    return "escalations:" + ",".join(sorted(escalation_ids))
 
 
 class ClaimStore:
@@ -98,10 +164,22 @@ class ClaimStore:
         self._claims: dict[str, Claim] = {}
         self._lock = threading.Lock()  # never held across an await; safe on any event loop
 
+    async def get(self, key: str) -> Claim | None:
+        """The claim in force for ``key``, if any (nothing is written)."""
+        with self._lock:
+            return self._claims.get(key)
+
     async def claim(self, mine: Claim) -> Claim:
         """Insert ``mine`` unless the key is claimed; return the claim in force."""
         with self._lock:
             return self._claims.setdefault(mine.key, mine)
+
+    async def refresh(self, claim: Claim) -> None:
+        """The claimant is alive: move its unfinished claim's ``at`` to now."""
+        with self._lock:
+            current = self._claims.get(claim.key)
+            if current is not None and current.token == claim.token and not current.done:
+                self._claims[claim.key] = dataclasses.replace(current, at=time.time())
 
     async def take_over(self, old: Claim, mine: Claim) -> bool:
         """Compare-and-set: replace ``old`` (abandoned) by ``mine`` keeping ``old``'s answer."""
@@ -150,10 +228,21 @@ class _SqlClaims(ClaimStore):
         raise NotImplementedError
 
     async def _get(self, key: str) -> Claim:
+        found = await self.get(key)
+        assert found is not None, f"claim {key!r} vanished"
+        return found
+
+    async def get(self, key: str) -> Claim | None:
         _, rows = await self._exec(
             f"SELECT answer, token, host, pid, at, done FROM {_TABLE} WHERE key = ?", (key,)
         )
-        return _row(key, rows[0])
+        return _row(key, rows[0]) if rows else None
+
+    async def refresh(self, claim: Claim) -> None:
+        await self._exec(
+            f"UPDATE {_TABLE} SET at = ? WHERE key = ? AND token = ? AND done = 0",
+            (time.time(), claim.key, claim.token),
+        )
 
     async def claim(self, mine: Claim) -> Claim:
         await self._exec(

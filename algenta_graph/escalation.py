@@ -43,6 +43,8 @@ argument of :func:`~algenta_graph.graph.create_governed_agent`) may refuse anyon
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -57,7 +59,16 @@ from typing_extensions import NotRequired, TypedDict
 
 from algenta_graph.catalog import EXECUTE_TOOL, validation_problems
 from algenta_graph.chain import seal
-from algenta_graph.claims import Claim, EscalationAlreadyDecided, claims_for, new_claim
+from algenta_graph.claims import (
+    HEARTBEAT_SECONDS,
+    Claim,
+    ClaimStore,
+    EscalationAlreadyDecided,
+    claims_for,
+    escalation_key,
+    new_claim,
+    release,
+)
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.gates import GATES, OVERRIDE_FLAGS, POLICIES
 from algenta_graph.governed_tool import (
@@ -79,10 +90,11 @@ from algenta_graph.outcomes import (
     ExecutionOutcome,
     ExecutionReceipt,
 )
-from algenta_graph.state import GovernedState, OperatorDecision
+from algenta_graph.state import GovernedState, OperatorDecision, escalation_id_of
 
 __all__ = [
     "MODEL_NODE",
+    "UNFINISHED_STEP",
     "AuthorizeOperator",
     "DenialHandler",
     "EscalationItem",
@@ -93,6 +105,8 @@ __all__ = [
     "pending_escalations",
     "route_pending_escalation",
 ]
+
+logger = logging.getLogger(__name__)
 
 MODEL_NODE = "model"
 AuthorizeOperator = Callable[[str, str, RunnableConfig], bool]
@@ -115,6 +129,7 @@ class EscalationItem(TypedDict):
     webhook_url: str | None
     override_flag: str
     tool_call_id: str | None
+    escalation_id: str
 
 
 class EscalationRequest(EscalationItem):
@@ -169,11 +184,14 @@ class OperatorAnswer:
     operator: str | None
     decisions: tuple[tuple[Literal["override", "decline"], str], ...]
 
-    def as_claim(self, operator: str) -> dict[str, Any]:
-        return {
+    def as_claim(self, operator: str, thread_id: Any = None) -> dict[str, Any]:
+        claim: dict[str, Any] = {
             "operator": operator,
             "decisions": [{"action": a, "reason": r} for a, r in self.decisions],
         }
+        if thread_id:
+            claim["thread_id"] = str(thread_id)
+        return claim
 
 
 def parse_resume(raw: Any, count: int) -> OperatorAnswer:
@@ -229,17 +247,28 @@ def pending_escalations(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def route_pending_escalation(state: Mapping[str, Any]) -> str:
-    """Where a new turn goes after retrieval: ``"<gate> pending"`` (to that gate's handler,
-    which asks the operator again) for the latest step's first gate with an unanswered
-    escalation, else ``"model"``.
+UNFINISHED_STEP = "unfinished step"
+"""The route of a new turn whose thread has a governed step that never finished."""
 
-    A new message on a thread waiting for an operator does not dispose of the escalation
-    (``docs/ARCHITECTURE.md``, invariant 12). A step that halted asked nobody, and stays so.
+
+def route_pending_escalation(state: Mapping[str, Any]) -> str:
+    """Where a new turn goes after retrieval, so that no run passes unfinished governance:
+
+    - ``"unfinished step"`` (to ``governed_tool``) when the latest tool step has calls without
+      an answer: a run cancelled or killed in the middle of it, then a new message. The step is
+      finished first (recovering from the engine what it did) and recorded, then the turn goes
+      on (``docs/ARCHITECTURE.md``, invariant 13);
+    - ``"<gate> pending"`` (to that gate's handler, which asks the operator again, or completes
+      an answer given elsewhere) for the latest step's first gate with an unanswered escalation
+      (invariant 12); a step that halted asked nobody, and stays so;
+    - else ``"model"``.
 
     >>> route_pending_escalation({"messages": [], "denials": []})
     'model'
     """
+    ai, answers = last_step(state.get("messages", []))
+    if ai is not None and {c["id"] for c in ai.tool_calls} - {m.tool_call_id for m in answers}:
+        return UNFINISHED_STEP
     denials = step_denials(state)
     if any(d.get("policy") == "halt" for d in denials):
         return MODEL_NODE
@@ -258,6 +287,7 @@ def _item(gate: str, denial: Mapping[str, Any]) -> EscalationItem:
         webhook_url=denial.get("webhook_url"),
         override_flag=OVERRIDE_FLAGS[gate],
         tool_call_id=denial.get("tool_call_id"),
+        escalation_id=escalation_id_of(denial),
     )
 
 
@@ -327,22 +357,31 @@ class DenialHandler:
         pending = [d for d in mine if d.get("tool_call_id") not in answered]
         if not pending:
             return Command(goto=self._next(order))
-        # 1. the interrupt first: no side effect may precede it (the node re-runs on resume)
-        request = escalation_request(self.gate, pending)
-        error: str | None = None
-        while True:
-            raw = interrupt({**request, "error": error} if error else request)
-            try:
-                answer = parse_resume(raw, len(pending))
-                operator = self._operator(answer, config)
-                break
-            except ValueError as exc:
-                error = f"invalid resume payload: {exc}"
-        # 2. exactly one answer takes effect: claim it before any side effect
-        claim = await self._claim(answer.as_claim(operator), pending, config)
+        store = claims_for(_checkpointer(config))
+        key = escalation_key(escalation_id_of(d) for d in pending)
+        # 0. an escalation answered before -- in a copy of this thread or its original, by a run
+        #    that was cancelled or died, in another process -- is never asked again: that answer
+        #    is completed here, in its operator's name (invariant 12)
+        earlier = await store.get(key)
+        if earlier is not None:
+            claim = await self._adopt(store, earlier)
+        else:
+            # 1. the interrupt first: no side effect may precede it (the node re-runs on resume)
+            request = escalation_request(self.gate, pending)
+            error: str | None = None
+            while True:
+                raw = interrupt({**request, "error": error} if error else request)
+                try:
+                    answer = parse_resume(raw, len(pending))
+                    operator = self._operator(answer, config)
+                    break
+                except ValueError as exc:
+                    error = f"invalid resume payload: {exc}"
+            # 2. exactly one answer takes effect: claim it before any side effect
+            thread_id = (config.get("configurable") or {}).get("thread_id")
+            claim = await self._claim(store, key, answer.as_claim(operator, thread_id))
         # 3. side effects, in the name of the claim's operator
-        update = await self._apply(claim, pending, state, config)
-        await claims_for(_checkpointer(config)).finish(claim)
+        update = await self._settle(store, claim, pending, state, config)
         return Command(goto=self._next(order), update=seal(state, update))
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
@@ -360,25 +399,55 @@ class DenialHandler:
             raise ValueError(f"operator {operator!r} may not answer a {self.gate} escalation")
         return operator
 
-    async def _claim(
-        self, answer: dict[str, Any], pending: Sequence[Mapping[str, Any]], config: RunnableConfig
-    ) -> Claim:
-        conf = config.get("configurable") or {}
-        ids = ",".join(sorted(str(d.get("tool_call_id")) for d in pending))
-        key = f"{conf.get('thread_id')}|{conf.get('checkpoint_ns', '')}|{self.gate}|{ids}"
-        store = claims_for(_checkpointer(config))
+    @staticmethod
+    async def _claim(store: ClaimStore, key: str, answer: dict[str, Any]) -> Claim:
+        """Claim ``key`` for ``answer``; or the claim already in force, to be completed."""
         mine = new_claim(key, answer)
         current = await store.claim(mine)
         if current.token == mine.token:
             return mine
-        if current.abandoned() and await store.take_over(current, mine):
-            # the claimant died before finishing: complete its answer, in its name
-            return Claim(key, current.answer, mine.token, mine.host, mine.pid, mine.at)
+        release(mine)
+        return await DenialHandler._adopt(store, current)
+
+    @staticmethod
+    async def _adopt(store: ClaimStore, current: Claim) -> Claim:
+        """The claim in force, to be completed in its operator's name; or who decided.
+
+        A finished claim is completed again (its checkpoint may be lost, or this is a copy of
+        its thread): idempotent, as the override finds its own execution at the engine and sends
+        nothing. An abandoned one is taken over by compare-and-set. A live one, still being
+        applied elsewhere, raises :class:`EscalationAlreadyDecided` naming its operator.
+        """
         if current.done:
-            # finished, but its checkpoint may be lost: completing it again is idempotent
-            # (the override finds its own execution at the engine and sends nothing)
             return current
+        mine = new_claim(current.key, current.answer)
+        if current.abandoned() and await store.take_over(current, mine):
+            # the claimant is gone before finishing: complete its answer, in its name
+            return Claim(current.key, current.answer, mine.token, mine.host, mine.pid, mine.at)
+        release(mine)
         raise EscalationAlreadyDecided(current)
+
+    async def _settle(
+        self,
+        store: ClaimStore,
+        claim: Claim,
+        pending: Sequence[Mapping[str, Any]],
+        state: GovernedState,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
+        """Apply the claim's answer, keeping the claim alive meanwhile; then mark it finished.
+
+        A run cancelled (or killed) here leaves the claim unfinished and let go, so the next run
+        on this escalation, wherever it runs, takes it over and completes it.
+        """
+        heartbeat = asyncio.ensure_future(_keep_alive(store, claim))
+        try:
+            update = await self._apply(claim, pending, state, config)
+            await store.finish(claim)
+        finally:
+            heartbeat.cancel()
+            release(claim)
+        return update
 
     async def _apply(
         self,
@@ -389,6 +458,8 @@ class DenialHandler:
     ) -> dict[str, Any]:
         thread_id = (config.get("configurable") or {}).get("thread_id")
         operator = claim.operator
+        elsewhere = claim.thread_id if claim.thread_id not in (None, thread_id) else None
+        where = f" (answered in thread {elsewhere})" if elsewhere else ""
         _, answered = last_step(state.get("messages", []))
         by_call = {m.tool_call_id: m for m in answered}
         receipts: list[dict[str, Any]] = []
@@ -399,13 +470,14 @@ class DenialHandler:
         for denial, decided in zip(pending, claim.answer["decisions"], strict=True):
             action, reason = decided["action"], decided["reason"]
             call_id = denial.get("tool_call_id")
+            escalation_id = escalation_id_of(denial)
             decision_id = denial.get("decision_id")
             outcome_dump: dict[str, Any] | None = None
             if action == "decline":
                 result = "declined"
                 note = (
                     f"Operator {operator} reviewed the {self.gate} denial and DECLINED to "
-                    f"override it ({reason}). Decision {decision_id} was not executed."
+                    f"override it ({reason}){where}. Decision {decision_id} was not executed."
                 )
             else:
                 outcome = await self._override(
@@ -415,6 +487,7 @@ class DenialHandler:
                     flag,
                     str(thread_id) if thread_id else None,
                     state.get("messages", []),
+                    answered_in=elsewhere,
                 )
                 outcome_dump = dump(outcome)
                 if isinstance(outcome, ExecutionReceipt):
@@ -428,8 +501,8 @@ class DenialHandler:
                         }
                     )
                     note = (
-                        f"Operator {operator} OVERRODE the {self.gate} gate ({reason}) with "
-                        f"{flag}. " + receipt_text(outcome)
+                        f"Operator {operator} OVERRODE the {self.gate} gate ({reason}){where} "
+                        f"with {flag}. " + receipt_text(outcome)
                     )
                 elif isinstance(outcome, ExecutionDenial):
                     result = "denied"
@@ -464,6 +537,8 @@ class DenialHandler:
                     result=result,  # type: ignore[arg-type]
                     outcome=outcome_dump,
                     tool_call_id=call_id,
+                    escalation_id=escalation_id,
+                    answered_in_thread=elsewhere,
                 ).model_dump(mode="json")
             )
             original = by_call.get(call_id or "")
@@ -493,20 +568,27 @@ class DenialHandler:
         flag: str,
         thread_id: str | None,
         messages: Sequence[BaseMessage] = (),
+        *,
+        answered_in: str | None = None,
     ) -> ExecutionOutcome:
         decision_id = denial.get("decision_id")
         webhook_url = denial.get("webhook_url")
         call_id = denial.get("tool_call_id")
+        escalation_id = escalation_id_of(denial)
         if not isinstance(decision_id, str) or not isinstance(webhook_url, str):
             return ExecutionFailure(
                 message="the denied call named no decision_id/webhook_url; nothing to override"
             )
 
-        # a crash after an override's delivery and before the checkpoint must not deliver twice
+        # one escalation is overridden at most once, whichever thread (a copy, the original)
+        # or process completes it: a crash after the delivery and before the checkpoint, or a
+        # copy of the thread, must not deliver twice
         def ours(tag: Mapping[str, Any]) -> bool:
-            return (
+            if tag.get("escalation_id") is not None:
+                return bool(tag.get("escalation_id") == escalation_id)
+            return (  # an execution tagged before escalations had their own identity
                 tag.get("tool_call_id") == call_id
-                and tag.get("thread_id") == thread_id
+                and tag.get("thread_id") in (thread_id, answered_in)
                 and tag.get("operator") is not None
             )
 
@@ -517,7 +599,7 @@ class DenialHandler:
         timeout = denial.get("timeout_seconds")
         try:
             supplied = await self.tools.graph_supplied(
-                decision_id, f"{thread_id}:{call_id}:operator", messages
+                decision_id, f"escalation:{escalation_id}", messages
             )
             outcome = await self.tools.conn.execute_as_operator(
                 decision_id,
@@ -527,10 +609,11 @@ class DenialHandler:
                 timeout_seconds=timeout if isinstance(timeout, int | float) else None,
                 metadata={
                     "algenta_graph": {
-                        "thread_id": thread_id,
+                        "thread_id": answered_in or thread_id,
                         "tool_call_id": call_id,
                         "operator": operator,
                         "reason": reason,
+                        "escalation_id": escalation_id,
                     }
                 },
                 extra=supplied,
@@ -544,6 +627,16 @@ class DenialHandler:
             if delivered is not None:
                 return delivered[0]
         return for_decision(outcome, decision_id)
+
+
+async def _keep_alive(store: ClaimStore, claim: Claim) -> None:
+    """Refresh ``claim`` every :data:`~algenta_graph.claims.HEARTBEAT_SECONDS` until cancelled."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        try:
+            await store.refresh(claim)
+        except Exception as exc:  # a missed refresh only shortens the lease; never fatal
+            logger.warning("escalation claim %s: refresh failed: %s", claim.key, exc)
 
 
 def _checkpointer(config: RunnableConfig) -> Any:

@@ -34,8 +34,15 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from algenta_graph.catalog import EXECUTE_TOOL, SEARCH_TOOL, GovernedCatalog
 from algenta_graph.chain import seal
@@ -51,7 +58,7 @@ from algenta_graph.outcomes import (
     tool_result_json,
 )
 from algenta_graph.run_settings import RunSettings, resolve_run_settings
-from algenta_graph.state import DenialRecord, GovernedState, ReceiptRecord
+from algenta_graph.state import DenialRecord, GovernedState, ReceiptRecord, new_escalation_id
 
 __all__ = [
     "HALT",
@@ -181,6 +188,32 @@ def gate_order(denials: Sequence[Mapping[str, Any]]) -> list[str]:
             policy[gate] = p
     table = {g: i for i, g in enumerate(GATE_NAMES)}
     return sorted(policy, key=lambda g: (-POLICIES.index(policy[g]), table.get(g, -1)))
+
+
+def in_place(
+    messages: Sequence[BaseMessage], ai: AIMessage, answers: list[ToolMessage]
+) -> list[BaseMessage]:
+    """The ``messages`` update that puts ``answers`` right after ``ai``'s call (and its earlier
+    answers), as every provider requires.
+
+    Normally that is ``answers`` themselves (appended). When a later turn's messages already
+    follow the call (a step cut short by a cancel or a crash, finished by the next turn,
+    invariant 13), the whole list is rewritten in order, every message keeping its id.
+    """
+    index = next((i for i, m in enumerate(messages) if m is ai), None)
+    later = list(messages[index + 1 :]) if index is not None else []
+    if index is None or all(isinstance(m, ToolMessage) for m in later):
+        return list(answers)
+    ids = {c["id"] for c in ai.tool_calls}
+    earlier = [m for m in later if isinstance(m, ToolMessage) and m.tool_call_id in ids]
+    rest = [m for m in later if not (isinstance(m, ToolMessage) and m.tool_call_id in ids)]
+    return [
+        RemoveMessage(id=REMOVE_ALL_MESSAGES),
+        *messages[: index + 1],
+        *earlier,
+        *answers,
+        *rest,
+    ]
 
 
 def tool_message(
@@ -339,7 +372,7 @@ class GovernedToolNode:
         called = {c["id"]: c["name"] for c in ai.tool_calls}
         for message in out_messages:  # each answer carries the name the model used
             message.name = called.get(message.tool_call_id, message.name)
-        update: dict[str, Any] = {"messages": out_messages}
+        update: dict[str, Any] = {"messages": in_place(state.get("messages", []), ai, out_messages)}
         if receipts:
             update["receipts"] = receipts
         if denials:
@@ -468,6 +501,8 @@ class GovernedToolNode:
             }
             if "timeout_seconds" in args:
                 record["timeout_seconds"] = args["timeout_seconds"]
+            if record["policy"] == "escalate":
+                record["escalation_id"] = new_escalation_id()  # its identity, from now on
             return record  # type: ignore[return-value]
 
         def denial_message(outcome: ExecutionDenial, artifact: Any = None) -> ToolMessage:

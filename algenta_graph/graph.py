@@ -50,6 +50,7 @@ from algenta_graph.catalog import GovernedCatalog
 from algenta_graph.contract import resolve_profile
 from algenta_graph.escalation import (
     MODEL_NODE,
+    UNFINISHED_STEP,
     AuthorizeOperator,
     DenialHandler,
     handler_node_name,
@@ -219,7 +220,11 @@ def build_governed_graph(
         )
     graph.add_edge(START, _RETRIEVE_NODE)
     # a turn on a thread still waiting for an operator asks the operator again (invariant 12)
-    after_retrieval: dict[Hashable, str] = {MODEL_NODE: MODEL_NODE}
+    # ... and a turn after a run cut short inside governed_tool finishes that step first (13)
+    after_retrieval: dict[Hashable, str] = {
+        MODEL_NODE: MODEL_NODE,
+        UNFINISHED_STEP: GOVERNED_TOOL_NODE,
+    }
     after_retrieval.update({f"{g} pending": handler_node_name(g) for g in GATE_NAMES})
     graph.add_conditional_edges(_RETRIEVE_NODE, route_pending_escalation, after_retrieval)
     graph.add_conditional_edges(

@@ -29,6 +29,8 @@ tamper-evident chain (:mod:`algenta_graph.chain`), set by the node that wrote it
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
@@ -47,6 +49,8 @@ __all__ = [
     "OperatorDecisionRecord",
     "ReceiptRecord",
     "append_records",
+    "escalation_id_of",
+    "new_escalation_id",
 ]
 
 RecordSource = Literal["model", "operator", "recovered", "thread_receipts"]
@@ -89,6 +93,9 @@ class DenialRecord(TypedDict, total=False):
     source: RecordSource
     policy: Literal["report", "escalate", "halt"]
     timeout_seconds: float
+    escalation_id: str
+    """An escalated denial's own identity (``esc_<hex>``), given when it is raised: copies of
+    the thread, later tasks and other processes all answer *this* escalation, exactly once."""
     seq: int
     prev: str
     hash: str
@@ -107,9 +114,37 @@ class OperatorDecisionRecord(TypedDict, total=False):
     outcome: dict[str, Any] | None
     tool_call_id: str | None
     time: str
+    escalation_id: str | None
+    answered_in_thread: str | None
     seq: int
     prev: str
     hash: str
+
+
+def new_escalation_id() -> str:
+    """A fresh escalation identity, given to an escalated denial when it is raised."""
+    return "esc_" + uuid.uuid4().hex
+
+
+def escalation_id_of(denial: Mapping[str, Any]) -> str:
+    """The identity of the escalation a denial record raised.
+
+    Its ``escalation_id``; for a record written before escalations had one, an identity derived
+    from what the record holds as raised (gate, decision, tool call and its chain hash), which a
+    copy of the thread shares.
+
+    >>> escalation_id_of({"escalation_id": "esc_1"})
+    'esc_1'
+    >>> escalation_id_of({"gate": "confidence", "tool_call_id": "c1", "hash": "ab"})[:4]
+    'esc_'
+    """
+    given = denial.get("escalation_id")
+    if isinstance(given, str) and given:
+        return given
+    raw = "|".join(
+        str(denial.get(k)) for k in ("gate", "decision_id", "tool_call_id", "hash", "seq")
+    )
+    return "esc_" + hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
 def append_records(
@@ -185,6 +220,11 @@ class OperatorDecision(BaseModel):
     outcome: dict[str, Any] | None = None
     tool_call_id: str | None = None
     time: str = Field(default_factory=_now)
+    escalation_id: str | None = None
+    """The escalation answered (its denial's ``escalation_id``)."""
+    answered_in_thread: str | None = None
+    """Where the answer was given, when not in this thread (a copy completing its original's
+    answer, or the original completing a copy's)."""
     seq: int | None = None
     """The record's place in the thread's audit chain (:mod:`algenta_graph.chain`)."""
     prev: str | None = None

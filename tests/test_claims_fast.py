@@ -22,12 +22,15 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph import claims as claims_module
 from algenta_graph.claims import (
+    HEARTBEAT_SECONDS,
     LEASE_SECONDS,
     Claim,
     ClaimStore,
     EscalationAlreadyDecided,
     claims_for,
+    escalation_key,
     new_claim,
+    release,
 )
 
 ANSWER = {"operator": "ana", "decisions": [{"action": "override", "reason": "ok"}]}
@@ -77,7 +80,13 @@ def test_who_counts_as_having_abandoned_a_claim() -> None:
     assert not elsewhere.abandoned(mine.at + LEASE_SECONDS)
     assert elsewhere.abandoned(mine.at + LEASE_SECONDS + 1)
     assert dataclasses.replace(mine, at=now - LEASE_SECONDS - 1).abandoned()
-    assert LEASE_SECONDS == 300.0
+    assert LEASE_SECONDS == 30.0 and HEARTBEAT_SECONDS == 5.0
+    # this process let go of its claim without finishing it (its run was cancelled): abandoned
+    # at once, whatever the lease says; finished, never
+    release(mine)
+    assert mine.abandoned(now)
+    assert not dataclasses.replace(mine, done=True).abandoned(now)
+    assert not new_claim("k", ANSWER).abandoned(now)
 
 
 def test_abandoned_when_the_pid_cannot_be_signalled_relies_on_the_lease(
@@ -92,19 +101,36 @@ def test_abandoned_when_the_pid_cannot_be_signalled_relies_on_the_lease(
     assert claim.abandoned(claim.at + LEASE_SECONDS + 1)
 
 
-def test_already_decided_names_the_winner() -> None:
+def test_already_decided_names_the_winner_where_and_whether_it_is_still_applied() -> None:
     error = EscalationAlreadyDecided(new_claim("k", ANSWER))
     assert str(error) == (
-        "escalation already decided by ana (override); that answer takes effect, and nothing "
-        "was done or recorded in this resume's name"
+        "escalation already decided by ana (override, still being applied); that answer takes "
+        "effect, and nothing was done or recorded in this resume's name"
     )
+    done = dataclasses.replace(new_claim("k", {**ANSWER, "thread_id": "t9"}), done=True)
+    assert str(EscalationAlreadyDecided(done)) == (
+        "escalation already decided by ana (override in thread t9); that answer takes effect, "
+        "and nothing was done or recorded in this resume's name"
+    )
+    # shown to API clients by the LangGraph server (it masks other exceptions' messages)
+    assert isinstance(error, RuntimeError)
 
 
 async def exercise(store: ClaimStore, other: ClaimStore) -> None:
     """The claim protocol, with ``other`` a second view of the same claims."""
-    first = new_claim("k1", ANSWER)
+    first = dataclasses.replace(new_claim("k1", ANSWER), at=time.time() - 100)
     second = new_claim("k1", {"operator": "bo", "decisions": []})
+    assert await store.get("k1") is None and await other.get("k1") is None
     assert await store.claim(first) == first
+    seen = await other.get("k1")  # read, never written
+    assert seen is not None and (seen.token, seen.answer) == (first.token, ANSWER)
+    # a refresh moves only the live claimant's "at"
+    await other.refresh(second)
+    assert (await store.get("k1")).at == pytest.approx(first.at)  # type: ignore[union-attr]
+    await other.refresh(first)
+    refreshed = await store.get("k1")
+    assert refreshed is not None and refreshed.token == first.token
+    assert refreshed.at > first.at + 99  # now, not 100 s ago
     held = await other.claim(second)  # the first claim wins, seen from anywhere
     assert (held.token, held.operator, held.done) == (first.token, "ana", False)
     # take over only the claim in force, keeping its answer
@@ -125,6 +151,9 @@ async def exercise(store: ClaimStore, other: ClaimStore) -> None:
     await store.finish(adopted)
     finished = await other.claim(new_claim("k1", {}))
     assert finished.done is True
+    at = finished.at
+    await store.refresh(adopted)  # a finished claim is never refreshed
+    assert (await other.get("k1")).at == pytest.approx(at)  # type: ignore[union-attr]
     assert (finished.key, finished.answer, finished.token, finished.host, finished.pid) == (
         "k1",
         ANSWER,
@@ -132,7 +161,7 @@ async def exercise(store: ClaimStore, other: ClaimStore) -> None:
         third.host,
         third.pid,
     )
-    assert finished.at == pytest.approx(third.at)
+    assert finished.at >= third.at
     # other keys are independent; finishing an unknown key does nothing
     assert (await store.claim(second_key := new_claim("k2", ANSWER))).token == second_key.token
     await store.finish(new_claim("k3", ANSWER))
@@ -268,3 +297,9 @@ def test_any_other_database_error_is_raised_at_once(tmp_path: Path, monkeypatch:
     error, locked = locked_claim(tmp_path, monkeypatch, 1, "no such table: x")
     assert isinstance(error, sqlite3.OperationalError) and str(error) == "no such table: x"
     assert (locked.attempts, locked.rollbacks, locked.sleeps) == (1, 0, [])
+
+
+def test_the_escalation_key_is_the_sorted_identities() -> None:
+    assert escalation_key(["esc_2", "esc_1"]) == escalation_key(("esc_1", "esc_2"))
+    assert escalation_key(["esc_1"]) == "escalations:esc_1"
+    assert escalation_key(["esc_1"]) != escalation_key(["esc_1", "esc_2"])

@@ -23,10 +23,17 @@ from governed_stub import (
 )
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import NodeCancelledError
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from algenta_graph.claims import EscalationAlreadyDecided, claims_for, new_claim
+from algenta_graph.claims import (
+    EscalationAlreadyDecided,
+    claims_for,
+    escalation_key,
+    new_claim,
+    release,
+)
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.escalation import (
     MODEL_NODE,
@@ -41,7 +48,7 @@ from algenta_graph.escalation import (
 from algenta_graph.gates import GATE_NAMES
 from algenta_graph.governed_tool import OUTCOME_KEY, GovernedToolNode
 from algenta_graph.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
-from algenta_graph.state import GovernedState
+from algenta_graph.state import GovernedState, escalation_id_of
 
 FLAG = {"idempotency": "force", "confidence": "override_safety", "risk_floor": "override_safety"}
 
@@ -223,6 +230,7 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
                     "tool_call_id": "c1",
                     "operator": "ana",
                     "reason": "checked",
+                    "escalation_id": request["escalation_id"],
                 }
             },
         }
@@ -244,6 +252,8 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
         "override_flag": FLAG[gate],
         "result": "receipt",
         "tool_call_id": "c1",
+        "escalation_id": request["escalation_id"],
+        "answered_in_thread": None,
     }
     assert decided["outcome"]["kind"] == "receipt"
     told = [m for m in out["messages"] if isinstance(m, ToolMessage)]
@@ -547,6 +557,118 @@ def test_a_finished_claim_is_completed_again_in_the_winners_name() -> None:
     assert h.conn.operator_calls == []
 
 
+def _claimed_before(h: Harness, answer: dict[str, Any], **fields: Any) -> Any:
+    """An earlier claim of the started thread's pending escalation (as a copy's original, a
+    cancelled run or another process leaves it)."""
+    pending = [d for d in h.graph.get_state(h.config).values["denials"]]
+    key = escalation_key(escalation_id_of(d) for d in pending)
+    store = claims_for(h.saver)
+    claim = dataclasses.replace(new_claim(key, answer), **fields)
+    asyncio.run(store.claim(claim))
+    return claim
+
+
+BOS_DECLINE = {
+    "operator": "bo",
+    "decisions": [{"action": "decline", "reason": "bo said no"}],
+    "thread_id": "t0",
+}
+
+
+def test_an_escalation_decided_elsewhere_is_completed_without_asking_again() -> None:
+    # invariant 12: a copy of the thread (or a new task) meets the original's finished answer:
+    # it is recorded here in bo's name, saying where it was given, and nobody is asked
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")), thread_id="t0")
+    claim = _claimed_before(h, BOS_DECLINE, done=True)
+    (escalated,) = h.graph.get_state(h.config).values["denials"]
+    h.config = {"configurable": {"thread_id": "t1"}}  # the copy: the same records
+    out = asyncio.run(h.graph.ainvoke(denied_state(escalated), h.config))
+    assert not h.graph.get_state(h.config).interrupts and "__interrupt__" not in out
+    (decided,) = out["operator_decisions"]
+    assert (decided["operator"], decided["action"], decided["reason"]) == (
+        "bo",
+        "decline",
+        "bo said no",
+    )
+    assert decided["answered_in_thread"] == "t0"
+    assert decided["escalation_id"] == escalation_id_of(escalated)
+    (told,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert "(answered in thread t0)" in str(told.content)
+    assert h.conn.operator_calls == [] and h.visited == [MODEL_NODE]
+    assert asyncio.run(claims_for(h.saver).get(claim.key)) == claim  # untouched
+
+
+def test_an_escalation_being_applied_by_a_live_claimant_is_refused_without_asking() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")))
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
+        try:
+            claim = _claimed_before(h, BOS_DECLINE, pid=alive.pid)
+            with pytest.raises(EscalationAlreadyDecided) as caught:
+                h.nodes(None)  # e.g. a new message reaching the handler again
+        finally:
+            alive.kill()
+    assert caught.value.claim.token == claim.token
+    assert "bo (decline in thread t0, still being applied)" in str(caught.value)
+    assert h.conn.operator_calls == [] and h.visited == []
+    assert h.graph.get_state(h.config).values["operator_decisions"] == []
+
+
+def test_a_claim_let_go_by_a_cancelled_run_of_this_process_is_taken_over() -> None:
+    # invariant 12: the run that claimed it was cancelled (released, not finished): the next
+    # run completes its answer, in its operator's name, without asking
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")))
+    claim = _claimed_before(h, BOS_DECLINE)
+    release(claim)
+    out = h.resume(OVERRIDE)
+    assert [(d["operator"], d["action"]) for d in out["operator_decisions"]] == [("bo", "decline")]
+    final = asyncio.run(claims_for(h.saver).get(claim.key))
+    assert final is not None and final.done and final.token != claim.token
+    assert final.answer == BOS_DECLINE
+
+
+def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")))
+
+    async def cancelled(*args: Any, **kwargs: Any) -> Any:
+        raise asyncio.CancelledError
+
+    h.tools.find_execution = cancelled  # type: ignore[method-assign]
+    with pytest.raises((asyncio.CancelledError, NodeCancelledError)):
+        h.resume(OVERRIDE)
+    (claim,) = claims_for(h.saver)._claims.values()  # type: ignore[attr-defined]
+    assert claim.done is False and claim.abandoned()  # let go: the next run takes it over
+
+
+async def test_a_claim_is_kept_alive_while_its_answer_is_applied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from algenta_graph import escalation as module
+
+    refreshed: list[Any] = []
+    naps: list[float] = []
+
+    class Store:
+        async def refresh(self, claim: Any) -> None:
+            refreshed.append(claim)
+            if len(refreshed) == 2:
+                raise OSError("database went away")  # logged, never fatal
+            if len(refreshed) == 3:
+                raise asyncio.CancelledError
+
+    async def nap(seconds: float) -> None:
+        naps.append(seconds)
+
+    monkeypatch.setattr(module.asyncio, "sleep", nap)
+    mine = new_claim("k", {})
+    with pytest.raises(asyncio.CancelledError):
+        await module._keep_alive(Store(), mine)  # type: ignore[arg-type]
+    assert refreshed == [mine] * 3 and naps == [5.0] * 3
+
+
 # --------------------------------------------------------------------------- pure parts
 
 
@@ -620,6 +742,7 @@ def test_pending_escalations_and_the_request() -> None:
             "webhook_url": HOOK,
             "override_flag": "override_safety",
             "tool_call_id": "c2",
+            "escalation_id": escalation_id_of(denial("risk_floor", "c2")),
         }
     ]
     assert {k: request[k] for k in request["escalations"][0]} == request["escalations"][0]  # type: ignore[literal-required]
@@ -662,6 +785,10 @@ def test_a_new_turn_goes_to_the_first_gate_still_waiting_for_an_operator() -> No
         HumanMessage("next"),
         AIMessage("", tool_calls=[execute_call("d2", "c9")]),
     ]
+    # ... but that later step is unfinished (a run cut short inside governed_tool): a new turn
+    # finishes it first (invariant 13)
+    assert route(earlier) == "unfinished step"
+    earlier["messages"].append(ToolMessage("done", tool_call_id="c9"))
     assert route(earlier) == "model"
     assert route({"messages": [], "denials": []}) == "model"
 
@@ -683,24 +810,21 @@ def test_handler_names_and_the_next_handler() -> None:
 # --------------------------------------------------------------------------- details
 
 
-def test_the_claim_key_names_the_thread_the_gate_and_the_sorted_calls() -> None:
+def test_the_claim_key_is_the_escalations_own_identity_never_the_thread() -> None:
+    # invariant 12: the key names the escalations answered (sorted), not the thread, the task
+    # or the checkpoint namespace, so a copy of the thread meets the same claim
     h = Harness("confidence")
-    h.start(
-        denied_state(
-            denial("confidence", "c2", "d2", policy="escalate"),
-            denial("confidence", "c1", "d1", policy="escalate"),
-        )
+    state = denied_state(
+        denial("confidence", "c2", "d2", policy="escalate", escalation_id="esc_b"),
+        denial("confidence", "c1", "d1", policy="escalate", escalation_id="esc_a"),
     )
+    h.start(state)
     h.resume(DECLINE)
     store: Any = claims_for(h.saver)
     (key,) = store._claims
-    # thread | the handler task's namespace (the same for every resume of one checkpoint) |
-    # gate | the escalated calls, sorted
-    thread, namespace, gate, calls = key.split("|")
-    assert (thread, gate, calls) == ("t1", "confidence", "c1,c2")
-    assert namespace.startswith("denial_handler_confidence:")
+    assert key == "escalations:esc_a,esc_b"
     (claim,) = store._claims.values()
-    assert claim.done is True and claim.operator == "ana"
+    assert claim.done is True and claim.operator == "ana" and claim.thread_id == "t1"
 
 
 def test_an_abandoned_claim_is_completed_in_its_claimants_name() -> None:
@@ -826,7 +950,12 @@ def test_an_override_on_a_strict_engine_sends_the_graphs_key_and_the_plans_nonce
     h.conn.operator_answers = [ExecutionReceipt.model_validate(receipt_body())]
     out = h.resume(OVERRIDE)
     (sent,) = h.conn.operator_calls
-    assert sent["extra"] == {"idempotency_key": "algenta-graph:t1:c1:operator", "nonce": "n1"}
+    # one key per escalation (a copy of the thread replays it, never sends it again)
+    escalation = escalation_id_of(denial("confidence", policy="escalate"))
+    assert sent["extra"] == {
+        "idempotency_key": f"algenta-graph:escalation:{escalation}",
+        "nonce": "n1",
+    }
     assert h.conn.get_decision_calls == ["d1", "d1"]  # its own delivery first, then the plan
     assert [d["result"] for d in out["operator_decisions"]] == ["receipt"]
 

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,6 +36,7 @@ from algenta_graph.governed_tool import (
     for_decision,
     gate_order,
     idempotency_key,
+    in_place,
     last_step,
     message_text,
     plan_nonce,
@@ -156,6 +158,11 @@ def test_a_denial_is_recorded_with_the_policy_of_its_run(policy: str) -> None:
     conn.answers = [answer(denial_body("confidence"), status="error")]
     state = step_state(execute_call(timeout_seconds=5))
     update = run(node, state, config(on_denial={"confidence": policy}))
+    (recorded,) = update["denials"]
+    # an escalated denial gets an identity of its own when it is raised (invariant 12)
+    identity = recorded.pop("escalation_id", None)
+    assert (identity is not None) == (policy == "escalate")
+    assert identity is None or re.fullmatch(r"esc_[0-9a-f]{32}", identity)
     assert unchained(update["denials"]) == [
         {
             "kind": "denial",
@@ -1227,3 +1234,29 @@ def test_a_real_usage_signal_learns_only_what_served_the_turn() -> None:
     run(node, learning_state(*calls), config(profile="observe"))
     learnt = {item.key for ns in store.list_namespaces() for item in store.search(ns)}
     assert learnt == {"simulate"}
+
+
+def test_answers_go_right_after_their_call_even_when_a_later_turn_came_first() -> None:
+    # invariant 13: a step finished by the next turn puts its answers before that turn's
+    # message, every message keeping its id (providers refuse a call answered later)
+    from langchain_core.messages import RemoveMessage
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+
+    calls = [execute_call("d1", "c1"), execute_call("d2", "c2")]
+    ai = AIMessage("", tool_calls=calls, id="ai")
+    head = [HumanMessage("go", id="h1"), ai]
+    done = ToolMessage("one", tool_call_id="c1", id="t1")
+    new = [ToolMessage("two", tool_call_id="c2", id="t2")]
+    assert in_place([*head, done], ai, new) == new  # the usual case: appended
+    assert in_place(head, ai, new) == new
+    later = HumanMessage("and now?", id="h2")
+    update = in_place([*head, done, later], ai, new)
+    assert isinstance(update[0], RemoveMessage) and update[0].id == REMOVE_ALL_MESSAGES
+    merged = add_messages([*head, done, later], update)
+    assert [m.id for m in merged] == ["h1", "ai", "t1", "t2", "h2"]
+    # an answer of an older step after the call is moved with the rest, in order
+    other = ToolMessage("x", tool_call_id="old", id="t0")
+    update = in_place([*head, later, other], ai, new)
+    assert [m.id for m in update[1:]] == ["h1", "ai", "t2", "h2", "t0"]
+    # a call that is not in the messages: appended (nothing to reorder against)
+    assert in_place([later], ai, new) == new

@@ -12,7 +12,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from pydantic import ValidationError
 
-from algenta_graph.state import GovernedState, OperatorDecision, append_records
+from algenta_graph.state import (
+    GovernedState,
+    OperatorDecision,
+    append_records,
+    escalation_id_of,
+    new_escalation_id,
+)
 
 RECORD = st.dictionaries(
     st.sampled_from(["decision_id", "gate", "tool_call_id", "source", "n"]),
@@ -123,3 +129,18 @@ def test_an_operator_decision_dumps_every_field_and_refuses_unknown_ones() -> No
             operator="a", reason="r", action="approve", gate="g", decision_id=None,  # type: ignore[arg-type]
             result="declined",
         )  # fmt: skip
+
+
+def test_an_escalation_identity_is_given_once_and_read_back_or_derived() -> None:
+    # invariant 12: given when the denial is raised, carried by copies of the record
+    one, two = new_escalation_id(), new_escalation_id()
+    assert one != two and one.startswith("esc_") and len(one) == 36
+    assert escalation_id_of({"escalation_id": one, "tool_call_id": "c1"}) == one
+    legacy = {"gate": "confidence", "decision_id": "d1", "tool_call_id": "c1", "hash": "a"}
+    derived = escalation_id_of(legacy)
+    assert derived == escalation_id_of(dict(legacy)) and derived.startswith("esc_")
+    for field, value in (("gate", "risk_floor"), ("decision_id", "d2"), ("tool_call_id", "c2")):
+        assert escalation_id_of({**legacy, field: value}) != derived, field
+    assert escalation_id_of({**legacy, "hash": "b"}) != derived
+    assert escalation_id_of({**legacy, "seq": 3}) != derived
+    assert escalation_id_of({**legacy, "escalation_id": ""}) == derived
