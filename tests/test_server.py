@@ -65,6 +65,7 @@ def langgraph_dev(
     env: Mapping[str, str],
     port: int | None = None,
     startup_timeout: float = 120.0,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[DevServer]:
     """Run ``langgraph dev`` on ``config`` until the block exits; yield its real URL.
 
@@ -85,6 +86,7 @@ def langgraph_dev(
         str(requested),
         "--config",
         str(config),
+        *extra_args,
     ]
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
