@@ -354,9 +354,35 @@ def _unauthorized(detail: str) -> Auth.exceptions.HTTPException:
     )
 
 
+API_KEY_HEADER = "x-api-key"
+"""The header ``langgraph_sdk.get_client(api_key=...)`` sends; accepted like a bearer token."""
+
+
+def _presented_token(authorization: str | None, headers: Mapping[Any, Any] | None) -> str | None:
+    """The token a request presents: ``Authorization: Bearer <token>``, else ``x-api-key``."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    for name, value in (headers or {}).items():
+        key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
+        if key.lower() == API_KEY_HEADER:
+            text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            return text.strip() or None
+    return None
+
+
 @auth.authenticate
-async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
-    """Bearer token -> identity and roles (the roles are the user's ``permissions``)."""
+async def authenticate(
+    authorization: str | None,
+    headers: Mapping[Any, Any] | None = None,
+    path: str | None = None,
+) -> Auth.types.MinimalUserDict:
+    """Token -> identity and roles (the roles are the user's ``permissions``).
+
+    The token is ``Authorization: Bearer <token>`` or the ``x-api-key`` header (what
+    ``langgraph_sdk.get_client(api_key=...)`` sends). The server's own ``/mcp`` endpoint runs
+    the graph, so an auditor (who may run nothing) is refused there with 403 at once.
+    """
     try:
         table = _TOKENS.current()
     except AuthFileError:
@@ -370,18 +396,26 @@ async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
             "permissions": [],
             "display_name": "open server (no authentication)",
         }
-    scheme, _, token = (authorization or "").strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise _unauthorized("a bearer token is required (Authorization: Bearer <token>)")
-    principal = table.lookup(token.strip())
+    token = _presented_token(authorization, headers)
+    if token is None:
+        raise _unauthorized(
+            "a token is required (Authorization: Bearer <token>, or the x-api-key header)"
+        )
+    principal = table.lookup(token)
     if principal is None:
         raise _unauthorized("invalid token")
+    if _is_mcp(path) and not _can_write(frozenset(principal.roles)):
+        raise _forbidden("an auditor cannot run the graph (the /mcp endpoint runs it)")
     return {
         "identity": principal.identity,
         "is_authenticated": True,
         "permissions": list(principal.roles),
         "display_name": principal.identity,
     }
+
+
+def _is_mcp(path: str | None) -> bool:
+    return bool(path) and (path == "/mcp" or str(path).startswith("/mcp/"))
 
 
 def _principal(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None:

@@ -153,6 +153,39 @@ async def test_the_token_file_is_reread_when_it_changes_and_fails_closed(
     assert (await authenticate(None))["is_authenticated"] is False
 
 
+async def test_a_token_in_x_api_key_authenticates_and_the_mcp_endpoint_refuses_auditors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph_sdk import Auth
+
+    from algenta_graph.auth import _Tokens, authenticate
+
+    path = _write(
+        tmp_path / "auth.json", {"tok-a": ("alice", ["agent"]), "tok-au": ("au", ["auditor"])}
+    )
+    monkeypatch.setenv(ENV_AUTH_FILE, str(path))
+    monkeypatch.setattr("algenta_graph.auth._TOKENS", _Tokens())
+    # what langgraph_sdk.get_client(api_key=...) sends; the header name in any case
+    for name in (b"x-api-key", b"X-Api-Key"):
+        user = await authenticate(None, {name: b" tok-a "})
+        assert (user["identity"], user["permissions"]) == ("alice", ["agent"])
+    # Authorization wins when both are there
+    user = await authenticate("Bearer tok-au", {b"x-api-key": b"tok-a"})
+    assert user["identity"] == "au"
+    for headers in ({b"x-api-key": b""}, {b"x-api-key": b"nope"}, {b"other": b"tok-a"}, None):
+        with pytest.raises(Auth.exceptions.HTTPException) as caught:
+            await authenticate(None, headers)
+        assert caught.value.status_code == 401
+    # the server's own /mcp endpoint runs the graph: an auditor gets 403 there (not a 500)
+    for mcp in ("/mcp", "/mcp/"):
+        with pytest.raises(Auth.exceptions.HTTPException) as caught:
+            await authenticate("Bearer tok-au", None, mcp)
+        assert caught.value.status_code == 403 and "auditor" in str(caught.value.detail)
+    assert (await authenticate("Bearer tok-a", None, "/mcp"))["identity"] == "alice"
+    assert (await authenticate("Bearer tok-au", None, "/threads/search"))["identity"] == "au"
+    assert (await authenticate("Bearer tok-au", None, "/mcpx"))["identity"] == "au"
+
+
 # ---------------------------------------------------------------------------------------------
 # the rules
 
@@ -990,3 +1023,47 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
         assert copied.status_code == 403 and "governed records" in copied.text, copied.text
         state = await alice.threads.get_state(thread)
         assert len(state["values"]["operator_decisions"]) == 1
+
+
+@pytest.mark.slow
+async def test_served_graph_takes_the_sdks_api_key_and_refuses_mcp_runs_to_auditors(
+    engine: ReferenceEngine, tmp_path: Path
+) -> None:
+    """``langgraph_sdk.get_client(api_key=...)`` (the ``x-api-key`` header) works like a bearer
+    token; the server's ``/mcp`` endpoint answers an auditor 403, an agent runs the graph."""
+    from langgraph_sdk import get_client
+
+    env = {
+        "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_PROFILE": "execute",
+        "ALGENTA_MODEL": "demo",
+        ENV_AUTH_FILE: str(_write(tmp_path / "auth.json", TOKENS)),
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "governed_agent",
+            "arguments": {"messages": [{"role": "user", "content": "hello"}]},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    with (
+        langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server,
+        _http(server.url) as http,
+    ):
+        alice: Any = get_client(url=server.url, api_key="tok-alice")
+        thread = (await alice.threads.create())["thread_id"]
+        await alice.runs.wait(thread, "governed_agent", input=_user("hello"))
+        state = await alice.threads.get_state(thread)
+        assert state["values"]["messages"][0]["content"] == "hello"
+        assert (await alice.threads.get(thread))["metadata"]["algenta_owner"] == "alice"
+        wrong: Any = get_client(url=server.url, api_key="tok-nobody")
+        with pytest.raises(httpx.HTTPStatusError) as caught:
+            await wrong.threads.create()
+        assert caught.value.response.status_code == 401
+        refused = http.post("/mcp", json=call, headers={**accept, **_bearer("tok-audrey")})
+        assert refused.status_code == 403 and "auditor" in refused.text, refused.text
+        ran = http.post("/mcp", json=call, headers={**accept, **_bearer("tok-alice")})
+        assert ran.status_code == 200 and '"result"' in ran.text, ran.text
