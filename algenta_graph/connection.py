@@ -96,6 +96,9 @@ DEFAULT_BASE_URL = "http://localhost:8000/mcp"
 """Where the engine is looked for when neither ``base_url=`` nor ``ALGENTA_BASE_URL`` is set."""
 ALGENTA_SERVER = "algenta"
 """The server name of the Algenta engine among the connection's MCP servers."""
+OPERATOR_SERVER = "algenta-operator"
+"""The operator path's own session to the engine, with the operator credential."""
+ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
 EXECUTE_TOOL = "execute_decision"
 GET_DECISION_TOOL = "get_decision"
 _RESERVED_NAMES = frozenset({"search_tools"})  # the graph's own gateway tool
@@ -352,7 +355,11 @@ class _Server:
     @property
     def label(self) -> str:
         """How messages name this server: the Algenta engine, or an extra MCP server."""
-        return "the Algenta engine" if self.name == ALGENTA_SERVER else f"MCP server {self.name!r}"
+        if self.name == ALGENTA_SERVER:
+            return "the Algenta engine"
+        if self.name == OPERATOR_SERVER:
+            return "the Algenta engine (operator credential)"
+        return f"MCP server {self.name!r}"
 
     def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
         return EngineTimeoutError(
@@ -478,6 +485,12 @@ class EngineConnection:
             join the catalog (not governed by the profile, never trusted as Algenta's).
         timeout: seconds for connecting, initialising and listing tools.
         call_timeout: seconds one tool call may take.
+        operator_api_key: the credential of the **operator path** only (an engine key with the
+            operator role, ``docs/ARCHITECTURE.md`` invariant 14); default
+            ``ALGENTA_OPERATOR_API_KEY``. The override flags are sent over a session of its
+            own with this key, after an operator's answer; the model's calls never use it.
+            Without it the operator path uses ``api_key``, which an engine that requires an
+            operator for overrides refuses (recorded as a failed override).
     """
 
     def __init__(
@@ -489,6 +502,7 @@ class EngineConnection:
         extra_servers: Mapping[str, Mapping[str, Any]] | None = None,
         timeout: float = 30.0,
         call_timeout: float = 60.0,
+        operator_api_key: str | None = None,
     ) -> None:
         if timeout <= 0 or call_timeout <= 0:
             raise ValueError(f"timeouts must be positive, got {timeout=} {call_timeout=}")
@@ -498,11 +512,18 @@ class EngineConnection:
         self.call_timeout = float(call_timeout)
         token = api_key if api_key is not None else os.environ.get("ALGENTA_API_KEY")
         self.__token = token or None
+        operator = (
+            operator_api_key
+            if operator_api_key is not None
+            else os.environ.get(ENV_OPERATOR_API_KEY)
+        )
+        self.__operator_token = operator or None
         extras = dict(extra_servers or {})
-        if ALGENTA_SERVER in extras:
-            raise ValueError(
-                f"extra server name {ALGENTA_SERVER!r} is reserved for the Algenta engine"
-            )
+        for reserved in (ALGENTA_SERVER, OPERATOR_SERVER):
+            if reserved in extras:
+                raise ValueError(
+                    f"extra server name {reserved!r} is reserved for the Algenta engine"
+                )
         for name, spec in extras.items():
             if not isinstance(spec, Mapping) or "transport" not in spec:
                 raise ValueError(f"extra server {name!r}: a connection dict with 'transport'")
@@ -519,12 +540,22 @@ class EngineConnection:
 
     def __repr__(self) -> str:
         auth = "token" if self.__token else "no token"
+        if self.__operator_token:
+            auth += ", operator token"
         return f"EngineConnection({self.url!r}, profile={self.profile.name!r}, {auth})"
 
     # ------------------------------------------------------------------ lifecycle
 
     def _redact(self, text: str) -> str:
-        return text.replace(self.__token, "[redacted]") if self.__token else text
+        for secret in (self.__token, self.__operator_token):
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+    @property
+    def has_operator_credential(self) -> bool:
+        """Whether the operator path has its own engine credential (``operator_api_key``)."""
+        return self.__operator_token is not None
 
     def _connection_specs(self) -> dict[str, dict[str, Any]]:
         read = max(300.0, self.call_timeout + self.timeout)  # must outlive any call
@@ -539,6 +570,12 @@ class EngineConnection:
         }
         if self.__token:
             specs[ALGENTA_SERVER]["headers"] = {"Authorization": f"Bearer {self.__token}"}
+        if self.__operator_token:  # opened on the first operator call only
+            specs[OPERATOR_SERVER] = {
+                **specs[ALGENTA_SERVER],
+                "headers": {"Authorization": f"Bearer {self.__operator_token}"},
+                "session_kwargs": {},
+            }
         for name, spec in self._extra_specs.items():
             specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
         return specs
@@ -584,7 +621,7 @@ class EngineConnection:
         taken = set(self._advertised) | set(load_contract().get("mcp_tool_reference", {}))
         taken |= _RESERVED_NAMES | set(catalog)
         for name, server in self._servers.items():
-            if name == ALGENTA_SERVER:
+            if name in (ALGENTA_SERVER, OPERATOR_SERVER):
                 continue
             extra_view = _SessionView(self, server, lambda t: True)
             extra_tools = await load_mcp_tools(
@@ -804,7 +841,10 @@ class EngineConnection:
         if metadata is not None:
             arguments["metadata"] = dict(metadata)
         arguments.update(extra or {})
-        return parse_execution_outcome(await self._raw_call(EXECUTE_TOOL, arguments))
+        server = self._server(
+            OPERATOR_SERVER if OPERATOR_SERVER in self._servers else ALGENTA_SERVER
+        )
+        return parse_execution_outcome(await self._send(server, EXECUTE_TOOL, arguments))
 
     async def get_decision(self, decision_id: str) -> dict[str, Any]:
         """The engine's record of a decision and its executions (internal, read-only; outside

@@ -31,7 +31,7 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -148,17 +148,66 @@ def idempotency_key(attempt: str) -> str:
     return "algenta-graph:sha256:" + hashlib.sha256(attempt.encode()).hexdigest()
 
 
-def plan_nonce(messages: Sequence[BaseMessage], plan_hash: str) -> str | None:
-    """The nonce of the latest ``plan_decision`` result in ``messages`` for ``plan_hash``."""
-    for message in reversed(messages):
+def plan_nonce(
+    messages: Sequence[BaseMessage],
+    plan_hash: str,
+    *,
+    plan_ids: Collection[str] | None = None,
+    decision_id: str = "the decision",
+) -> str | None:
+    """The nonce of the plan a decision runs under, from this thread's ``plan_decision``
+    results (``docs/ARCHITECTURE.md``, invariant 11): bound by plan id, never guessed by hash.
+
+    ``plan_ids``: the plans the engine binds the decision to (its ``plan_id``, or every plan it
+    lists for the decision as approved); then only those plans' results count. Without them,
+    the results with ``plan_hash`` count. ``None`` when no result counts; one nonce when exactly
+    one plan does; :class:`~algenta_graph.errors.AlgentaGraphError` naming the plans when
+    several do (every proposal of one scenario has the same hash: which one approved this
+    decision cannot be told apart, so nothing is sent).
+    """
+    found: dict[str, str] = {}  # plan id (or the nonce, for a result without one) -> nonce
+    for message in messages:
         if not isinstance(message, ToolMessage) or not str(message.name or "").endswith(
             "plan_decision"
         ):
             continue
         body = _result_json(message)
-        if body.get("plan_hash") == plan_hash and isinstance(body.get("nonce"), str):
-            return str(body["nonce"])
-    return None
+        nonce, plan_id = body.get("nonce"), body.get("plan_id")
+        if body.get("plan_hash") != plan_hash or not isinstance(nonce, str):
+            continue
+        if plan_ids is not None and plan_id not in plan_ids:
+            continue
+        found[str(plan_id) if isinstance(plan_id, str) and plan_id else nonce] = nonce
+    if len(found) > 1:
+        plans = ", ".join(k for k in found if k not in found.values()) or f"{len(found)} plans"
+        raise AlgentaGraphError(
+            f"plan_ambiguous: {len(found)} plan_decision results in this thread could be the "
+            f"plan of {decision_id} (plan_hash {plan_hash}; {plans}); which one approved it "
+            "cannot be told apart, so nothing was sent: log the decision with its plan_id"
+        )
+    return next(iter(found.values()), None)
+
+
+def bound_plans(decision: Mapping[str, Any]) -> frozenset[str] | None:
+    """The plans the engine says a decision may run under: those it lists for the decision as
+    ``approved`` (``plans``: ``[{plan_id, state}]``), else the ``plan_id`` it was logged with;
+    ``None`` when the engine names no plan (then the thread's results are read by hash).
+
+    >>> sorted(bound_plans({"plan_id": "p1", "plans": [{"plan_id": "p1", "state": "executed"},
+    ...                                                  {"plan_id": "p2", "state": "approved"}]}))
+    ['p2']
+    >>> bound_plans({"plan_id": "p1"}), bound_plans({})
+    (frozenset({'p1'}), None)
+    """
+    plans = decision.get("plans")
+    if isinstance(plans, list) and plans:
+        return frozenset(
+            str(p["plan_id"])
+            for p in plans
+            if isinstance(p, Mapping) and p.get("state") == "approved" and p.get("plan_id")
+        )
+    plan_id = decision.get("plan_id")
+    return frozenset({plan_id}) if isinstance(plan_id, str) and plan_id else None
 
 
 def _result_json(message: ToolMessage) -> Mapping[str, Any]:
@@ -607,17 +656,20 @@ class GovernedToolNode:
             out["idempotency_key"] = idempotency_key(attempt)
         if "nonce" in wanted:
             record = await self.conn.get_decision(decision_id)
-            decision = record.get("decision") if isinstance(record.get("decision"), Mapping) else {}
-            plan_hash = decision.get("plan_hash") if isinstance(decision, Mapping) else None
+            found = record.get("decision")
+            decision: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+            plan_hash = decision.get("plan_hash")
             if not isinstance(plan_hash, str) or not plan_hash:
                 raise AlgentaGraphError(
                     f"decision {decision_id} was logged without a plan_hash; this engine executes "
                     "only a decision logged with the plan_hash of a plan_decision result"
                 )
-            nonce = plan_nonce(messages, plan_hash)
+            plan_ids = bound_plans(decision)
+            nonce = plan_nonce(messages, plan_hash, plan_ids=plan_ids, decision_id=decision_id)
             if nonce is None:
+                which = f"of plan {', '.join(sorted(plan_ids))}" if plan_ids else "has plan_hash"
                 raise AlgentaGraphError(
-                    f"no plan_decision result in this thread has plan_hash {plan_hash}; call "
+                    f"no plan_decision result in this thread {which} {plan_hash}; call "
                     "plan_decision (and have an operator approve the plan) before executing"
                 )
             out["nonce"] = nonce

@@ -248,6 +248,7 @@ async def create_governed_agent(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
+    operator_api_key: str | None = None,
     profile: str | None = None,
     top_k: int = 5,
     on_denial: Mapping[str, str] | str | None = None,
@@ -278,6 +279,9 @@ async def create_governed_agent(
     - ``step_limit``: the default ``recursion_limit``; a run that reaches it ends with
       :data:`STEP_LIMIT_MESSAGE` instead of ``GraphRecursionError``.
     - ``authorize_operator``: ``(identity, gate, config) -> bool``, who may answer an escalation.
+    - ``operator_api_key``: the engine credential of the operator path alone (an engine key
+      with the operator role; default ``ALGENTA_OPERATOR_API_KEY``): the override flags are
+      sent with it, the model's calls never are.
     - ``always_include``, ``usage``, ``embeddings``: see :func:`build_governed_graph`.
     - ``always_include``: base tools bound on every step whatever retrieval ranks (not counted
       in ``top_k``; the run's profile still applies).
@@ -288,9 +292,14 @@ async def create_governed_agent(
     if isinstance(step_limit, bool) or not isinstance(step_limit, int) or step_limit < 4:
         raise ValueError(f"step_limit must be an int >= 4, got {step_limit!r}")
     if connection is not None and (
-        base_url is not None or api_key is not None or extra_servers is not None
+        base_url is not None
+        or api_key is not None
+        or operator_api_key is not None
+        or extra_servers is not None
     ):
-        raise ValueError("pass either connection= or base_url/api_key/extra_servers, not both")
+        raise ValueError(
+            "pass either connection= or base_url/api_key/operator_api_key/extra_servers, not both"
+        )
     stack = contextlib.AsyncExitStack()
     try:
         if checkpointer is not None and not _is_saver(checkpointer):
@@ -303,6 +312,7 @@ async def create_governed_agent(
             connection = EngineConnection(
                 base_url,
                 api_key=api_key,
+                operator_api_key=operator_api_key,
                 profile=profile or "observe",
                 extra_servers=extra_servers,
             )

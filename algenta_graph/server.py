@@ -10,6 +10,9 @@ in ``langgraph.json``):
 
 - ``ALGENTA_BASE_URL``: the engine's MCP endpoint (default ``http://localhost:8000/mcp``).
 - ``ALGENTA_API_KEY``: bearer token for the engine (default: none).
+- ``ALGENTA_OPERATOR_API_KEY``: the engine credential of the operator path alone (a key with the
+  engine's operator role): overrides are sent with it after an operator's answer, never the
+  model's calls (default: none; the operator path then uses ``ALGENTA_API_KEY``).
 - ``ALGENTA_PROFILE``: ``observe`` (default), ``govern``, ``execute`` or ``full``.
 - ``ALGENTA_MODEL``: an ``init_chat_model`` string (``"openai:gpt-5"``), or ``demo`` (default)
   for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
@@ -45,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from langgraph.graph.state import CompiledStateGraph
@@ -75,6 +78,7 @@ __all__ = [
     "ENV_BASE_URL",
     "ENV_MODEL",
     "ENV_ON_DENIAL",
+    "ENV_OPERATOR_API_KEY",
     "ENV_PROFILE",
     "ENV_TOP_K",
     "RecordsWriteRefused",
@@ -88,6 +92,7 @@ __all__ = [
 
 ENV_BASE_URL = "ALGENTA_BASE_URL"
 ENV_API_KEY = "ALGENTA_API_KEY"
+ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
 ENV_PROFILE = "ALGENTA_PROFILE"
 ENV_MODEL = "ALGENTA_MODEL"
 ENV_TOP_K = "ALGENTA_TOP_K"
@@ -131,8 +136,9 @@ class ServerSettings:
     """Everything the factory needs to build one graph; hashable, so it keys the cache."""
 
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     profile: str = DEFAULT_PROFILE
+    operator_api_key: str | None = field(default=None, repr=False)
     model: str | None = None
     top_k: int = DEFAULT_TOP_K
     on_denial: tuple[tuple[str, str], ...] | None = None
@@ -159,6 +165,7 @@ class ServerSettings:
         return cls(
             base_url=env.get(ENV_BASE_URL) or None,
             api_key=env.get(ENV_API_KEY) or None,
+            operator_api_key=env.get(ENV_OPERATOR_API_KEY) or None,
             profile=profile,
             model=None if model == DEMO_MODEL else model,
             top_k=_parse_top_k(env.get(ENV_TOP_K), ENV_TOP_K),
@@ -195,7 +202,7 @@ def _freeze(value: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
 class _LoopCache:
     loop: asyncio.AbstractEventLoop
     lock: asyncio.Lock
-    connections: dict[tuple[str | None, str | None, str], EngineConnection]
+    connections: dict[tuple[str | None, str | None, str | None, str], EngineConnection]
     graphs: dict[ServerSettings, CompiledStateGraph[Any, Any, Any, Any]]
 
 
@@ -216,11 +223,14 @@ def _loop_cache() -> _LoopCache:
 async def _connection(cache: _LoopCache, settings: ServerSettings) -> EngineConnection:
     from algenta_graph.connection import EngineConnection
 
-    key = (settings.base_url, settings.api_key, settings.profile)
+    key = (settings.base_url, settings.api_key, settings.operator_api_key, settings.profile)
     conn = cache.connections.get(key)
     if conn is None:
         conn = EngineConnection(
-            settings.base_url, api_key=settings.api_key, profile=settings.profile
+            settings.base_url,
+            api_key=settings.api_key,
+            operator_api_key=settings.operator_api_key or "",
+            profile=settings.profile,
         )
         await conn.open()  # EngineConnectionError naming the URL; nothing is cached then
         cache.connections[key] = conn

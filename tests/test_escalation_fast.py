@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -930,15 +931,18 @@ def test_authenticated_identity_of_objects_missing_attributes() -> None:
 # --------------------------------------------------------------------------- invariant 11
 
 
-def plan_message(plan_hash: str, nonce: str) -> ToolMessage:
-    body = f'{{"plan_hash": "{plan_hash}", "nonce": "{nonce}"}}'
-    return ToolMessage(body, name="plan_decision", tool_call_id=f"plan-{nonce}")
+def plan_message(plan_hash: str, nonce: str, plan_id: str | None = None) -> ToolMessage:
+    body = {"plan_hash": plan_hash, "nonce": nonce, **({"plan_id": plan_id} if plan_id else {})}
+    return ToolMessage(json.dumps(body), name="plan_decision", tool_call_id=f"plan-{nonce}")
 
 
-def strict_harness(plans: list[ToolMessage]) -> Harness:
+def strict_harness(plans: list[ToolMessage], **decision: Any) -> Harness:
     h = Harness("confidence")
     h.conn.execute_supplied = frozenset({"idempotency_key", "nonce"})  # type: ignore[attr-defined]
-    h.conn.get_decision_result = {"decision": {"plan_hash": "h1"}, "executions": []}
+    h.conn.get_decision_result = {
+        "decision": {"plan_hash": "h1", **decision},
+        "executions": [],
+    }
     state = denied_state(denial("confidence", policy="escalate"))
     state["messages"][1:1] = plans
     h.start(state)
@@ -946,7 +950,9 @@ def strict_harness(plans: list[ToolMessage]) -> Harness:
 
 
 def test_an_override_on_a_strict_engine_sends_the_graphs_key_and_the_plans_nonce() -> None:
-    h = strict_harness([plan_message("h1", "n-old"), plan_message("h1", "n1")])
+    # the decision's own plan (p1), not the later proposal with the same hash (case 5)
+    plans = [plan_message("h1", "n1", "p1"), plan_message("h1", "n-later", "p2")]
+    h = strict_harness(plans, plan_id="p1")
     h.conn.operator_answers = [ExecutionReceipt.model_validate(receipt_body())]
     out = h.resume(OVERRIDE)
     (sent,) = h.conn.operator_calls
@@ -958,6 +964,14 @@ def test_an_override_on_a_strict_engine_sends_the_graphs_key_and_the_plans_nonce
     }
     assert h.conn.get_decision_calls == ["d1", "d1"]  # its own delivery first, then the plan
     assert [d["result"] for d in out["operator_decisions"]] == ["receipt"]
+
+
+def test_an_override_whose_plan_cannot_be_told_apart_sends_nothing() -> None:
+    h = strict_harness([plan_message("h1", "n1", "p1"), plan_message("h1", "n2", "p2")])
+    out = h.resume(OVERRIDE)
+    assert h.conn.operator_calls == []
+    assert [d["result"] for d in out["operator_decisions"]] == ["failed"]
+    assert "plan_ambiguous" in out["operator_decisions"][0]["outcome"]["message"]
 
 
 def test_an_override_without_the_plans_nonce_sends_nothing() -> None:

@@ -253,3 +253,37 @@ async def test_a_killed_override_then_a_new_message_then_a_cli_decline_keeps_one
     assert values["operator_decisions"] == [record], declined.stdout + declined.stderr
     assert [r["source"] for r in values["receipts"]] == ["operator"]
     assert len(engine.executions(decision)) == 1 and _deliveries(webhook, decision) == 1
+
+
+async def test_the_operator_path_alone_uses_the_operator_credential(
+    start_engine: Callable[..., ReferenceEngine], webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Invariant 14, the graph's side: the model's calls go with the agent key, the override
+    (after an operator's answer) with ``operator_api_key`` over a session of its own; the
+    engine's execution log names which key sent each."""
+    from algenta_graph.connection import EngineConnection
+    from algenta_graph.engine.auth import ApiKey
+
+    keys = {
+        "tok-agent": ApiKey("graph-worker", frozenset({"agent"}), execute=True),
+        "tok-operator": ApiKey("ops-desk", frozenset({"operator"}), execute=True),
+    }
+    engine = start_engine(keys=keys)
+    async with EngineConnection(
+        engine.url, profile="execute", api_key="tok-agent", operator_api_key="tok-operator"
+    ) as conn:
+        assert conn.has_operator_credential and "tok-operator" not in repr(conn)
+        fine = await log_decision(conn, confidence=0.9)
+        shaky = await log_decision(conn, confidence=0.3)
+        replies = [execute(fine, webhook.url, "c1"), "done", execute(shaky, webhook.url, "c2")]
+        async with agent(conn, tmp_path / "cp.sqlite", [*replies, "overridden"]) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+            await graph.ainvoke({"messages": [("user", "and this one")]}, config("t"))
+            out = await graph.ainvoke(Command(resume=OVERRIDE), config("t"))
+        sessions = conn.sessions_opened
+    assert _who(out["operator_decisions"][0]) == ("ana", "override", "receipt")
+    [model_call] = engine.executions(fine)
+    [override] = engine.executions(shaky)
+    assert (model_call["executed_by"], model_call["override_safety"]) == ("graph-worker", False)
+    assert (override["executed_by"], override["override_safety"]) == ("ops-desk", True)
+    assert sessions == 2  # the model's session, and the operator path's own

@@ -31,6 +31,7 @@ from algenta_graph.governed_tool import (
     HALT,
     OUTCOME_KEY,
     GovernedToolNode,
+    bound_plans,
     counts_as_executed,
     denial_text,
     for_decision,
@@ -852,15 +853,18 @@ def test_idempotency_key_names_the_attempt_and_hashes_a_long_one() -> None:
     assert len(idempotency_key(too_long)) == 85
 
 
-def plan_result(plan_hash: Any, nonce: Any, *, name: str = "plan_decision") -> ToolMessage:
-    body = json.dumps({"plan_hash": plan_hash, "nonce": nonce, "status": "pending"})
-    return ToolMessage(content=body, name=name, tool_call_id=f"p-{plan_hash}-{nonce}")
+def plan_result(
+    plan_hash: Any, nonce: Any, *, name: str = "plan_decision", plan_id: Any = None
+) -> ToolMessage:
+    body = {"plan_hash": plan_hash, "nonce": nonce, "status": "pending"}
+    if plan_id is not None:
+        body["plan_id"] = plan_id
+    return ToolMessage(content=json.dumps(body), name=name, tool_call_id=f"p-{plan_hash}-{nonce}")
 
 
-def test_plan_nonce_is_the_latest_plan_decision_result_for_the_plan_hash() -> None:
+def test_plan_nonce_reads_only_plan_decision_results_with_a_nonce() -> None:
     messages: list[Any] = [
         HumanMessage("plan it"),
-        plan_result("h1", "n-old"),
         plan_result("h1", "n1", name="algenta__plan_decision"),  # a prefixed tool name
         plan_result("h2", "n2"),  # another plan, later
         plan_result("h1", 5),  # not a nonce
@@ -882,6 +886,41 @@ def test_plan_nonce_is_the_latest_plan_decision_result_for_the_plan_hash() -> No
         artifact={"structured_content": {"result": {"plan_hash": "h4", "nonce": "n4"}}},
     )
     assert plan_nonce([structured, AIMessage("x")], "h4") == "n4"
+
+
+def test_plan_nonce_binds_by_plan_id_and_refuses_to_guess_between_plans() -> None:
+    # issue 19 case 5: every proposal of one scenario has the same plan_hash; the nonce must be
+    # the one of the plan the decision was logged with, never the latest by hash
+    first = plan_result("h1", "n-first", plan_id="p1")
+    second = plan_result("h1", "n-second", plan_id="p2")
+    messages: list[Any] = [first, second]
+    assert plan_nonce(messages, "h1", plan_ids={"p1"}) == "n-first"
+    assert plan_nonce(messages, "h1", plan_ids={"p2"}) == "n-second"
+    assert plan_nonce(messages, "h1", plan_ids={"p3"}) is None
+    assert plan_nonce(messages, "h1", plan_ids=set()) is None
+    assert plan_nonce([first, first], "h1") == "n-first"  # the same plan twice is one plan
+    with pytest.raises(AlgentaGraphError) as caught:
+        plan_nonce(messages, "h1", decision_id="d7")
+    assert str(caught.value) == (
+        "plan_ambiguous: 2 plan_decision results in this thread could be the plan of d7 "
+        "(plan_hash h1; p1, p2); which one approved it cannot be told apart, so nothing was "
+        "sent: log the decision with its plan_id"
+    )
+    with pytest.raises(AlgentaGraphError, match=r"plan_ambiguous: 2 .*\(plan_hash h1; 2 plans\)"):
+        plan_nonce([plan_result("h1", "a"), plan_result("h1", "b")], "h1")
+    with pytest.raises(AlgentaGraphError, match="plan_ambiguous"):
+        plan_nonce(messages, "h1", plan_ids={"p1", "p2"})
+
+
+def test_the_plans_a_decision_may_run_under_come_from_the_engine() -> None:
+    listed = {"plan_id": "p1", "plans": [{"plan_id": "p1", "state": "executed"}]}
+    assert bound_plans(listed) == frozenset()  # listed, none approved: none
+    listed["plans"].append({"plan_id": "p2", "state": "approved"})  # type: ignore[attr-defined]
+    listed["plans"].append({"state": "approved"})  # type: ignore[attr-defined]
+    listed["plans"].append("p9")  # type: ignore[attr-defined]
+    assert bound_plans(listed) == frozenset({"p2"})
+    assert bound_plans({"plan_id": "p1", "plans": []}) == frozenset({"p1"})
+    assert bound_plans({"plan_id": ""}) is None and bound_plans({"plan_id": 5}) is None
 
 
 def strict_node(supplied: frozenset[str], record: Any = None) -> tuple[GovernedToolNode, Any, Any]:
