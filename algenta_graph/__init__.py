@@ -22,11 +22,11 @@ _EXPORTS: dict[str, str] = {
     "build_governed_graph": "algenta_graph.graph",
     "GovernedAgentSync": "algenta_graph.sync",
     # gates and escalation
-    "DEFAULT_POLICIES": "algenta_graph.gates",
-    "GATES": "algenta_graph.gates",
-    "Gate": "algenta_graph.gates",
-    "EscalationRequest": "algenta_graph.escalation",
-    "EscalationAlreadyDecided": "algenta_graph.claims",
+    "DEFAULT_POLICIES": "algenta_graph.governance.gates",
+    "GATES": "algenta_graph.governance.gates",
+    "Gate": "algenta_graph.governance.gates",
+    "EscalationRequest": "algenta_graph.nodes.answers",
+    "EscalationAlreadyDecided": "algenta_graph.errors",
     # state
     "GovernedState": "algenta_graph.state",
     "OperatorDecision": "algenta_graph.state",
@@ -34,11 +34,11 @@ _EXPORTS: dict[str, str] = {
     "DenialRecord": "algenta_graph.state",
     "OperatorDecisionRecord": "algenta_graph.state",
     # outcomes
-    "ExecutionReceipt": "algenta_graph.outcomes",
-    "ExecutionDenial": "algenta_graph.outcomes",
-    "ExecutionFailure": "algenta_graph.outcomes",
-    "ExecutionOutcome": "algenta_graph.outcomes",
-    "parse_execution_outcome": "algenta_graph.outcomes",
+    "ExecutionReceipt": "algenta_graph.connection.outcomes",
+    "ExecutionDenial": "algenta_graph.connection.outcomes",
+    "ExecutionFailure": "algenta_graph.connection.outcomes",
+    "ExecutionOutcome": "algenta_graph.connection.outcomes",
+    "parse_execution_outcome": "algenta_graph.connection.outcomes",
     # errors
     "AlgentaGraphError": "algenta_graph.errors",
     "EngineConnectionError": "algenta_graph.errors",
@@ -48,11 +48,11 @@ _EXPORTS: dict[str, str] = {
     # parts
     "ToolIndex": "algenta_graph.retrieval",
     "UsageSignal": "algenta_graph.usage",
-    "EngineConnection": "algenta_graph.connection",
+    "EngineConnection": "algenta_graph.connection.engine",
     "DemoChatModel": "algenta_graph.models",
-    "ModelPackageMissingError": "algenta_graph.models",
-    "ModelSetupError": "algenta_graph.models",
-    "ScriptedChatModel": "algenta_graph.models",
+    "RunContext": "algenta_graph.governance.run_settings",
+    "ModelPackageMissingError": "algenta_graph.errors",
+    "ModelSetupError": "algenta_graph.errors",
 }
 
 __all__ = [
@@ -79,7 +79,7 @@ __all__ = [
     "OperatorDecision",
     "OperatorDecisionRecord",
     "ReceiptRecord",
-    "ScriptedChatModel",
+    "RunContext",
     "ToolIndex",
     "ToolNotInProfileError",
     "UsageSignal",
@@ -93,36 +93,34 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from algenta_graph.claims import EscalationAlreadyDecided
-    from algenta_graph.connection import EngineConnection
-    from algenta_graph.errors import (
-        AlgentaGraphError,
-        EngineAuthError,
-        EngineConnectionError,
-        EngineTimeoutError,
-        ToolNotInProfileError,
-    )
-    from algenta_graph.escalation import EscalationRequest
-    from algenta_graph.gates import DEFAULT_POLICIES, GATES, Gate
-    from algenta_graph.graph import (
-        aclose_governed_agent,
-        build_governed_graph,
-        create_governed_agent,
-        governed_agent,
-    )
-    from algenta_graph.models import (
-        DemoChatModel,
-        ModelPackageMissingError,
-        ModelSetupError,
-        ScriptedChatModel,
-    )
-    from algenta_graph.outcomes import (
+    from algenta_graph.connection.engine import EngineConnection
+    from algenta_graph.connection.outcomes import (
         ExecutionDenial,
         ExecutionFailure,
         ExecutionOutcome,
         ExecutionReceipt,
         parse_execution_outcome,
     )
+    from algenta_graph.errors import (
+        AlgentaGraphError,
+        EngineAuthError,
+        EngineConnectionError,
+        EngineTimeoutError,
+        EscalationAlreadyDecided,
+        ModelPackageMissingError,
+        ModelSetupError,
+        ToolNotInProfileError,
+    )
+    from algenta_graph.governance.gates import DEFAULT_POLICIES, GATES, Gate
+    from algenta_graph.governance.run_settings import RunContext
+    from algenta_graph.graph import (
+        aclose_governed_agent,
+        build_governed_graph,
+        create_governed_agent,
+        governed_agent,
+    )
+    from algenta_graph.models import DemoChatModel
+    from algenta_graph.nodes.answers import EscalationRequest
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.state import (
         DenialRecord,

@@ -34,25 +34,20 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field, ValidationError
 
-from algenta_graph.naming import (
-    ToolNames,
-    UnsupportedToolSchemaError,
-    provider_parameters,
-    safe_property_keys,
-)
-from algenta_graph.run_settings import RunSettings
+from algenta_graph.connection.engine import SEARCH_TOOL
+from algenta_graph.errors import UnsupportedToolSchemaError
+from algenta_graph.governance.run_settings import RunSettings
+from algenta_graph.naming import ToolNames, provider_parameters, safe_property_keys
 
 if TYPE_CHECKING:
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.usage import UsageSignal
 
-__all__ = ["EXECUTE_TOOL", "MAX_FOUND_TOOLS", "SEARCH_TOOL", "GovernedCatalog", "SearchToolsArgs"]
+__all__ = ["MAX_FOUND_TOOLS", "GovernedCatalog", "SearchToolsArgs"]
 
 logger = logging.getLogger(__name__)
 
-SEARCH_TOOL = "search_tools"
-EXECUTE_TOOL = "execute_decision"
 MAX_FOUND_TOOLS = 20
 """At most this many tools found by ``search_tools`` are bound on a step (the most recently
 found; one search returns at most 20), so the bound set stays bounded however long a turn

@@ -29,9 +29,9 @@ then operator decisions, each list in order). Verifying (:func:`verify_chain`,
 
 What the chain does not prove: with plain SHA-256 anyone who can write a thread's state can
 append records with valid links (the served graph refuses such writes; see
-:mod:`algenta_graph.auth`); with ``ALGENTA_AUDIT_KEY`` they cannot without the key. A truncated
-tail is only visible against a head kept elsewhere. Whoever holds the key (the server process)
-can forge anything.
+:mod:`algenta_graph.serving.auth`); with ``ALGENTA_AUDIT_KEY`` they cannot without the key. A
+truncated tail is only visible against a head kept elsewhere. Whoever holds the key (the server
+process) can forge anything.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def one_line(exc: BaseException, limit: int = 1000) -> str:
 
 def _on_denial(text: str | None) -> dict[str, str]:
     """``--on-denial``, through the one validator the library and the server use too."""
-    from algenta_graph.gates import parse_on_denial
+    from algenta_graph.governance.gates import parse_on_denial
 
     try:
         return dict(parse_on_denial(text, "--on-denial"))
@@ -366,8 +366,8 @@ def _run_handler(args: argparse.Namespace) -> int:
 
 def add_run_parser(sub: Any) -> None:
     """``algenta-graph run [PROMPT]``."""
-    from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES
-    from algenta_graph.gates import DEFAULT_POLICIES, GATE_NAMES, POLICIES
+    from algenta_graph.governance.contract import DEFAULT_PROFILE, PROFILE_NAMES
+    from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, POLICIES
 
     p = sub.add_parser(
         "run",

@@ -37,8 +37,8 @@ import httpx
 from langchain_core.messages import ToolMessage
 
 from algenta_graph.audit import format_records, read_records
+from algenta_graph.connection.outcomes import tool_result_json
 from algenta_graph.console import print_update
-from algenta_graph.outcomes import tool_result_json
 
 __all__ = ["DemoError", "run_demo"]
 

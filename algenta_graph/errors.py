@@ -1,20 +1,51 @@
-"""The error types algenta-graph raises.
+"""Every error algenta-graph raises, in one hierarchy.
 
 Every error a user can meet derives from :class:`AlgentaGraphError`, so one ``except`` catches
-them all; the subclasses say what went wrong. Messages never contain an API key.
+them all; each subclass's docstring says when it is raised. Some also derive from the builtin a
+caller would expect (``ValueError`` for bad input, ``PermissionError`` for a refused write,
+``RuntimeError`` for a conflict, ``ImportError`` for a missing package), which also lets the
+LangGraph server show their messages to API clients. Messages never contain an API key.
+
+The reference engine (:mod:`algenta_graph.engine`) is a separate program with errors of its own
+(:mod:`algenta_graph.engine.errors`); it never raises these.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.exceptions import HTTPException
+
+if TYPE_CHECKING:
+    from algenta_graph.governance.claims import Claim
+
+__all__ = [
+    "AlgentaGraphError",
+    "AuthFileError",
+    "EngineAuthError",
+    "EngineConnectionError",
+    "EngineTimeoutError",
+    "EscalationAlreadyDecided",
+    "ModelPackageMissingError",
+    "ModelSetupError",
+    "RecordsWriteRefused",
+    "ToolNotInProfileError",
+    "UnsupportedToolSchemaError",
+]
 
 
 class AlgentaGraphError(Exception):
     """Base class of every error raised by algenta-graph."""
 
 
-class EngineConnectionError(AlgentaGraphError):
-    """The Algenta engine could not be reached, or the connection broke.
+# --------------------------------------------------------------------------- the engine
 
-    The message names the URL and what to check (the URL, that the engine runs, the token).
+
+class EngineConnectionError(AlgentaGraphError):
+    """The Algenta engine (or an extra MCP server) could not be reached, or the connection broke.
+
+    Raised by :class:`~algenta_graph.connection.engine.EngineConnection` when it opens or calls;
+    the message names the URL and what to check (the URL, that the engine runs, the token).
     """
 
     def __init__(self, message: str, *, url: str | None = None) -> None:
@@ -23,7 +54,7 @@ class EngineConnectionError(AlgentaGraphError):
 
 
 class EngineAuthError(EngineConnectionError):
-    """The engine rejected the API token (HTTP 401)."""
+    """The engine rejected the API token (HTTP 401) when the connection opened or called."""
 
 
 class EngineTimeoutError(EngineConnectionError):
@@ -39,3 +70,86 @@ class ToolNotInProfileError(AlgentaGraphError):
         )
         self.tool = tool
         self.profile = profile
+
+
+class UnsupportedToolSchemaError(AlgentaGraphError, ValueError):
+    """A tool's parameter schema is one the providers reject and that cannot be fixed safely
+    (raised by :mod:`algenta_graph.retrieval.naming`; the tool is then left out, with a
+    warning)."""
+
+
+# --------------------------------------------------------------------------- the operator
+
+
+class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
+    """Another operator's answer to this escalation took effect (or is taking effect) first.
+
+    Raised by a denial handler when a resume (or a new turn) meets an escalation whose answer is
+    being applied by a live claimant (:mod:`algenta_graph.governance.claims`). The message names
+    who decided, how, and where; nothing was done or recorded in this run's name. (A
+    ``RuntimeError`` too, so the LangGraph server shows the message to the API client instead of
+    "An internal error occurred".)
+    """
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        where = f" in thread {claim.thread_id}" if claim.thread_id else ""
+        state = "" if claim.done else ", still being applied"
+        super().__init__(
+            f"escalation already decided by {claim.operator} ({claim.summary}{where}{state}); "
+            "that answer takes effect, and nothing was done or recorded in this resume's name"
+        )
+
+
+# --------------------------------------------------------------------------- serving
+
+
+class RecordsWriteRefused(AlgentaGraphError, PermissionError, HTTPException):
+    """An ``update_state`` tried to write governed records, to fork an earlier checkpoint, to
+    write as a governance node, or to change a thread whose governed step is unfinished.
+
+    Raised by the record guard (:mod:`algenta_graph.governance.record_guard`). It is a Starlette
+    ``HTTPException`` with status 403 too, so a LangGraph server answers the client with 403 and
+    the message as ``detail``.
+    """
+
+    def __init__(self, detail: str) -> None:
+        HTTPException.__init__(self, status_code=403, detail=detail)
+        Exception.__init__(self, detail)
+
+    def __str__(self) -> str:
+        return str(self.detail)
+
+
+class AuthFileError(AlgentaGraphError, ValueError):
+    """The served graph's auth file (``ALGENTA_AUTH_FILE``) is missing, unreadable or malformed.
+
+    Raised when the server starts (it does not start) and on every request while the file stays
+    broken (each is refused); the message names the file and the problem.
+    """
+
+
+# --------------------------------------------------------------------------- models
+
+
+class ModelSetupError(AlgentaGraphError):
+    """A model string could not be turned into a chat model (unknown provider, no API key...).
+
+    Raised by :func:`~algenta_graph.models.resolve_model`, before anything connects; the message
+    names the model string and the provider's own reason.
+    """
+
+
+class ModelPackageMissingError(ModelSetupError, ImportError):
+    """The chat model package of a model string's provider is not installed.
+
+    ``package`` is what to ``pip install`` (e.g. ``langchain-openai`` for ``"openai:gpt-5"``).
+    """
+
+    def __init__(self, model: str, package: str) -> None:
+        super().__init__(
+            f"model {model!r} needs the {package} package, which is not installed: "
+            f"pip install {package}"
+        )
+        self.model = model
+        self.package = package

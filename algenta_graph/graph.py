@@ -13,10 +13,11 @@
                   '--(<gate> pending: a new turn while an operator is awaited)--> that gate's
                                                                                  handler
 
-The nodes live in their own modules: :mod:`algenta_graph.governed_tool` (the governed tool
-node and the outcome routing), :mod:`algenta_graph.escalation` (the per-gate denial handlers
-and the operator path), :mod:`algenta_graph.catalog` (what a run may see, model binding,
-``search_tools``). The whole design is in ``docs/ARCHITECTURE.md``.
+The nodes live in :mod:`algenta_graph.nodes` (``retrieve_tools`` and ``model`` in
+:mod:`~algenta_graph.nodes.agent`, ``governed_tool`` in :mod:`~algenta_graph.nodes.governed_tool`,
+one handler per gate in :mod:`~algenta_graph.nodes.denial_handler`, all executions through one
+:class:`~algenta_graph.nodes.executor.DecisionExecutor`); node names and routes in
+:mod:`algenta_graph.topology`. The whole design is in ``docs/ARCHITECTURE.md``.
 
 Usage::
 
@@ -42,40 +43,47 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
+from algenta_graph._langgraph import default_durability
 from algenta_graph.catalog import GovernedCatalog
-from algenta_graph.contract import resolve_profile
-from algenta_graph.escalation import (
-    MODEL_NODE,
-    UNFINISHED_STEP,
-    AuthorizeOperator,
-    DenialHandler,
-    handler_node_name,
-    route_pending_escalation,
+from algenta_graph.governance.contract import resolve_profile
+from algenta_graph.governance.gates import (
+    DEFAULT_POLICIES,
+    GATE_NAMES,
+    describe_gates,
+    parse_on_denial,
 )
-from algenta_graph.gates import DEFAULT_POLICIES, GATE_NAMES, describe_gates, parse_on_denial
-from algenta_graph.governed_tool import HALT, GovernedToolNode, message_text
+from algenta_graph.governance.run_settings import GraphSettings, RunContext
 from algenta_graph.models import resolve_model
+from algenta_graph.nodes.agent import STEP_LIMIT_MESSAGE, AgentNodes
+from algenta_graph.nodes.answers import AuthorizeOperator
+from algenta_graph.nodes.denial_handler import DenialHandler, route_pending_escalation
+from algenta_graph.nodes.executor import DecisionExecutor
+from algenta_graph.nodes.governed_tool import GovernedToolNode
 from algenta_graph.state import GovernedInput, GovernedState
+from algenta_graph.topology import (
+    GOVERNED_TOOL_NODE,
+    HALT,
+    MODEL_NODE,
+    RETRIEVE_NODE,
+    UNFINISHED_STEP,
+    handler_node_name,
+    pending_route,
+)
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.usage import UsageSignal
 
 __all__ = [
     "DEFAULT_STEP_LIMIT",
     "DEFAULT_SYSTEM_PROMPT",
-    "DENIAL_HANDLER_NODES",
-    "GOVERNANCE_NODES",
-    "GOVERNED_TOOL_NODE",
     "STEP_LIMIT_MESSAGE",
     "aclose_governed_agent",
     "build_governed_graph",
@@ -91,79 +99,10 @@ DEFAULT_SYSTEM_PROMPT = (
     + "\nWhen a gate denies an execution, you cannot override it; tell the user which gate "
     "blocked which decision and why."
 )
+"""The system prompt by default: what the gates are, and that the model cannot override them."""
 DEFAULT_STEP_LIMIT = 50
 """The default ``recursion_limit`` of a run (LangGraph's own default, 25, is about 10 tool
 rounds of this graph)."""
-STEP_LIMIT_MESSAGE = (
-    "Stopped: this run reached its step limit (recursion_limit={limit}) before the task was "
-    "done; no further tool was called. Send a new message to continue."
-)
-_RETRIEVE_NODE = "retrieve_tools"
-GOVERNED_TOOL_NODE = "governed_tool"
-"""The node that runs the model's tool calls under governance."""
-DENIAL_HANDLER_NODES: tuple[str, ...] = tuple(handler_node_name(g) for g in GATE_NAMES)
-"""One denial handler node per gate (``denial_handler_<gate>``)."""
-GOVERNANCE_NODES: tuple[str, ...] = (GOVERNED_TOOL_NODE, *DENIAL_HANDLER_NODES)
-"""The nodes whose work is governed (executions, escalations, records): only a run enters them,
-never an ``update_state`` from outside (see :func:`algenta_graph.server.guard_records`)."""
-# a tool round needs governed_tool, up to one handler per gate, then the model
-_STEPS_PER_ROUND = 2 + len(GATE_NAMES)
-
-
-class _AgentNodes:
-    """``retrieve_tools`` and ``model``: small, so they live with the factory."""
-
-    def __init__(
-        self, catalog: GovernedCatalog, tools: GovernedToolNode, system_prompt: str | None
-    ):
-        self.catalog = catalog
-        self.tools = tools
-        self.system_prompt = system_prompt
-
-    async def retrieve_tools(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
-        run = self.tools.settings(config)
-        query = next(
-            (
-                message_text(m)
-                for m in reversed(state.get("messages", []))
-                if isinstance(m, HumanMessage)
-            ),
-            "",
-        )
-        return {
-            "selected_tools": await self.catalog.retrieve(query, run),
-            # present (possibly empty) in every thread; the reducers only append
-            "receipts": [],
-            "denials": [],
-            "operator_decisions": [],
-        }
-
-    async def call_model(self, state: GovernedState, config: RunnableConfig) -> dict[str, Any]:
-        run = self.tools.settings(config)
-        names = [n for n in state.get("selected_tools") or [] if self.catalog.allowed(n, run)]
-        bound = self.catalog.bound_model(names, run)  # + always_include, found tools capped
-        messages: list[BaseMessage] = list(state.get("messages", []))
-        if self.system_prompt:
-            messages = [SystemMessage(self.system_prompt), *messages]
-        reply = await bound.ainvoke(messages, config)
-        remaining = state.get("remaining_steps")
-        if (
-            isinstance(reply, AIMessage)
-            and reply.tool_calls
-            and isinstance(remaining, int)
-            and remaining <= _STEPS_PER_ROUND
-        ):
-            limit = (config or {}).get("recursion_limit", "?")
-            reply = AIMessage(id=reply.id, content=STEP_LIMIT_MESSAGE.format(limit=limit))
-        return {"messages": [reply]}
-
-    @staticmethod
-    def route_after_model(state: GovernedState) -> str:
-        messages = state.get("messages", [])
-        last = messages[-1] if messages else None
-        if isinstance(last, AIMessage) and last.tool_calls:
-            return "tool_calls"
-        return "answer"
 
 
 def build_governed_graph(
@@ -204,10 +143,14 @@ def build_governed_graph(
     catalog = GovernedCatalog(
         connection, resolve_model(model), index, always_include=always_include, usage=usage
     )
-    tools = GovernedToolNode(catalog, top_k=top_k, policies=policies)
-    nodes = _AgentNodes(catalog, tools, system_prompt)
-    graph: StateGraph[Any, Any, Any, Any] = StateGraph(GovernedState, input_schema=GovernedInput)
-    graph.add_node(_RETRIEVE_NODE, nodes.retrieve_tools)
+    built = GraphSettings(top_k=top_k, policies=policies)
+    executor = DecisionExecutor(connection)  # one, held by governed_tool and every handler
+    tools = GovernedToolNode(catalog, executor, built)
+    nodes = AgentNodes(catalog, built, system_prompt)
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(
+        GovernedState, context_schema=RunContext, input_schema=GovernedInput
+    )
+    graph.add_node(RETRIEVE_NODE, nodes.retrieve_tools)
     graph.add_node(MODEL_NODE, nodes.call_model)
     graph.add_node(GOVERNED_TOOL_NODE, tools)
     for gate in GATE_NAMES:
@@ -215,26 +158,26 @@ def build_governed_graph(
         destinations.update({handler_node_name(g): f"then {g}" for g in GATE_NAMES if g != gate})
         graph.add_node(
             handler_node_name(gate),
-            DenialHandler(gate, tools, authorize_operator=authorize_operator),
+            DenialHandler(gate, executor, authorize_operator=authorize_operator),
             destinations=destinations,
         )
-    graph.add_edge(START, _RETRIEVE_NODE)
+    graph.add_edge(START, RETRIEVE_NODE)
     # a turn on a thread still waiting for an operator asks the operator again (invariant 12)
     # ... and a turn after a run cut short inside governed_tool finishes that step first (13)
     after_retrieval: dict[Hashable, str] = {
         MODEL_NODE: MODEL_NODE,
         UNFINISHED_STEP: GOVERNED_TOOL_NODE,
     }
-    after_retrieval.update({f"{g} pending": handler_node_name(g) for g in GATE_NAMES})
-    graph.add_conditional_edges(_RETRIEVE_NODE, route_pending_escalation, after_retrieval)
+    after_retrieval.update({pending_route(g): handler_node_name(g) for g in GATE_NAMES})
+    graph.add_conditional_edges(RETRIEVE_NODE, route_pending_escalation, after_retrieval)
     graph.add_conditional_edges(
         MODEL_NODE, nodes.route_after_model, {"tool_calls": GOVERNED_TOOL_NODE, "answer": END}
     )
     # one edge per (source, target) is drawn, labelled by the first key: "ok" shows for model
-    path_map: dict[str, str] = {"ok": MODEL_NODE, "failed": MODEL_NODE}
+    path_map: dict[Hashable, str] = {"ok": MODEL_NODE, "failed": MODEL_NODE}
     path_map.update({gate: handler_node_name(gate) for gate in GATE_NAMES})
     path_map[HALT] = END
-    graph.add_conditional_edges(GOVERNED_TOOL_NODE, tools.route, path_map)  # type: ignore[arg-type]
+    graph.add_conditional_edges(GOVERNED_TOOL_NODE, tools.route, path_map)
     return graph
 
 
@@ -271,7 +214,8 @@ async def create_governed_agent(
     - ``profile``: the tool profile (default ``"observe"``). With ``connection=`` the
       connection's profile applies and ``profile`` may only narrow it.
     - ``on_denial``: ``{gate: "report" | "escalate" | "halt"}`` (or one policy for every gate)
-      over :data:`~algenta_graph.gates.DEFAULT_POLICIES`; a run may only make them stricter.
+      over :data:`~algenta_graph.governance.gates.DEFAULT_POLICIES`; a run may only make them
+      stricter.
     - ``checkpointer``: any ``BaseCheckpointSaver``, or a SQLite path / ``postgresql://`` URL
       (opened here and closed with the graph; see :mod:`algenta_graph.checkpointer`).
     - ``durability``: the default checkpoint durability of every run (``"sync"``: a step's
@@ -283,8 +227,6 @@ async def create_governed_agent(
       with the operator role; default ``ALGENTA_OPERATOR_API_KEY``): the override flags are
       sent with it, the model's calls never are.
     - ``always_include``, ``usage``, ``embeddings``: see :func:`build_governed_graph`.
-    - ``always_include``: base tools bound on every step whatever retrieval ranks (not counted
-      in ``top_k``; the run's profile still applies).
 
     Without ``connection=``, the graph opens one and keeps it open for its life: close it with
     ``await aclose_governed_agent(graph)``, or use ``async with governed_agent(...) as graph``.
@@ -307,7 +249,7 @@ async def create_governed_agent(
 
             checkpointer = await stack.enter_async_context(open_checkpointer(checkpointer))
         if connection is None:
-            from algenta_graph.connection import EngineConnection
+            from algenta_graph.connection.engine import EngineConnection
 
             connection = EngineConnection(
                 base_url,
@@ -337,9 +279,7 @@ async def create_governed_agent(
         if durability is not None and checkpointer is not None:
             # (without a checkpointer durability means nothing, and langgraph 1.2 fails on
             # "sync" there)
-            from langgraph._internal._constants import CONFIG_KEY_DURABILITY
-
-            conf[CONFIG_KEY_DURABILITY] = durability
+            conf.update(default_durability(durability))
         with_config: dict[str, Any] = {"recursion_limit": step_limit}
         if conf:
             with_config["configurable"] = conf

@@ -6,11 +6,11 @@
   bound tool whose required arguments those pairs fill, then answers with a plain summary of
   the tool results. Use a real model (``"openai:gpt-5"``, any LangChain chat model) for real
   work.
-- :class:`ScriptedChatModel` plays back a fixed list of replies (tests, notebooks, benchmarks).
 - :func:`resolve_model` turns ``None`` / an ``init_chat_model`` string / a model object into
   a chat model.
 
-Both offline models implement ``bind_tools`` the way provider models do (``self.bind(tools=...)``
+The offline models (this one, and :class:`~algenta_graph.testing.ScriptedChatModel` for tests)
+implement ``bind_tools`` the way provider models do (``self.bind(tools=...)``
 with OpenAI-format schemas), so what they were shown is exactly what a provider would see.
 
 Example::
@@ -29,7 +29,6 @@ Example::
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
@@ -44,16 +43,15 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import Field
 
-from algenta_graph.errors import AlgentaGraphError
+from algenta_graph.errors import ModelPackageMissingError, ModelSetupError
+from algenta_graph.nodes.steps import message_text
 
 __all__ = [
     "PROVIDER_PACKAGES",
     "DemoChatModel",
     "ModelPackageMissingError",
     "ModelSetupError",
-    "ScriptedChatModel",
     "parse_key_values",
     "resolve_model",
 ]
@@ -112,14 +110,6 @@ def _coerce(value: str, schema: Mapping[str, Any]) -> Any:
     return value
 
 
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = [p if isinstance(p, str) else str(p.get("text", "")) for p in content]
-    return " ".join(parts)
-
-
 def _summarise(text: str) -> str:
     """A short plain summary of one tool result: scalar fields of JSON, else the first lines."""
     text = text.strip()
@@ -148,11 +138,12 @@ def _summarise(text: str) -> str:
     return body
 
 
-def _tool_call_id(seed: str) -> str:
+def tool_call_id(seed: str) -> str:
+    """A stable tool call id derived from ``seed`` (offline models need no randomness)."""
     return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-class _ToolCallingModel(BaseChatModel):
+class ToolCallingModel(BaseChatModel):
     """A local chat model that binds tools like a provider model (``BaseChatModel`` raises)."""
 
     def bind_tools(
@@ -166,7 +157,7 @@ class _ToolCallingModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
 
-class DemoChatModel(_ToolCallingModel):
+class DemoChatModel(ToolCallingModel):
     """A deterministic offline stand-in for a chat model (no network, no API key).
 
     What it does on each call, given the conversation and the bound tools:
@@ -208,7 +199,7 @@ class DemoChatModel(_ToolCallingModel):
         )
         if last_human < 0:
             return AIMessage("Hello. Give me key=value pairs and I will call a matching tool.")
-        question = _text(messages[last_human])
+        question = message_text(messages[last_human])
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
         searched = any(m.name == self.gateway_tool for m in results)
         if all(m.name == self.gateway_tool for m in results):
@@ -223,7 +214,7 @@ class DemoChatModel(_ToolCallingModel):
                         {
                             "name": self.gateway_tool,
                             "args": {"query": question},
-                            "id": _tool_call_id(seed),
+                            "id": tool_call_id(seed),
                             "type": "tool_call",
                         }
                     ],
@@ -238,7 +229,7 @@ class DemoChatModel(_ToolCallingModel):
         lines = ["Summary (offline demo model):"]
         for m in real:
             status = " (error)" if m.status == "error" else ""
-            lines.append(f"- {m.name}{status}: {_summarise(_text(m))}")
+            lines.append(f"- {m.name}{status}: {_summarise(message_text(m))}")
         return AIMessage("\n".join(lines))
 
     def _pick(
@@ -266,67 +257,7 @@ class DemoChatModel(_ToolCallingModel):
         props = (tool.get("parameters") or {}).get("properties") or {}
         args = {k: _coerce(v, props[k]) for k, v in given.items() if k in props}
         seed = f"{tool['name']}:{json.dumps(args, sort_keys=True)}:{question}"
-        return {"name": tool["name"], "args": args, "id": _tool_call_id(seed), "type": "tool_call"}
-
-
-class ScriptedChatModel(_ToolCallingModel):
-    """Plays back ``replies`` in order; every reply handed out is a deep copy.
-
-    A reply is an ``AIMessage``, a string (a plain answer), or a dict of ``AIMessage`` fields
-    (e.g. ``{"content": "", "tool_calls": [...]}``). Running out of replies raises
-    ``IndexError`` naming how many were given. ``bound_tools`` records, per call, the tool
-    schemas the model was shown (OpenAI format), so tests can assert what a model could see.
-
-    >>> m = ScriptedChatModel(replies=["hi", "bye"])
-    >>> m.invoke("x").content, m.invoke("y").content
-    ('hi', 'bye')
-    """
-
-    replies: list[Any] = Field(default_factory=list)
-    """The replies to hand out, in order."""
-    cycle: bool = False
-    """Start again from the first reply instead of raising when they run out (benchmarks)."""
-    bound_tools: list[list[dict[str, Any]]] = Field(default_factory=list)
-    """The tool schemas shown on each call, in call order."""
-    position: int = 0
-    """Index of the next reply."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "algenta-scripted"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.bound_tools.append(copy.deepcopy(list(kwargs.get("tools", []))))
-        if self.position >= len(self.replies):
-            if not self.cycle or not self.replies:
-                raise IndexError(
-                    f"ScriptedChatModel ran out of replies ({len(self.replies)} given)"
-                )
-            self.position = 0
-        reply = self.replies[self.position]
-        self.position += 1
-        return ChatResult(generations=[ChatGeneration(message=_as_message(reply))])
-
-
-def _as_message(reply: Any) -> AIMessage:
-    if isinstance(reply, AIMessage):
-        return reply.model_copy(deep=True)
-    if isinstance(reply, str):
-        return AIMessage(reply)
-    if isinstance(reply, Mapping):
-        data = copy.deepcopy(dict(reply))
-        calls = [
-            {**c, "type": "tool_call", "id": c.get("id") or _tool_call_id(json.dumps(c))}
-            for c in data.pop("tool_calls", [])
-        ]
-        return AIMessage(content=data.pop("content", ""), tool_calls=calls, **data)
-    raise TypeError(f"ScriptedChatModel reply must be AIMessage, str or dict, not {reply!r}")
+        return {"name": tool["name"], "args": args, "id": tool_call_id(seed), "type": "tool_call"}
 
 
 # provider prefix of an init_chat_model string -> the pip package that provides its chat model
@@ -350,28 +281,6 @@ PROVIDER_PACKAGES: dict[str, str] = {
     "huggingface": "langchain-huggingface",
 }
 _PACKAGE_IN_MESSAGE = re.compile(r"requires the ([A-Za-z0-9_.-]+) package")
-
-
-class ModelSetupError(AlgentaGraphError):
-    """A model string could not be turned into a chat model (unknown provider, no API key...).
-
-    The message names the model string and the provider's own reason.
-    """
-
-
-class ModelPackageMissingError(ModelSetupError, ImportError):
-    """The chat model package of a model string's provider is not installed.
-
-    ``package`` is what to ``pip install`` (e.g. ``langchain-openai`` for ``"openai:gpt-5"``).
-    """
-
-    def __init__(self, model: str, package: str) -> None:
-        super().__init__(
-            f"model {model!r} needs the {package} package, which is not installed: "
-            f"pip install {package}"
-        )
-        self.model = model
-        self.package = package
 
 
 def _provider(model: str) -> str | None:

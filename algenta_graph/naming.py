@@ -41,6 +41,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from algenta_graph.errors import UnsupportedToolSchemaError
+
 __all__ = [
     "ALGENTA_PREFIX",
     "MAX_NAME_LENGTH",
@@ -67,10 +69,6 @@ _UNSAFE_ALGENTA = re.compile(r"[^a-z0-9]+")
 # top-level keywords OpenAI refuses in function parameters ("must have type 'object' and not
 # have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level")
 _TOP_LEVEL_REFUSED = ("oneOf", "anyOf", "allOf", "enum", "not")
-
-
-class UnsupportedToolSchemaError(ValueError):
-    """A tool's parameter schema is one the providers reject and that cannot be fixed safely."""
 
 
 def is_provider_safe(name: str) -> bool:

@@ -1,30 +1,24 @@
-"""The governed graph's checkpointed state and its reducers.
+"""The governed graph's checkpointed state: one typed shape per record, and its reducers.
 
 Every value is JSON-serialisable (plain dicts, lists, strings, numbers), so a checkpointer and
 the LangGraph server can store and return it unchanged. ``receipts``, ``denials`` and
-``operator_decisions`` are **append-only**: their reducer only ever appends, so no node (and no
-``update_state`` call) can rewrite or drop a recorded outcome. The graph writes an empty list to
-each of them on every turn, so they exist (possibly empty) in every thread's state.
+``operator_decisions`` (:data:`RECORD_FIELDS`) are **append-only**: their reducer only ever
+appends, so no node (and no ``update_state`` call) can rewrite or drop a recorded outcome. The
+graph writes an empty list to each of them on every turn, so they exist (possibly empty) in
+every thread's state.
 
-Record shapes (typed dicts, see ``docs/ARCHITECTURE.md`` "Outcomes"):
+Each record kind has one shape, a ``TypedDict`` whose every field is documented below, and one
+constructor that nodes use to write it: :func:`receipt_record`, :func:`denial_record`,
+:func:`operator_decision_record`. Every record also carries ``seq``, ``prev`` and ``hash``: its
+link in the thread's tamper-evident chain (:mod:`algenta_graph.audit.chain`), set by the node
+that wrote it (``docs/ARCHITECTURE.md``, "State" and "Outcomes").
 
-- :class:`ReceiptRecord`: the fields of :class:`~algenta_graph.outcomes.ExecutionReceipt`
-  (``decision_id``, ``webhook_url``, ``execution_status``, ``response_code``,
-  ``safety_overridden``, ...) plus ``tool_call_id`` and ``source``: ``"model"`` (the model's
-  call), ``"operator"`` (an operator override, with ``operator``) or ``"recovered"`` (a delivery
-  the checkpoint missed, read back from the engine).
-- :class:`DenialRecord`: the fields of :class:`~algenta_graph.outcomes.ExecutionDenial`
-  (``gate``, ``code``, ``message``, ``override_hint``) plus ``decision_id``, ``webhook_url``,
-  ``tool_call_id``, ``source`` (``"model"``: the engine denied the model's call;
-  ``"operator"``: the engine denied an operator override; ``"thread_receipts"``: the thread had
-  already executed the decision, so the graph did not send it again) and, for a model's call,
-  ``policy``: the policy the denial was raised under. A denial with ``policy == "escalate"``
-  and no operator decision for its ``tool_call_id`` is a **pending escalation**: a resume
-  completes it from the state alone, whatever context the resume carries.
-- :class:`OperatorDecisionRecord`: :class:`OperatorDecision` dumped to JSON.
-
-Every record also carries ``seq``, ``prev`` and ``hash``: its link in the thread's
-tamper-evident chain (:mod:`algenta_graph.chain`), set by the node that wrote it.
+>>> from algenta_graph.connection.outcomes import ExecutionDenial
+>>> denial = ExecutionDenial(gate="confidence", code="execution_blocked_confidence", message="low")
+>>> record = denial_record(denial, decision_id="d1", webhook_url="https://hook",
+...                        tool_call_id="c1", source="model", policy="report")
+>>> record["gate"], record["policy"], "escalation_id" in record
+('confidence', 'report', False)
 """
 
 from __future__ import annotations
@@ -33,92 +27,297 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt
 
 __all__ = [
+    "RECORD_FIELDS",
+    "DecisionResult",
     "DenialRecord",
+    "ExecutionStatus",
     "GovernedInput",
     "GovernedState",
+    "OperatorAction",
     "OperatorDecision",
     "OperatorDecisionRecord",
+    "PolicyName",
     "ReceiptRecord",
+    "RecordSource",
     "append_records",
+    "denial_record",
     "escalation_id_of",
     "new_escalation_id",
+    "operator_decision_record",
+    "receipt_record",
 ]
 
+RECORD_FIELDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions")
+"""The governed record fields of the state, in chain order: written only by the graph's nodes."""
+
 RecordSource = Literal["model", "operator", "recovered", "thread_receipts"]
+"""Where a receipt or a denial came from (see each record's ``source``)."""
+ExecutionStatus = Literal["delivered", "failed", "unknown"]
+"""How a receipt's webhook delivery ended: answered 2xx, certainly not sent or refused, or sent
+with no answer (which counts as executed, ``docs/ARCHITECTURE.md`` invariant 8)."""
+PolicyName = Literal["report", "escalate", "halt"]
+"""What the graph does about a denial (:mod:`algenta_graph.governance.gates`)."""
+OperatorAction = Literal["override", "decline"]
+"""What an operator decided about an escalated denial."""
+DecisionResult = Literal["receipt", "failed", "denied", "declined"]
+"""What came of an operator decision."""
 
 
-class ReceiptRecord(TypedDict, total=False):
-    """A receipt in state: an ``ExecutionReceipt`` dump plus where it came from."""
+class ReceiptRecord(TypedDict):
+    """A receipt in state: an :class:`~algenta_graph.connection.outcomes.ExecutionReceipt` and
+    where it came from. Written by :func:`receipt_record`."""
 
     kind: Literal["receipt"]
+    """Always ``"receipt"``."""
     decision_id: str
+    """The decision executed."""
     webhook_url: str
-    execution_status: str
+    """Where the engine delivered it."""
+    execution_status: ExecutionStatus
+    """How the delivery ended (``delivered``, ``failed``, ``unknown``)."""
     response_code: int | None
+    """The webhook's HTTP status, when it answered."""
     executed_at: str
+    """ISO 8601 time of the execution, as the engine reports it."""
     policy_snapshot_id: str | None
+    """The engine's policy snapshot the execution ran under."""
     schema_snapshot_id: str | None
+    """The engine's schema snapshot."""
     manifest_version: str | None
+    """The engine's manifest version."""
     payload_summary: dict[str, Any]
+    """What the engine says it delivered, summarised."""
     safety_overridden: bool
+    """Whether the confidence / risk gates were overridden (``override_safety``)."""
     tool_call_id: str | None
+    """The model's tool call this receipt answers (an operator override: the escalated call)."""
     source: RecordSource
-    operator: str
-    seq: int
-    prev: str
-    hash: str
+    """``"model"`` (the model's call), ``"operator"`` (an operator override, see
+    ``operator``) or ``"recovered"`` (a delivery the checkpoint missed, read back from the
+    engine)."""
+    operator: NotRequired[str]
+    """Who overrode, for ``source == "operator"``."""
+    execution_id: NotRequired[str]
+    """The engine's id of this execution (engines that version their receipts)."""
+    receipt_version: NotRequired[str]
+    """The engine's receipt format version."""
+    retryable: NotRequired[bool]
+    """The engine's word that nothing was sent (with ``failed``): a retry may deliver."""
+    failure_reason: NotRequired[str | None]
+    """Why a delivery failed, as the engine says."""
+    plan_id: NotRequired[str | None]
+    """The approved plan this execution spent (strict engines)."""
+    plan_hash: NotRequired[str | None]
+    """That plan's hash."""
+    approval_state: NotRequired[str]
+    """``approved`` (strict engines) or ``not_required``."""
+    idempotency_key: NotRequired[str | None]
+    """The graph-supplied key the execution was sent with."""
+    trace_id: NotRequired[str | None]
+    """The W3C trace id the engine adopted from the call's ``traceparent``."""
+    executed_by: NotRequired[str]
+    """The identity of the engine key that sent it."""
+    idempotent_replay: NotRequired[bool]
+    """True when the engine answered a repeated idempotency key with the first receipt."""
+    seq: NotRequired[int]
+    """The record's place in the thread's audit chain (from 1)."""
+    prev: NotRequired[str]
+    """The ``hash`` of the record before it in the chain."""
+    hash: NotRequired[str]
+    """This record's link hash."""
 
 
-class DenialRecord(TypedDict, total=False):
-    """A named-gate denial in state: an ``ExecutionDenial`` dump plus its call and policy."""
+class DenialRecord(TypedDict):
+    """A named-gate denial in state: an
+    :class:`~algenta_graph.connection.outcomes.ExecutionDenial`, its call and its policy.
+    Written by :func:`denial_record`.
+
+    A denial with ``policy == "escalate"`` and no operator decision for its ``tool_call_id``
+    is a **pending escalation**: a resume completes it from the state alone, whatever context
+    the resume carries.
+    """
 
     kind: Literal["denial"]
+    """Always ``"denial"``."""
     gate: str
+    """The gate that blocked the call (normally one of the gate table's; an unknown one halts)."""
     code: str
+    """The engine's error code, e.g. ``execution_blocked_confidence``."""
     message: str
+    """The engine's reason, shown to the model and the operator."""
     override_hint: str | None
+    """The engine's hint on how the gate can be overridden."""
     status_code: int | None
+    """The HTTP status the engine's error carried, if any."""
     decision_id: str | None
+    """The decision the denied call named."""
     webhook_url: str | None
+    """Where it would have been delivered."""
     tool_call_id: str | None
+    """The model's tool call that was denied."""
     source: RecordSource
-    policy: Literal["report", "escalate", "halt"]
-    timeout_seconds: float
-    escalation_id: str
+    """``"model"`` (the engine denied the model's call), ``"operator"`` (the engine denied an
+    operator override) or ``"thread_receipts"`` (the thread had already executed the decision,
+    so the graph did not send it again)."""
+    policy: NotRequired[PolicyName]
+    """For a model's call: the policy the denial was raised under (the run's, then)."""
+    timeout_seconds: NotRequired[float]
+    """The call's delivery timeout, kept for the operator path's re-execution."""
+    escalation_id: NotRequired[str]
     """An escalated denial's own identity (``esc_<hex>``), given when it is raised: copies of
     the thread, later tasks and other processes all answer *this* escalation, exactly once."""
-    seq: int
-    prev: str
-    hash: str
+    seq: NotRequired[int]
+    """The record's place in the thread's audit chain."""
+    prev: NotRequired[str]
+    """The ``hash`` of the record before it."""
+    hash: NotRequired[str]
+    """This record's link hash."""
 
 
-class OperatorDecisionRecord(TypedDict, total=False):
-    """An operator decision in state (:class:`OperatorDecision` dumped to JSON)."""
+class OperatorDecisionRecord(TypedDict):
+    """An operator decision in state (:class:`OperatorDecision` dumped to JSON). Written by
+    :func:`operator_decision_record`."""
 
     operator: str
+    """Who decided: the authenticated identity when served with auth."""
     reason: str
-    action: Literal["override", "decline"]
+    """Why, in the operator's words."""
+    action: OperatorAction
+    """``override`` or ``decline``."""
     gate: str
+    """The gate whose denial was escalated."""
     decision_id: str | None
+    """The decision escalated."""
     override_flag: str | None
-    result: Literal["receipt", "failed", "denied", "declined"]
+    """The flag an override sends (``force`` or ``override_safety``)."""
+    result: DecisionResult
+    """``receipt``, ``failed``, ``denied`` (the engine denied the override too) or ``declined``."""
     outcome: dict[str, Any] | None
+    """The override's outcome as the engine answered it (a dumped receipt, denial or failure)."""
     tool_call_id: str | None
+    """The escalated tool call."""
     time: str
+    """When the decision was recorded (ISO 8601, UTC)."""
     escalation_id: str | None
+    """The escalation answered (its denial's ``escalation_id``)."""
     answered_in_thread: str | None
-    seq: int
-    prev: str
-    hash: str
+    """Where the answer was given, when not in this thread."""
+    seq: NotRequired[int]
+    """The record's place in the thread's audit chain."""
+    prev: NotRequired[str]
+    """The ``hash`` of the record before it."""
+    hash: NotRequired[str]
+    """This record's link hash."""
+
+
+def receipt_record(
+    receipt: ExecutionReceipt,
+    *,
+    tool_call_id: str | None,
+    source: RecordSource,
+    operator: str | None = None,
+) -> ReceiptRecord:
+    """The state record of ``receipt`` (every field the engine sent, extra ones included)."""
+    record: dict[str, Any] = {
+        **receipt.model_dump(mode="json"),
+        "tool_call_id": tool_call_id,
+        "source": source,
+    }
+    if operator is not None:
+        record["operator"] = operator
+    # the receipt's extra fields are the engine's (documented above): one typed seam, here
+    return cast(ReceiptRecord, record)
+
+
+def denial_record(
+    denial: ExecutionDenial,
+    *,
+    decision_id: str | None,
+    webhook_url: str | None,
+    tool_call_id: str | None,
+    source: RecordSource,
+    policy: PolicyName | None = None,
+    timeout_seconds: float | None = None,
+    escalation_id: str | None = None,
+) -> DenialRecord:
+    """The state record of ``denial``; an escalated one gets its identity here (invariant 12)."""
+    record = DenialRecord(
+        kind="denial",
+        gate=denial.gate,
+        code=denial.code,
+        message=denial.message,
+        override_hint=denial.override_hint,
+        status_code=denial.status_code,
+        decision_id=decision_id,
+        webhook_url=webhook_url,
+        tool_call_id=tool_call_id,
+        source=source,
+    )
+    if policy is not None:
+        record["policy"] = policy
+    if timeout_seconds is not None:
+        record["timeout_seconds"] = timeout_seconds
+    if escalation_id is not None:
+        record["escalation_id"] = escalation_id
+    elif policy == "escalate":
+        record["escalation_id"] = new_escalation_id()
+    return record
+
+
+def operator_decision_record(
+    *,
+    operator: str,
+    reason: str,
+    action: OperatorAction,
+    gate: str,
+    decision_id: str | None,
+    result: DecisionResult,
+    override_flag: str | None = None,
+    outcome: Mapping[str, Any] | None = None,
+    tool_call_id: str | None = None,
+    escalation_id: str | None = None,
+    answered_in_thread: str | None = None,
+) -> OperatorDecisionRecord:
+    """The state record of one operator decision (validated by :class:`OperatorDecision`)."""
+    decision = OperatorDecision(
+        operator=operator,
+        reason=reason,
+        action=action,
+        gate=gate,
+        decision_id=decision_id,
+        override_flag=override_flag,
+        result=result,
+        outcome=dict(outcome) if outcome is not None else None,
+        tool_call_id=tool_call_id,
+        escalation_id=escalation_id,
+        answered_in_thread=answered_in_thread,
+    )
+    return OperatorDecisionRecord(
+        operator=decision.operator,
+        reason=decision.reason,
+        action=decision.action,
+        gate=decision.gate,
+        decision_id=decision.decision_id,
+        override_flag=decision.override_flag,
+        result=decision.result,
+        outcome=decision.outcome,
+        tool_call_id=decision.tool_call_id,
+        time=decision.time,
+        escalation_id=decision.escalation_id,
+        answered_in_thread=decision.answered_in_thread,
+    )
 
 
 def new_escalation_id() -> str:
@@ -130,8 +329,8 @@ def escalation_id_of(denial: Mapping[str, Any]) -> str:
     """The identity of the escalation a denial record raised.
 
     Its ``escalation_id``; for a record written before escalations had one, an identity derived
-    from what the record holds as raised (gate, decision, tool call and its chain hash), which a
-    copy of the thread shares.
+    from what the record holds as raised (gate, decision, tool call and its chain link), which
+    a copy of the thread shares.
 
     >>> escalation_id_of({"escalation_id": "esc_1"})
     'esc_1'
@@ -174,25 +373,26 @@ class GovernedInput(TypedDict):
     """What a run accepts as input: new messages only (outcomes are never taken from input)."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    """The turn's new messages."""
 
 
 class GovernedState(TypedDict):
-    """The governed graph's state.
-
-    - ``messages``: the conversation (``add_messages``).
-    - ``selected_tools``: tool names the model is bound to this turn (retrieval top-K plus
-      ``search_tools`` hits), in rank order; ``search_tools`` itself is always bound too.
-    - ``receipts``, ``denials``, ``operator_decisions``: append-only records (module docs).
-    - ``remaining_steps``: managed by LangGraph (the run's ``recursion_limit``); the model node
-      ends the run cleanly before the limit instead of raising ``GraphRecursionError``.
-    """
+    """The governed graph's state."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation (``add_messages``)."""
     selected_tools: list[str]
+    """Tool names the model is bound to this turn (retrieval top-K plus ``search_tools`` hits),
+    in rank order; ``search_tools`` itself is always bound too."""
     receipts: Annotated[list[ReceiptRecord], append_records]
+    """Every receipt of ``execute_decision`` (append-only)."""
     denials: Annotated[list[DenialRecord], append_records]
+    """Every named-gate denial (append-only)."""
     operator_decisions: Annotated[list[OperatorDecisionRecord], append_records]
+    """Every operator decision, approved or declined (append-only)."""
     remaining_steps: RemainingSteps
+    """Managed by LangGraph (the run's ``recursion_limit``): the model node ends the run cleanly
+    before the limit instead of raising ``GraphRecursionError``."""
 
 
 def _now() -> str:
@@ -200,32 +400,24 @@ def _now() -> str:
 
 
 class OperatorDecision(BaseModel):
-    """One human operator decision on an escalated denial, approved or declined.
-
-    ``result`` says what came of it: ``"receipt"`` (the override executed and was delivered),
-    ``"failed"`` (it executed but delivery failed, or the engine answered unrecognisably),
-    ``"denied"`` (the engine denied even the override; ``outcome`` holds the denial) or
-    ``"declined"`` (the operator declined; nothing was executed).
-    """
+    """One human operator decision on an escalated denial, approved or declined (the validated
+    form of :class:`OperatorDecisionRecord`, whose fields it documents)."""
 
     model_config = ConfigDict(extra="forbid")
 
     operator: str
     reason: str
-    action: Literal["override", "decline"]
+    action: OperatorAction
     gate: str
     decision_id: str | None
     override_flag: str | None = None
-    result: Literal["receipt", "failed", "denied", "declined"]
+    result: DecisionResult
     outcome: dict[str, Any] | None = None
     tool_call_id: str | None = None
     time: str = Field(default_factory=_now)
     escalation_id: str | None = None
-    """The escalation answered (its denial's ``escalation_id``)."""
     answered_in_thread: str | None = None
-    """Where the answer was given, when not in this thread (a copy completing its original's
-    answer, or the original completing a copy's)."""
     seq: int | None = None
-    """The record's place in the thread's audit chain (:mod:`algenta_graph.chain`)."""
+    """The record's place in the thread's audit chain (:mod:`algenta_graph.audit.chain`)."""
     prev: str | None = None
     hash: str | None = None

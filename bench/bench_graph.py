@@ -40,10 +40,10 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from algenta_graph._net import free_port
-from algenta_graph.connection import EngineConnection
-from algenta_graph.contract import resolve_profile
+from algenta_graph.connection.engine import EngineConnection
+from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.graph import DEFAULT_SYSTEM_PROMPT, create_governed_agent
-from algenta_graph.models import ScriptedChatModel
+from algenta_graph.testing import ScriptedChatModel
 
 QUERIES = [
     "What can this engine do? Show me its contract.",

@@ -61,7 +61,7 @@ ROOT = HERE.parent
 def _instant_connection_class() -> Any:
     from langchain_core.messages import ToolMessage
 
-    from algenta_graph.connection import EXECUTE_TOOL, EngineConnection
+    from algenta_graph.connection.engine import EXECUTE_TOOL, EngineConnection
 
     class InstantConnection(EngineConnection):
         """A real engine connection (catalog, profile) whose ``execute_decision`` answers at
@@ -117,7 +117,7 @@ async def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
     from algenta_graph.checkpointer import open_checkpointer
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.graph import create_governed_agent
     from algenta_graph.models import DemoChatModel
 

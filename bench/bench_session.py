@@ -28,7 +28,7 @@ from typing import Any
 from bench_graph import engine_process  # the reference engine as a subprocess on a free port
 from langchain_mcp_adapters.client import MultiServerMCPClient
 
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 
 TOOL = "get_contract"
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pygraphviz as pgv
 
-from algenta_graph.contract import resolve_profile
+from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.graph import build_governed_graph
 from algenta_graph.models import DemoChatModel
 

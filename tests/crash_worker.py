@@ -140,7 +140,7 @@ def serve() -> None:
     # Import the whole stack once, before any fork, so every child starts warm.
     import langgraph.checkpoint.sqlite.aio  # noqa: F401
 
-    import algenta_graph.connection
+    import algenta_graph.connection.engine
     import algenta_graph.graph
     import algenta_graph.models
     import algenta_graph.retrieval  # noqa: F401

@@ -15,11 +15,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from algenta_graph.contract import resolve_profile
+from algenta_graph.connection.outcomes import ExecutionOutcome
 from algenta_graph.errors import AlgentaGraphError
-from algenta_graph.governed_tool import GovernedToolNode
-from algenta_graph.outcomes import ExecutionOutcome
-from algenta_graph.run_settings import RunSettings
+from algenta_graph.governance.contract import resolve_profile
+from algenta_graph.governance.run_settings import GraphSettings, RunSettings
+from algenta_graph.nodes.executor import DecisionExecutor
+from algenta_graph.nodes.governed_tool import GovernedToolNode
 
 ALGENTA_TOOLS = frozenset(
     {"execute_decision", "get_contract", "log_decision", "simulate", "query_data", "recommend"}
@@ -67,7 +68,8 @@ def answer(body: Any, *, status: str = "success", artifact: Any = None) -> ToolM
 
 
 class StubConnection:
-    """Answers calls from scripts; records every call (see the module docs)."""
+    """An :class:`~algenta_graph.connection.engine.EngineClient` that answers calls from scripts and
+    records every call (see the module docs)."""
 
     def __init__(self, profile: str = "execute") -> None:
         self.profile = resolve_profile(profile)
@@ -79,6 +81,8 @@ class StubConnection:
         self.get_decision_result: Any = None
         self.operator_answers: list[Any] = []
         self.operator_calls: list[dict[str, Any]] = []
+        self.execute_supplied: frozenset[str] = frozenset()
+        """The graph-supplied fields this engine declares (none, unless a test sets some)."""
 
     def is_algenta_tool(self, name: str) -> bool:
         return name in ALGENTA_TOOLS
@@ -149,15 +153,14 @@ class StubCatalog:
 def make_node(
     profile: str = "execute", policies: Mapping[str, Any] | None = None
 ) -> tuple[GovernedToolNode, StubConnection, StubCatalog]:
-    from algenta_graph.gates import DEFAULT_POLICIES
+    from algenta_graph.governance.gates import DEFAULT_POLICIES
 
     conn = StubConnection(profile)
     catalog = StubCatalog(conn)
-    node = GovernedToolNode(
-        catalog,  # type: ignore[arg-type]
-        top_k=5,
-        policies=dict(policies if policies is not None else DEFAULT_POLICIES),
+    built = GraphSettings(
+        top_k=5, policies=dict(policies if policies is not None else DEFAULT_POLICIES)
     )
+    node = GovernedToolNode(catalog, DecisionExecutor(conn), built)  # type: ignore[arg-type]
     return node, conn, catalog
 
 

@@ -11,10 +11,10 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.graph import create_governed_agent
-from algenta_graph.models import ScriptedChatModel
+from algenta_graph.testing import ScriptedChatModel
 
 
 def call(name: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def normalise_key(key: str) -> str:
 
     Compatibility-folded (``\uff46orce``, fullwidth, is ``force``), case-folded, and only
     letters and digits kept (separators, spaces, zero-width and other format characters go).
-    Written independently of the scrub (``algenta_graph.governance``), which it checks, and no
+    Written independently of the scrub (``algenta_graph.governance.scrub``), which it checks, and no
     weaker than it: every key the scrub removes, this finds.
     """
     folded = unicodedata.normalize("NFKC", key).casefold()

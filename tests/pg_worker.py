@@ -71,7 +71,7 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
     from langgraph.types import Command
 
     from algenta_graph.checkpointer import open_checkpointer
-    from algenta_graph.claims import EscalationAlreadyDecided
+    from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
 
@@ -178,7 +178,7 @@ def serve() -> None:
     import psycopg_pool  # noqa: F401
 
     import algenta_graph.checkpointer
-    import algenta_graph.connection
+    import algenta_graph.connection.engine
     import algenta_graph.graph
     import algenta_graph.models
     import algenta_graph.retrieval  # noqa: F401

@@ -18,9 +18,9 @@ from langgraph.types import Command
 
 
 async def main(url: str, db: str, schedule: list[dict]) -> None:
-    from algenta_graph.claims import EscalationAlreadyDecided
+    from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
-    from algenta_graph.models import ScriptedChatModel
+    from algenta_graph.testing import ScriptedChatModel
 
     model = ScriptedChatModel(replies=["answered"] * (2 * len(schedule)))
     async with governed_agent(model, base_url=url, profile="execute", checkpointer=db) as graph:

@@ -1,4 +1,4 @@
-"""Authentication and roles on the served graph (``algenta_graph.auth``).
+"""Authentication and roles on the served graph (``algenta_graph.serving.auth``).
 
 The fast tests check the token file loader, the role rules and the record guard in-process
 (records, forks, governance nodes, pending escalations: invariant 10). The slow tests start a
@@ -23,17 +23,17 @@ import httpx
 import pytest
 from test_server import CONFIG, langgraph_dev
 
-from algenta_graph.auth import (
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.errors import AuthFileError, RecordsWriteRefused
+from algenta_graph.governance.record_guard import guard_records
+from algenta_graph.serving.auth import (
     ENV_AUTH_FILE,
-    AuthFileError,
     _mentions_records,
     is_operator,
     load_auth_file,
     served_authorize_operator,
     token_digest,
 )
-from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.server import RecordsWriteRefused, guard_records
 
 # ---------------------------------------------------------------------------------------------
 # the token file
@@ -124,12 +124,12 @@ async def test_the_token_file_is_reread_when_it_changes_and_fails_closed(
 
     from langgraph_sdk import Auth
 
-    from algenta_graph.auth import _Tokens, authenticate
+    from algenta_graph.serving.auth import _Tokens, authenticate
 
     path = _write(tmp_path / "auth.json", {"tok-a": ("alice", ["agent"])})
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
     tokens = _Tokens()
-    monkeypatch.setattr("algenta_graph.auth._TOKENS", tokens)
+    monkeypatch.setattr("algenta_graph.serving.auth._TOKENS", tokens)
     user = await authenticate("Bearer tok-a")
     assert (user["identity"], user["permissions"]) == ("alice", ["agent"])
     # revoked: the file changes, the next request sees it, without a restart
@@ -158,13 +158,13 @@ async def test_a_token_in_x_api_key_authenticates_and_the_mcp_endpoint_refuses_a
 ) -> None:
     from langgraph_sdk import Auth
 
-    from algenta_graph.auth import _Tokens, authenticate
+    from algenta_graph.serving.auth import _Tokens, authenticate
 
     path = _write(
         tmp_path / "auth.json", {"tok-a": ("alice", ["agent"]), "tok-au": ("au", ["auditor"])}
     )
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
-    monkeypatch.setattr("algenta_graph.auth._TOKENS", _Tokens())
+    monkeypatch.setattr("algenta_graph.serving.auth._TOKENS", _Tokens())
     # what langgraph_sdk.get_client(api_key=...) sends; the header name in any case
     for name in (b"x-api-key", b"X-Api-Key"):
         user = await authenticate(None, {name: b" tok-a "})
@@ -278,9 +278,9 @@ def _governance_graph(**compile_options: Any) -> Any:
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
-    from algenta_graph.escalation import MODEL_NODE, handler_node_name
-    from algenta_graph.graph import GOVERNED_TOOL_NODE
+    from algenta_graph.nodes.denial_handler import MODEL_NODE, handler_node_name
     from algenta_graph.state import GovernedState
+    from algenta_graph.topology import GOVERNED_TOOL_NODE
 
     handler = handler_node_name("confidence")
 
@@ -321,7 +321,7 @@ async def test_guarded_graph_refuses_governance_nodes_and_updates_over_a_pending
 ):
     from langgraph.types import Command
 
-    from algenta_graph.graph import DENIAL_HANDLER_NODES, GOVERNANCE_NODES, GOVERNED_TOOL_NODE
+    from algenta_graph.topology import DENIAL_HANDLER_NODES, GOVERNANCE_NODES, GOVERNED_TOOL_NODE
 
     assert (GOVERNED_TOOL_NODE, *DENIAL_HANDLER_NODES) == GOVERNANCE_NODES
     handler = "denial_handler_confidence"
@@ -394,7 +394,7 @@ async def test_guarded_graph_reads_commands_and_copies_in_an_update() -> None:
     a list of ``(values, as_node)`` pairs: the guard reads inside both."""
     from langgraph.types import Command, Send, StateUpdate
 
-    from algenta_graph.graph import GOVERNED_TOOL_NODE
+    from algenta_graph.topology import GOVERNED_TOOL_NODE
 
     graph = _governance_graph()
     config: Any = {"configurable": {"thread_id": "idle"}}

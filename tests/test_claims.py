@@ -17,7 +17,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from algenta_graph.claims import ClaimStore, claims_for, new_claim
+from algenta_graph.governance.claims import ClaimStore, claims_for, new_claim
 
 
 def _answer(operator: str) -> dict[str, object]:

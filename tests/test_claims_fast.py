@@ -20,13 +20,13 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from algenta_graph import claims as claims_module
-from algenta_graph.claims import (
+from algenta_graph.errors import EscalationAlreadyDecided
+from algenta_graph.governance import claims as claims_module
+from algenta_graph.governance.claims import (
     HEARTBEAT_SECONDS,
     LEASE_SECONDS,
     Claim,
     ClaimStore,
-    EscalationAlreadyDecided,
     claims_for,
     escalation_key,
     new_claim,

@@ -14,9 +14,9 @@ from importlib import metadata
 import pytest
 from cli_support import assert_one_line_error, cli
 
-from algenta_graph.contract import DEFAULT_PROFILE, PROFILE_NAMES
-from algenta_graph.gates import DEFAULT_POLICIES, POLICIES, parse_on_denial
-from algenta_graph.outcomes import KNOWN_GATES
+from algenta_graph.connection.outcomes import KNOWN_GATES
+from algenta_graph.governance.contract import DEFAULT_PROFILE, PROFILE_NAMES
+from algenta_graph.governance.gates import DEFAULT_POLICIES, POLICIES, parse_on_denial
 
 pytestmark = pytest.mark.timeout(300)
 

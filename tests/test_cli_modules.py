@@ -30,7 +30,11 @@ def test_demo_imports_no_cli_module() -> None:
 
 def test_audit_and_console_need_no_graph() -> None:
     loaded = _modules_after("import algenta_graph.audit, algenta_graph.console")
-    assert not loaded & {"algenta_graph.graph", "algenta_graph.connection", "algenta_graph.demo"}
+    assert not loaded & {
+        "algenta_graph.graph",
+        "algenta_graph.connection.engine",
+        "algenta_graph.demo",
+    }
 
 
 def test_an_escalation_is_described_in_either_interrupt_shape() -> None:

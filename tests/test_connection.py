@@ -31,8 +31,14 @@ from mcp.types import CallToolResult, TextContent
 from wire_server import DENIAL_FORMS, HINTS, RECEIPT_FORMS, WireServer
 
 from algenta_graph._net import free_port
-from algenta_graph.connection import DEFAULT_BASE_URL, EngineConnection, resolve_base_url
-from algenta_graph.contract import resolve_profile
+from algenta_graph.connection.engine import DEFAULT_BASE_URL, EngineConnection, resolve_base_url
+from algenta_graph.connection.outcomes import (
+    KNOWN_GATES,
+    ExecutionDenial,
+    ExecutionFailure,
+    ExecutionReceipt,
+    parse_execution_outcome,
+)
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.errors import (
     AlgentaGraphError,
@@ -41,14 +47,8 @@ from algenta_graph.errors import (
     EngineTimeoutError,
     ToolNotInProfileError,
 )
-from algenta_graph.governance import GovernanceInterceptor, scrub_arguments, scrub_schema
-from algenta_graph.outcomes import (
-    KNOWN_GATES,
-    ExecutionDenial,
-    ExecutionFailure,
-    ExecutionReceipt,
-    parse_execution_outcome,
-)
+from algenta_graph.governance.contract import resolve_profile
+from algenta_graph.governance.scrub import GovernanceInterceptor, scrub_arguments, scrub_schema
 
 SECRET = "sk-connection-test-secret-0123456789"
 FLAG_KEYS = frozenset({"force", "overridesafety"})

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import algenta_graph
-from algenta_graph import contract
-from algenta_graph.contract import (
+from algenta_graph.governance import contract
+from algenta_graph.governance.contract import (
     DEFAULT_PROFILE,
     NEVER_MODEL_FACING_FIELDS,
     PROFILE_NAMES,

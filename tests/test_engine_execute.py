@@ -16,13 +16,13 @@ import pytest
 from mcp import ClientSession
 
 from algenta_graph._net import free_port
-from algenta_graph.engine import DENIAL_FORMS, ReferenceEngine, WebhookReceiver, read_log
-from algenta_graph.outcomes import (
+from algenta_graph.connection.outcomes import (
     ExecutionDenial,
     ExecutionFailure,
     ExecutionReceipt,
     parse_execution_outcome,
 )
+from algenta_graph.engine import DENIAL_FORMS, ReferenceEngine, WebhookReceiver, read_log
 
 Session = Callable[..., Any]
 

@@ -241,7 +241,7 @@ async def test_a_malformed_webhook_url_is_invalid_input_not_internal_error(
 async def test_a_wrong_key_fails_the_connection_itself_with_engine_auth_error(
     cli_engine: tuple[str, Path],
 ) -> None:
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.errors import EngineAuthError
 
     url, _ = cli_engine

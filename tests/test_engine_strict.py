@@ -18,10 +18,10 @@ from mcp import ClientSession
 from test_engine_cli import engine_process
 
 from algenta_graph._net import free_port
+from algenta_graph.connection.outcomes import ExecutionReceipt, parse_execution_outcome
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine.auth import ApiKey, token_hash
 from algenta_graph.engine.tools import DEFAULT_RELAXED
-from algenta_graph.outcomes import ExecutionReceipt, parse_execution_outcome
 
 Session = Callable[..., Any]
 

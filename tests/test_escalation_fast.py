@@ -28,27 +28,24 @@ from langgraph.errors import NodeCancelledError
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from algenta_graph.claims import (
-    EscalationAlreadyDecided,
-    claims_for,
-    escalation_key,
-    new_claim,
-    release,
-)
-from algenta_graph.errors import AlgentaGraphError
-from algenta_graph.escalation import (
-    MODEL_NODE,
-    DenialHandler,
+from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
+from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
+from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
+from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.nodes.answers import (
     authenticated_identity,
     escalation_request,
-    handler_node_name,
     parse_resume,
     pending_escalations,
+)
+from algenta_graph.nodes.denial_handler import (
+    MODEL_NODE,
+    DenialHandler,
+    handler_node_name,
     route_pending_escalation,
 )
-from algenta_graph.gates import GATE_NAMES
-from algenta_graph.governed_tool import OUTCOME_KEY, GovernedToolNode
-from algenta_graph.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
+from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.steps import OUTCOME_KEY
 from algenta_graph.state import GovernedState, escalation_id_of
 
 FLAG = {"idempotency": "force", "confidence": "override_safety", "risk_floor": "override_safety"}
@@ -102,7 +99,7 @@ class Harness:
         for gate in GATE_NAMES:
             builder.add_node(
                 handler_node_name(gate),
-                DenialHandler(gate, self.tools, authorize_operator=authorize),
+                DenialHandler(gate, self.tools.executor, authorize_operator=authorize),
             )
 
         def model(state: Any) -> dict[str, Any]:
@@ -637,7 +634,7 @@ def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
     async def cancelled(*args: Any, **kwargs: Any) -> Any:
         raise asyncio.CancelledError
 
-    h.tools.find_execution = cancelled  # type: ignore[method-assign]
+    h.tools.executor.find = cancelled  # type: ignore[method-assign]
     with pytest.raises((asyncio.CancelledError, NodeCancelledError)):
         h.resume(OVERRIDE)
     (claim,) = claims_for(h.saver)._claims.values()  # type: ignore[attr-defined]
@@ -647,7 +644,7 @@ def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
 async def test_a_claim_is_kept_alive_while_its_answer_is_applied(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from algenta_graph import escalation as module
+    from algenta_graph.nodes import denial_handler as module
 
     refreshed: list[Any] = []
     naps: list[float] = []
@@ -797,7 +794,7 @@ def test_a_new_turn_goes_to_the_first_gate_still_waiting_for_an_operator() -> No
 def test_handler_names_and_the_next_handler() -> None:
     assert handler_node_name("risk_floor") == "denial_handler_risk_floor"
     node, _, _ = make_node()
-    handler = DenialHandler("confidence", node)
+    handler = DenialHandler("confidence", node.executor)
     assert handler.__name__ == "denial_handler_confidence"
     assert handler._next(["confidence", "risk_floor"]) == "denial_handler_risk_floor"
     assert handler._next(["idempotency", "confidence"]) == MODEL_NODE

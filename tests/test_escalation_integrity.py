@@ -261,7 +261,7 @@ async def test_the_operator_path_alone_uses_the_operator_credential(
     """Invariant 14, the graph's side: the model's calls go with the agent key, the override
     (after an operator's answer) with ``operator_api_key`` over a session of its own; the
     engine's execution log names which key sent each."""
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.engine.auth import ApiKey
 
     keys = {

@@ -31,8 +31,8 @@ from guarantee_support import async_wait_until, figure
 from test_auth import _bearer, _interrupt_value, _log_shaky_decision, _user, _write
 from test_server import CONFIG, langgraph_dev
 
-from algenta_graph.auth import ENV_AUTH_FILE
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.auth import ENV_AUTH_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

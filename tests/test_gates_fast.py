@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from algenta_graph.gates import (
+from algenta_graph.governance.gates import (
     DEFAULT_POLICIES,
     GATE_NAMES,
     GATES,

@@ -34,8 +34,8 @@ from guarantee_support import figure
 from langgraph.types import Command
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.gates import GATES
-from algenta_graph.graph import STEP_LIMIT_MESSAGE
+from algenta_graph.governance.gates import GATES
+from algenta_graph.nodes.agent import STEP_LIMIT_MESSAGE
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -25,28 +25,32 @@ from governed_stub import (
 )
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from algenta_graph import governed_tool
+from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
 from algenta_graph.errors import AlgentaGraphError
-from algenta_graph.governed_tool import (
-    HALT,
-    OUTCOME_KEY,
-    GovernedToolNode,
+from algenta_graph.governance.run_settings import run_settings
+from algenta_graph.nodes import executor as governed_tool
+from algenta_graph.nodes.executor import (
     bound_plans,
     counts_as_executed,
-    denial_text,
     for_decision,
-    gate_order,
     idempotency_key,
+    plan_nonce,
+    settle_for,
+)
+from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.steps import (
+    OUTCOME_KEY,
+    denial_text,
+    gate_order,
     in_place,
     last_step,
+    latest_user_text,
     message_text,
-    plan_nonce,
     receipt_text,
-    settle_for,
     step_denials,
     tool_message,
 )
-from algenta_graph.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
+from algenta_graph.topology import HALT
 
 
 def unchained(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -379,8 +383,8 @@ def test_other_gates_never_look_up_the_engine() -> None:
 def find(node: GovernedToolNode, decision_id: Any, thread: str = "t1", settle: float = 0.0) -> Any:
     ours = lambda tag: tag.get("thread_id") == thread  # noqa: E731
     if settle:
-        return asyncio.run(node.find_execution(decision_id, ours, settle=settle))
-    return asyncio.run(node.find_execution(decision_id, ours))
+        return asyncio.run(node.executor.find(decision_id, ours, settle=settle))
+    return asyncio.run(node.executor.find(decision_id, ours))
 
 
 def test_find_execution_prefers_a_delivery_then_the_latest_attempt() -> None:
@@ -641,10 +645,13 @@ def test_what_the_model_is_told() -> None:
     assert receipt_text(receipt).split("\n")[0].endswith("answered 202).")
 
 
-def test_message_text_and_tool_message() -> None:
+def test_the_turns_query_and_tool_message() -> None:
+    # the query is the latest user message's text (LangChain's own BaseMessage.text)
     assert message_text(HumanMessage("plain")) == "plain"
     blocks = HumanMessage(content=["a", {"type": "text", "text": "b"}, {"type": "image"}])
-    assert message_text(blocks) == "a b "
+    assert message_text(blocks) == "a b"  # an image block is not text
+    assert latest_user_text([HumanMessage("old"), blocks, AIMessage("x")]) == "a b"
+    assert latest_user_text([AIMessage("x")]) == ""
     message = tool_message("x", name="n", tool_call_id="c", outcome="ok")
     assert (message.status, message.response_metadata, message.artifact) == (
         "success",
@@ -662,16 +669,15 @@ def test_message_text_and_tool_message() -> None:
 
 
 def test_the_runs_context_is_read_from_the_runtime() -> None:
-    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
-
     node, conn, _ = make_node()
     runtime = SimpleNamespace(context={"on_denial": {"confidence": "halt"}, "top_k": 2})
-    conf = {"configurable": {"thread_id": "t1", CONFIG_KEY_RUNTIME: runtime}}
-    settings = node.settings(conf)  # type: ignore[arg-type]
+    conf = {"configurable": {"thread_id": "t1"}}
+    settings = run_settings(conf, runtime, node.built)  # type: ignore[arg-type]
     assert (settings.top_k, settings.policies["confidence"]) == (2, "halt")
-    assert node.settings(None).top_k == 5 and node.settings(None).thread_id is None
+    none = run_settings(None, None, node.built)
+    assert none.top_k == 5 and none.thread_id is None
     conn.answers = [answer(denial_body("confidence"))]
-    update = run(node, step_state(execute_call()), conf)
+    update = asyncio.run(node(step_state(execute_call()), conf, runtime))  # type: ignore[arg-type]
     assert [d["policy"] for d in update["denials"]] == ["halt"]
 
 
@@ -1142,7 +1148,7 @@ def test_without_settling_an_unknown_execution_is_looked_at_once(monkeypatch: An
     clock = Clock(5.0, 5.0, 5.0, 5.0)
     monkeypatch.setattr(governed_tool, "asyncio", clock)
     assert find(node, "d1")[0].execution_status == "unknown"
-    recovered = asyncio.run(node.recover("d1", "t1"))
+    recovered = asyncio.run(node.executor.recover("d1", "t1"))
     assert recovered is not None and recovered.execution_status == "unknown"
     assert conn.get_decision_calls == ["d1", "d1"] and clock.sleeps == [] and clock.times == []
 
@@ -1250,7 +1256,7 @@ def test_a_failing_usage_store_costs_the_step_nothing(caplog: Any) -> None:
     node, conn, catalog = make_node()
     catalog.usage = usage = Usage("simulate")
     conn.answers = [answer({"ok": 1}), answer(receipt_body())]
-    with caplog.at_level("WARNING", logger="algenta_graph.governed_tool"):
+    with caplog.at_level("WARNING", logger="algenta_graph.nodes.governed_tool"):
         update = run(node, learning_state(PLAIN, execute_call()))
     assert [r[1] for r in usage.records] == ["execute_decision"]
     assert [r["decision_id"] for r in update["receipts"]] == ["d1"]

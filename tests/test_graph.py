@@ -23,7 +23,7 @@ from graph_support import (
 from langchain_core.messages import AIMessage, ToolMessage
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.gates import GATE_NAMES
+from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.graph import build_governed_graph
 
 pytestmark = pytest.mark.timeout(120)
@@ -349,7 +349,7 @@ async def test_unknown_gate_takes_the_halt_way(tmp_path: Path) -> None:
     from mcp.server.fastmcp.exceptions import ToolError
 
     from algenta_graph._serve import BackgroundServer
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
 
     server = FastMCP("future-engine", stateless_http=True)
 

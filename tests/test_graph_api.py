@@ -57,7 +57,7 @@ async def test_governed_agent_owns_and_closes_its_connection(
 
 
 async def test_connection_and_base_url_are_exclusive(engine: ReferenceEngine) -> None:
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.graph import create_governed_agent
 
     async with EngineConnection(engine.url) as conn:

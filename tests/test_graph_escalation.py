@@ -20,7 +20,7 @@ from graph_support import (
 )
 from langgraph.types import Command
 
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine.auth import ApiKey
 from algenta_graph.state import OperatorDecision

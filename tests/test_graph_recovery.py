@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
-from algenta_graph.models import ScriptedChatModel
+from algenta_graph.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.timeout(120)
 

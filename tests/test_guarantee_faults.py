@@ -37,7 +37,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from mcp import ClientSession
 
 from algenta_graph._net import free_port
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.errors import EngineConnectionError, EngineTimeoutError
 from algenta_graph.graph import create_governed_agent

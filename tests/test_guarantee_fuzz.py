@@ -4,8 +4,8 @@ Hypothesis generates engine results of every kind -- genuine receipts and named-
 every wire form an engine uses, and malformed bodies (mutated receipts, receipts flagged as
 errors, truncated JSON, contradicting gates, random JSON and text) -- and drives them
 
-1. through :func:`algenta_graph.outcomes.parse_execution_outcome` (1,000 cases, each in three
-   input forms);
+1. through :func:`algenta_graph.connection.outcomes.parse_execution_outcome` (1,000 cases, each
+   in three input forms);
 2. through the real ``governed_tool`` node (1,000 cases) and the whole compiled, checkpointed
    graph (150 cases), with a real FastMCP server standing in for a hostile engine whose
    ``execute_decision`` answers with the generated body over real HTTP.
@@ -38,17 +38,18 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 from algenta_graph._serve import BackgroundServer
-from algenta_graph.connection import EngineConnection
-from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.gates import GATE_NAMES
-from algenta_graph.graph import build_governed_graph, create_governed_agent
-from algenta_graph.models import DemoChatModel, ScriptedChatModel
-from algenta_graph.outcomes import (
+from algenta_graph.connection.engine import EngineConnection
+from algenta_graph.connection.outcomes import (
     ExecutionDenial,
     ExecutionFailure,
     ExecutionReceipt,
     parse_execution_outcome,
 )
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.graph import build_governed_graph, create_governed_agent
+from algenta_graph.models import DemoChatModel
+from algenta_graph.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.slow
 

@@ -29,10 +29,10 @@ from mcp import ClientSession
 from mcp.server.fastmcp import FastMCP
 
 from algenta_graph._serve import BackgroundServer
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
-from algenta_graph.models import ScriptedChatModel
+from algenta_graph.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.slow
 

@@ -9,12 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel
 
-from algenta_graph.models import (
-    DemoChatModel,
-    ScriptedChatModel,
-    parse_key_values,
-    resolve_model,
-)
+from algenta_graph.models import DemoChatModel, parse_key_values, resolve_model
+from algenta_graph.testing import ScriptedChatModel
 
 
 class _ExecArgs(BaseModel):

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from algenta_graph.errors import UnsupportedToolSchemaError
 from algenta_graph.naming import (
     ToolNames,
-    UnsupportedToolSchemaError,
     is_provider_safe,
     model_facing_name,
     provider_parameters,

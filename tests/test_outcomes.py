@@ -16,7 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 from wire_server import HINTS, denial_body
 
-from algenta_graph.outcomes import (
+from algenta_graph.connection.outcomes import (
     KNOWN_GATES,
     ExecutionDenial,
     ExecutionFailure,

@@ -270,7 +270,7 @@ async def test_two_first_claims_on_a_fresh_database_both_get_an_answer(
     """Two savers (two pools: as two processes) make the first claim at once, on
     ``FRESH_DATABASES`` new databases: each must get a claim back (the same one), never an
     error."""
-    from algenta_graph.claims import claims_for, new_claim
+    from algenta_graph.governance.claims import claims_for, new_claim
 
     errors = []
     for _ in range(FRESH_DATABASES):

@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 from ci_support import require_module
 
-from algenta_graph.errors import AlgentaGraphError
-from algenta_graph.models import (
-    PROVIDER_PACKAGES,
-    ModelPackageMissingError,
-    ModelSetupError,
-    resolve_model,
-)
+from algenta_graph.errors import AlgentaGraphError, ModelPackageMissingError, ModelSetupError
+from algenta_graph.models import PROVIDER_PACKAGES, resolve_model
 
 ROOT = Path(__file__).resolve().parent.parent
 

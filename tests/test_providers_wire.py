@@ -32,7 +32,7 @@ from provider_standins import (
     openai_problems,
 )
 
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.naming import model_facing_name

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from algenta_graph.contract import Profile, resolve_profile
-from algenta_graph.gates import DEFAULT_POLICIES
-from algenta_graph.run_settings import resolve_run_settings
+from algenta_graph.governance.contract import Profile, resolve_profile
+from algenta_graph.governance.gates import DEFAULT_POLICIES
+from algenta_graph.governance.run_settings import resolve_run_settings
 
 
 def resolve(config: Any = None, context: Any = None, **kw: Any) -> Any:
@@ -99,7 +99,7 @@ def test_two_profiles_narrow_together_and_never_widen() -> None:
 
 def test_conflicting_profiles_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """The contract's profiles are nested; two that are not (an app's own) cannot both hold."""
-    import algenta_graph.run_settings as run_settings
+    import algenta_graph.governance.run_settings as run_settings
 
     own = {
         "a": Profile("a", frozenset({"query_data", "simulate"})),

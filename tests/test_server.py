@@ -28,7 +28,7 @@ import pytest
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.server import ServerSettings, aclose_cached, make_graph
+from algenta_graph.serving.server import ServerSettings, aclose_cached, make_graph
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "langgraph.json"

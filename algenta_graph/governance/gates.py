@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -38,6 +38,7 @@ __all__ = [
     "POLICIES",
     "UNKNOWN_GATE_POLICY",
     "Gate",
+    "GateName",
     "Policy",
     "describe_gates",
     "parse_on_denial",
@@ -46,6 +47,9 @@ __all__ = [
     "tighten",
 ]
 
+GateName = Literal["idempotency", "confidence", "risk_floor"]
+"""The engine's named gates: the keys of :data:`GATES`, in its order (checked below). A gate an
+engine names that is not one of these is still a denial, and halts."""
 Policy = Literal["report", "escalate", "halt"]
 POLICIES: tuple[Policy, ...] = ("report", "escalate", "halt")
 """Every policy, from least to most strict."""
@@ -91,6 +95,8 @@ GATES: Mapping[str, Gate] = {
 """The gates, in the order the engine checks them."""
 
 GATE_NAMES: tuple[str, ...] = tuple(GATES)
+if get_args(GateName) != GATE_NAMES:  # pragma: no cover - a gate added to one and not the other
+    raise AssertionError(f"GateName {get_args(GateName)} must list the gate table {GATE_NAMES}")
 DEFAULT_POLICIES: Mapping[str, Policy] = {g.name: g.default_policy for g in GATES.values()}
 """Default denial policy per gate (a gate not in the table always halts)."""
 OVERRIDE_FLAGS: Mapping[str, str] = {g.name: g.override_flag for g in GATES.values()}

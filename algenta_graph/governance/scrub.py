@@ -23,8 +23,8 @@ from typing import Any
 
 from langchain_mcp_adapters.interceptors import MCPToolCallRequest, MCPToolCallResult
 
-from algenta_graph.contract import NEVER_MODEL_FACING_FIELDS, Profile
 from algenta_graph.errors import ToolNotInProfileError
+from algenta_graph.governance.contract import NEVER_MODEL_FACING_FIELDS, Profile
 
 __all__ = [
     "GRAPH_SUPPLIED_FIELDS",

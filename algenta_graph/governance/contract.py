@@ -5,7 +5,7 @@ model must never see and the safety-critical tools all come from
 ``algenta_graph/contracts/integration-tool-contract.json`` (``contracts/`` at the repository root
 is a symlink to it), loaded at import time through :mod:`importlib.resources`.
 
->>> from algenta_graph.contract import resolve_profile
+>>> from algenta_graph.governance.contract import resolve_profile
 >>> govern = resolve_profile("govern")
 >>> govern.allows("log_decision"), govern.allows("execute_decision")
 (True, False)

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from algenta_graph.errors import AlgentaGraphError
+from algenta_graph.errors import EscalationAlreadyDecided
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -61,25 +61,6 @@ HEARTBEAT_SECONDS = 5.0
 """How often a claimant refreshes its claim while the answer's side effects run."""
 _TABLE = "algenta_escalation_claims"
 _LOCKED_RETRIES = 20
-
-
-class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
-    """Another operator's answer to this escalation took effect (or is taking effect) first.
-
-    Raised by a denial handler when a resume (or a new turn) meets an escalation whose answer is
-    being applied by a live claimant. The message names who decided, how, and where; nothing was
-    done or recorded in this run's name. (A ``RuntimeError`` too, so the LangGraph server shows
-    the message to the API client instead of "An internal error occurred".)
-    """
-
-    def __init__(self, claim: Claim) -> None:
-        self.claim = claim
-        where = f" in thread {claim.thread_id}" if claim.thread_id else ""
-        state = "" if claim.done else ", still being applied"
-        super().__init__(
-            f"escalation already decided by {claim.operator} ({claim.summary}{where}{state}); "
-            "that answer takes effect, and nothing was done or recorded in this resume's name"
-        )
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,57 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
+from pydantic import Field
+from typing_extensions import TypedDict
 
-from algenta_graph.contract import Profile, resolve_profile
-from algenta_graph.gates import Policy, parse_on_denial, tighten
+from algenta_graph.governance.contract import PROFILE_NAMES, Profile, resolve_profile
+from algenta_graph.governance.gates import GateName, Policy, parse_on_denial, tighten
 
-__all__ = ["RunSettings", "resolve_run_settings"]
+__all__ = ["GraphSettings", "RunContext", "RunSettings", "resolve_run_settings", "run_settings"]
+
+
+class RunContext(TypedDict, total=False):
+    """Per-run settings of the governed agent (the graph's ``context_schema``); every one is
+    optional, and each may only tighten what the graph was built or served with.
+
+    Studio shows a form for it, and ``langgraph_sdk`` clients pass it as ``context={...}``;
+    nodes read it from their ``Runtime``. The same keys in ``config["configurable"]`` are read
+    too (the LangGraph server mirrors a run's context there).
+    """
+
+    profile: Annotated[
+        str,
+        Field(
+            description="Narrow the tool profile for this run (never wider than the graph's).",
+            json_schema_extra={"enum": list(PROFILE_NAMES)},
+        ),
+    ]
+    """A narrower tool profile for this run."""
+    top_k: Annotated[int, Field(ge=1, description="How many tools retrieval binds this run.")]
+    """How many tools retrieval binds this run."""
+    on_denial: Annotated[
+        dict[GateName, Policy] | Policy,
+        Field(
+            description=(
+                "Denial policy per gate for this run (or one policy for every gate); each may "
+                "only be stricter than the graph's (report < escalate < halt)."
+            )
+        ),
+    ]
+    """A stricter denial policy per gate (or one for every gate)."""
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    """What the graph was built (or served) with: the ceiling of every run's settings."""
+
+    top_k: int
+    """How many tools retrieval binds by default."""
+    policies: Mapping[str, Policy]
+    """The denial policy per gate."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +126,13 @@ def resolve_run_settings(
         resolved = tighten(resolved, requested, f"{where}['on_denial']")
     thread = conf.get("thread_id")
     return RunSettings(profile, top_k, resolved, str(thread) if thread else None)
+
+
+def run_settings(config: RunnableConfig | None, runtime: Any, built: GraphSettings) -> RunSettings:
+    """The settings in force for this run: ``built`` tightened by the run's ``config`` and its
+    ``runtime.context`` (:class:`RunContext`), never loosened."""
+    context = getattr(runtime, "context", None) if runtime is not None else None
+    return resolve_run_settings(config, context, top_k=built.top_k, policies=built.policies)
 
 
 def _within(inner: Profile, outer: Profile) -> bool:

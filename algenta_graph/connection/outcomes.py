@@ -41,7 +41,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from algenta_graph.gates import GATE_NAMES
+from algenta_graph.governance.gates import GATE_NAMES
 
 __all__ = [
     "KNOWN_GATES",
@@ -55,8 +55,8 @@ __all__ = [
 ]
 
 KNOWN_GATES: tuple[str, ...] = GATE_NAMES
-"""The named policy gates of ``execute_decision`` (from :mod:`algenta_graph.gates`). Another gate
-name is still a denial."""
+"""The named policy gates of ``execute_decision`` (from :mod:`algenta_graph.governance.gates`).
+Another gate name is still a denial."""
 
 _RAW_LIMIT = 16_384
 _MAX_DEPTH = 6

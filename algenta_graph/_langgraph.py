@@ -1,0 +1,84 @@
+"""Every touch of LangGraph's private API, in one place.
+
+LangGraph gives a node no public handle on a few things the governed graph needs. Each touch
+below says why it is needed and what happens if a LangGraph release changes it: the graph
+**fails closed** (refuses to start, or refuses the operation), never silently weakens a
+guarantee. Each is exercised by the tests of the feature that needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+
+from algenta_graph.errors import AlgentaGraphError
+
+try:
+    # A node's checkpointer: the escalation claims live next to the checkpoints (invariant 12),
+    # and LangGraph puts the saver only in the run's configurable, under this private key.
+    # The durability key sets a compiled graph's default checkpoint durability ("sync": a
+    # step's checkpoint is written before the next step, which crash recovery relies on);
+    # ``durability=`` on invoke has no "default for this graph" form.
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
+except ImportError as exc:  # pragma: no cover - a LangGraph without them: do not start
+    raise AlgentaGraphError(
+        "this LangGraph version has no CONFIG_KEY_CHECKPOINTER / CONFIG_KEY_DURABILITY "
+        f"({exc}); algenta-graph needs them for one answer per escalation and for its "
+        "durability default: install a langgraph version algenta-graph supports"
+    ) from None
+
+__all__ = [
+    "checkpointer_of",
+    "default_durability",
+    "infer_as_node",
+    "rebuild_as",
+    "state_checkpointer",
+]
+
+_Graph = TypeVar("_Graph")
+
+
+def checkpointer_of(config: RunnableConfig | None) -> Any:
+    """The checkpointer of the run ``config`` belongs to (``None`` without one)."""
+    return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+
+
+def default_durability(durability: str) -> dict[str, Any]:
+    """The ``configurable`` entry that makes ``durability`` a compiled graph's default."""
+    return {CONFIG_KEY_DURABILITY: durability}
+
+
+def infer_as_node(graph: Any, versions_seen: Mapping[str, Any]) -> str | None:
+    """The node LangGraph attributes an ``update_state(as_node=None)`` to (its own rule).
+
+    The record guard refuses such an update when that node is a governance node. If a LangGraph
+    release drops this rule, :class:`LookupError` is raised and the guard refuses every update
+    without ``as_node`` (fails closed).
+    """
+    infer = getattr(graph, "_infer_as_node", None)
+    if infer is None:  # pragma: no cover - another LangGraph: the caller refuses
+        raise LookupError("LangGraph no longer infers as_node")
+    found = infer(versions_seen)
+    return None if found is None else str(found)
+
+
+def state_checkpointer(graph: Any, config: Any) -> Any:
+    """The checkpointer ``graph.update_state(config, ...)`` writes to (the graph's, or the one
+    the LangGraph server puts in ``config``); the graph's own when LangGraph has no resolver."""
+    resolve = getattr(graph, "_state_checkpointer", None)
+    if resolve is not None:
+        return resolve(config)
+    return graph.checkpointer  # pragma: no cover - an older or newer LangGraph
+
+
+def rebuild_as(graph: Any, cls: type[_Graph]) -> _Graph:
+    """``graph`` (a compiled graph) rebuilt as ``cls``, a subclass adding behaviour.
+
+    A compiled graph has no public "copy as subclass"; its constructor takes its attributes. A
+    LangGraph release that renames them raises ``TypeError`` here, when the served graph is
+    built: the server does not start (fails closed), it never serves an unguarded graph.
+    """
+    attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    return cls(**attrs)

@@ -1,0 +1,500 @@
+"""One connection to an Algenta engine: the governed tool catalog, the model's calls, and the
+operator path, over the persistent sessions of :mod:`algenta_graph.connection.transport`.
+
+:class:`EngineConnection`'s catalog (:attr:`EngineConnection.tools`) is built with
+``load_mcp_tools`` and holds
+
+* the engine's tools admitted by the active profile (``observe`` by default), with ``force`` and
+  ``override_safety`` removed from every schema (properties, ``required``, nested objects,
+  ``$defs``);
+* the tools of any ``extra_servers``, under their own names, prefixed ``<server>_`` only when
+  the name is taken (an extra server never lends its tools Algenta's trust).
+
+Every call from the catalog passes
+:class:`~algenta_graph.governance.scrub.GovernanceInterceptor` (the security policy): a tool
+outside the profile is refused without contacting the engine, and ``force`` /
+``override_safety`` are removed from the arguments; nothing else changes. The operator path,
+:meth:`EngineConnection.execute_as_operator`, is not a tool and is never bound to a model: it
+sends the flags an operator approved, over a session of its own with the operator credential
+(``operator_api_key``) when one is given.
+
+Connection problems raise :class:`~algenta_graph.errors.EngineConnectionError` naming the URL
+(:class:`~algenta_graph.errors.EngineAuthError` for HTTP 401,
+:class:`~algenta_graph.errors.EngineTimeoutError` for timeouts). A session that died (the engine
+was stopped or killed) fails the call in flight; the next call opens a new session.
+
+:class:`EngineClient` is what the graph's nodes need of a connection (a ``Protocol``; tests give
+the nodes a scripted one).
+
+Example (against a local reference engine)::
+
+    async with EngineConnection("http://127.0.0.1:8000/mcp", profile="execute") as conn:
+        msg = await conn.call_tool("get_contract", {}, tool_call_id="call_1")
+        outcome = await conn.execute_as_operator("dec_1", "https://hooks.example/x", force=True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
+from mcp.types import CallToolResult, ListToolsResult, Tool
+
+from algenta_graph.connection.outcomes import (
+    ExecutionOutcome,
+    parse_execution_outcome,
+    tool_result_json,
+)
+from algenta_graph.connection.transport import ALGENTA_SERVER, OPERATOR_SERVER, ServerSession
+from algenta_graph.errors import (
+    AlgentaGraphError,
+    ToolNotInProfileError,
+)
+from algenta_graph.governance.contract import (
+    Profile,
+    load_contract,
+    resolve_profile,
+)
+from algenta_graph.governance.scrub import GovernanceInterceptor, scrub_schema, strip_graph_supplied
+
+__all__ = [
+    "ALGENTA_SERVER",
+    "DEFAULT_BASE_URL",
+    "ENV_OPERATOR_API_KEY",
+    "EXECUTE_TOOL",
+    "GET_DECISION_TOOL",
+    "PLAN_TOOL",
+    "SEARCH_TOOL",
+    "EngineClient",
+    "EngineConnection",
+    "resolve_base_url",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "http://localhost:8000/mcp"
+"""Where the engine is looked for when neither ``base_url=`` nor ``ALGENTA_BASE_URL`` is set."""
+ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
+"""The operator path's own engine credential, when ``operator_api_key=`` is not given."""
+EXECUTE_TOOL = "execute_decision"
+"""The governed tool: its results are receipts or named-gate denials."""
+GET_DECISION_TOOL = "get_decision"
+"""The engine's read of a decision and its executions (the graph's recovery reads it)."""
+PLAN_TOOL = "plan_decision"
+"""The engine's tool that proposes a plan (its result carries the plan's ``nonce``)."""
+SEARCH_TOOL = "search_tools"
+"""The graph's own gateway tool (answered by the graph from its index; reserved here)."""
+_RESERVED_NAMES = frozenset({SEARCH_TOOL})
+
+
+def resolve_base_url(base_url: str | None = None) -> str:
+    """``base_url``, else ``ALGENTA_BASE_URL``, else :data:`DEFAULT_BASE_URL`."""
+    url = base_url or os.environ.get("ALGENTA_BASE_URL") or DEFAULT_BASE_URL
+    return url.strip()
+
+
+@runtime_checkable
+class EngineClient(Protocol):
+    """What the graph's nodes need of an engine connection (:class:`EngineConnection` is one).
+
+    The nodes call the catalog's tools as the model would, execute on the operator path, and
+    read a decision's record back; they send ``idempotency_key`` / ``nonce`` themselves exactly
+    when the engine's ``execute_decision`` declares them (:attr:`execute_supplied`).
+    """
+
+    profile: Profile
+    """The connection's tool profile (the ceiling of every run's)."""
+    execute_supplied: frozenset[str]
+    """The graph-supplied fields the engine's ``execute_decision`` declares."""
+
+    def is_algenta_tool(self, name: str) -> bool:
+        """True only for the Algenta engine's own catalog tools."""
+        ...
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, Any], *, tool_call_id: str
+    ) -> ToolMessage:
+        """Call a catalog tool as the model would (profile guard, argument scrub)."""
+        ...
+
+    async def execute_as_operator(
+        self,
+        decision_id: str,
+        webhook_url: str,
+        *,
+        force: bool = False,
+        override_safety: bool = False,
+        timeout_seconds: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> ExecutionOutcome:
+        """``execute_decision`` with the flags an operator approved; the parsed outcome."""
+        ...
+
+    async def get_decision(self, decision_id: str) -> dict[str, Any]:
+        """The engine's record of a decision and its executions (read-only)."""
+        ...
+
+
+class _SessionView:
+    """What ``load_mcp_tools`` sees as the session: the server's tool list, filtered and
+    scrubbed, and calls sent over the server's current live session (so the tools keep working
+    after a reconnect)."""
+
+    def __init__(self, conn: EngineConnection, server: ServerSession, keep: Callable[[Tool], bool]):
+        self._conn = conn
+        self._server = server
+        self._keep = keep
+        self.advertised: list[str] = []
+
+    async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
+        session = await self._server.session()
+        page = await self._server.guard("listing tools", session.list_tools(cursor))
+        self.advertised.extend(t.name for t in page.tools)
+        kept = [
+            t.model_copy(update={"inputSchema": self._model_facing(t)})
+            for t in page.tools
+            if self._keep(t)
+        ]
+        return page.model_copy(update={"tools": kept})
+
+    def _model_facing(self, tool: Tool) -> dict[str, Any]:
+        schema = scrub_schema(tool.inputSchema)
+        if tool.name == EXECUTE_TOOL and self._server.name == ALGENTA_SERVER:
+            schema, self._conn.execute_supplied = strip_graph_supplied(schema)
+        return schema
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: timedelta | None = None,
+        progress_callback: Any = None,
+        **_: Any,
+    ) -> CallToolResult:
+        return await self._conn._send(self._server, name, arguments or {}, progress_callback)
+
+
+# --------------------------------------------------------------------------- the connection
+
+
+class EngineConnection:
+    """One persistent connection to an Algenta engine (plus optional extra MCP servers).
+
+    Args:
+        base_url: the engine's MCP endpoint; default ``ALGENTA_BASE_URL``, then
+            ``http://localhost:8000/mcp``.
+        api_key: sent as ``Authorization: Bearer <api_key>``; default ``ALGENTA_API_KEY``. Never
+            logged, never in an error message.
+        profile: the tool profile (a name from the contract, or a :class:`Profile`); default
+            ``"observe"``.
+        extra_servers: ``{"name": connection}`` in ``langchain-mcp-adapters`` form; their tools
+            join the catalog (not governed by the profile, never trusted as Algenta's).
+        timeout: seconds for connecting, initialising and listing tools.
+        call_timeout: seconds one tool call may take.
+        operator_api_key: the credential of the **operator path** only (an engine key with the
+            operator role, ``docs/ARCHITECTURE.md`` invariant 14); default
+            ``ALGENTA_OPERATOR_API_KEY``. The override flags are sent over a session of its
+            own with this key, after an operator's answer; the model's calls never use it.
+            Without it the operator path uses ``api_key``, which an engine that requires an
+            operator for overrides refuses (recorded as a failed override).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        profile: str | Profile = "observe",
+        extra_servers: Mapping[str, Mapping[str, Any]] | None = None,
+        timeout: float = 30.0,
+        call_timeout: float = 60.0,
+        operator_api_key: str | None = None,
+    ) -> None:
+        if timeout <= 0 or call_timeout <= 0:
+            raise ValueError(f"timeouts must be positive, got {timeout=} {call_timeout=}")
+        self.url: str = resolve_base_url(base_url)
+        self.profile: Profile = resolve_profile(profile)
+        self.timeout = float(timeout)
+        self.call_timeout = float(call_timeout)
+        token = api_key if api_key is not None else os.environ.get("ALGENTA_API_KEY")
+        self.__token = token or None
+        operator = (
+            operator_api_key
+            if operator_api_key is not None
+            else os.environ.get(ENV_OPERATOR_API_KEY)
+        )
+        self.__operator_token = operator or None
+        extras = dict(extra_servers or {})
+        for reserved in (ALGENTA_SERVER, OPERATOR_SERVER):
+            if reserved in extras:
+                raise ValueError(
+                    f"extra server name {reserved!r} is reserved for the Algenta engine"
+                )
+        for name, spec in extras.items():
+            if not isinstance(spec, Mapping) or "transport" not in spec:
+                raise ValueError(f"extra server {name!r}: a connection dict with 'transport'")
+        self._extra_specs = extras
+        self._servers: dict[str, ServerSession] = {}
+        self._tools: dict[str, BaseTool] = {}
+        self._algenta_names: frozenset[str] = frozenset()
+        self._advertised: frozenset[str] = frozenset()
+        self.execute_supplied: frozenset[str] = frozenset()
+        """Which graph-supplied fields (``idempotency_key``, ``nonce``) the engine's
+        ``execute_decision`` declares: the graph sends exactly those, never the model."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        auth = "token" if self.__token else "no token"
+        if self.__operator_token:
+            auth += ", operator token"
+        return f"EngineConnection({self.url!r}, profile={self.profile.name!r}, {auth})"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _redact(self, text: str) -> str:
+        for secret in (self.__token, self.__operator_token):
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+    @property
+    def has_operator_credential(self) -> bool:
+        """Whether the operator path has its own engine credential (``operator_api_key``)."""
+        return self.__operator_token is not None
+
+    def _connection_specs(self) -> dict[str, dict[str, Any]]:
+        read = max(300.0, self.call_timeout + self.timeout)  # must outlive any call
+        specs: dict[str, dict[str, Any]] = {
+            ALGENTA_SERVER: {
+                "transport": "streamable_http",
+                "url": self.url,
+                "timeout": self.timeout,
+                "sse_read_timeout": read,
+                "session_kwargs": {},
+            }
+        }
+        if self.__token:
+            specs[ALGENTA_SERVER]["headers"] = {"Authorization": f"Bearer {self.__token}"}
+        if self.__operator_token:  # opened on the first operator call only
+            specs[OPERATOR_SERVER] = {
+                **specs[ALGENTA_SERVER],
+                "headers": {"Authorization": f"Bearer {self.__operator_token}"},
+                "session_kwargs": {},
+            }
+        for name, spec in self._extra_specs.items():
+            specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
+        return specs
+
+    async def open(self) -> EngineConnection:
+        """Open the sessions and build the catalog (idempotent). Raises EngineConnectionError."""
+        if self._servers:
+            return self
+        if self._closed:
+            raise AlgentaGraphError("this EngineConnection was closed; create a new one")
+        self._loop = asyncio.get_running_loop()
+        specs = self._connection_specs()
+        client = MultiServerMCPClient(specs)  # type: ignore[arg-type]
+        for name, spec in specs.items():
+            url = str(spec.get("url") or spec.get("command") or name)
+            server = ServerSession(
+                name, url, client, self.timeout, self._redact, call_timeout=self.call_timeout
+            )
+            spec["session_kwargs"].setdefault(
+                "read_timeout_seconds", timedelta(seconds=self.timeout)
+            )
+            spec["session_kwargs"].setdefault("message_handler", server.on_message)
+            if spec["transport"] in ("streamable_http", "streamable-http", "http", "sse"):
+                spec.setdefault("httpx_client_factory", server.http_client)
+            self._servers[name] = server
+        try:
+            await self._build_catalog()
+        except BaseException:
+            await self.aclose()
+            self._closed = False
+            raise
+        return self
+
+    async def _build_catalog(self) -> None:
+        algenta = self._servers[ALGENTA_SERVER]
+        view = _SessionView(self, algenta, lambda t: self.profile.allows(t.name))
+        tools = await load_mcp_tools(
+            view,  # type: ignore[arg-type]
+            tool_interceptors=[GovernanceInterceptor(self.profile)],
+            server_name=ALGENTA_SERVER,
+        )
+        catalog = {t.name: t for t in tools}
+        self._advertised = frozenset(view.advertised)
+        self._algenta_names = frozenset(catalog)
+        taken = set(self._advertised) | set(load_contract().get("mcp_tool_reference", {}))
+        taken |= _RESERVED_NAMES | set(catalog)
+        for name, server in self._servers.items():
+            if name in (ALGENTA_SERVER, OPERATOR_SERVER):
+                continue
+            extra_view = _SessionView(self, server, lambda t: True)
+            extra_tools = await load_mcp_tools(
+                extra_view,  # type: ignore[arg-type]
+                tool_interceptors=[GovernanceInterceptor(None)],
+                server_name=name,
+            )
+            for tool in extra_tools:
+                final = tool.name
+                if final in taken:
+                    final = f"{name}_{tool.name}"
+                    n = 2
+                    while final in taken:
+                        final, n = f"{name}_{tool.name}_{n}", n + 1
+                    tool.name = final
+                taken.add(final)
+                catalog[final] = tool
+        self._tools = catalog
+
+    async def aclose(self) -> None:
+        """Close every session (idempotent)."""
+        servers, self._servers = list(self._servers.values()), {}
+        self._closed = True
+        for server in servers:
+            try:
+                await server.close()
+            except Exception:  # closing must not mask the caller's own error
+                logger.debug("closing the session to %s failed", server.name, exc_info=True)
+
+    async def __aenter__(self) -> EngineConnection:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ catalog
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The model-facing catalog: the profile's Algenta tools (scrubbed) + extra servers'."""
+        return list(self._tools.values())
+
+    @property
+    def advertised_tool_names(self) -> frozenset[str]:
+        """Every tool name the engine advertised, inside and outside the profile."""
+        return self._advertised
+
+    def get_tool(self, name: str) -> BaseTool | None:
+        """The catalog tool called ``name`` (its final name), or None."""
+        return self._tools.get(name)
+
+    def is_algenta_tool(self, name: str) -> bool:
+        """True only for the Algenta engine's own catalog tools, never an extra server's."""
+        return name in self._algenta_names
+
+    @property
+    def sessions_opened(self) -> int:
+        """How many MCP sessions this connection has opened so far (reconnects included)."""
+        return sum(s.opened for s in self._servers.values())
+
+    # ------------------------------------------------------------------ calls
+
+    def _server(self, name: str) -> ServerSession:
+        if not self._servers:
+            raise AlgentaGraphError(
+                "the EngineConnection is not open: use `async with EngineConnection(...)` "
+                "or `await conn.open()` first"
+            )
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise AlgentaGraphError(
+                "the EngineConnection was opened in another event loop; open one per loop"
+            )
+        return self._servers[name]
+
+    async def _send(
+        self,
+        server: ServerSession,
+        name: str,
+        arguments: dict[str, Any],
+        progress_callback: Any = None,
+    ) -> CallToolResult:
+        """One tools/call over ``server``'s live session (this connection open, in its loop)."""
+        self._server(server.name)
+        return await server.send(name, arguments, progress_callback)
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, Any], *, tool_call_id: str
+    ) -> ToolMessage:
+        """Call a catalog tool as the model would: profile guard, argument scrub, one session.
+
+        Returns the adapters' ``ToolMessage`` (content blocks; ``artifact["structured_content"]``
+        holds structuredContent; ``status="error"`` for an MCP error result). A name outside
+        the catalog raises :class:`ToolNotInProfileError` and nothing is sent.
+        """
+        self._server(ALGENTA_SERVER)
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ToolNotInProfileError(name, self.profile.name)
+        if not isinstance(args, Mapping):
+            raise AlgentaGraphError(f"arguments of {name!r} must be an object, got {args!r}")
+        message = await tool.ainvoke(
+            {"type": "tool_call", "name": name, "args": dict(args), "id": tool_call_id}
+        )
+        if not isinstance(message, ToolMessage):  # pragma: no cover - the adapters' contract
+            raise AlgentaGraphError(f"tool {name!r} returned {type(message).__name__}")
+        return message
+
+    async def _raw_call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        return await self._send(self._server(ALGENTA_SERVER), name, arguments)
+
+    async def execute_as_operator(
+        self,
+        decision_id: str,
+        webhook_url: str,
+        *,
+        force: bool = False,
+        override_safety: bool = False,
+        timeout_seconds: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> ExecutionOutcome:
+        """The operator path: ``execute_decision`` with the flags an operator approved.
+
+        Not a tool and never bound to a model; it bypasses the scrub (and the profile) and
+        returns the parsed outcome. ``extra``: the graph-supplied arguments (idempotency key,
+        nonce). Connection problems raise EngineConnectionError.
+        """
+        if not isinstance(decision_id, str) or not decision_id:
+            raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
+        if not isinstance(webhook_url, str) or not webhook_url:
+            raise ValueError(f"webhook_url must be a non-empty string, got {webhook_url!r}")
+        arguments: dict[str, Any] = {
+            "decision_id": decision_id,
+            "webhook_url": webhook_url,
+            "force": bool(force),
+            "override_safety": bool(override_safety),
+        }
+        if timeout_seconds is not None:
+            arguments["timeout_seconds"] = timeout_seconds
+        if metadata is not None:
+            arguments["metadata"] = dict(metadata)
+        arguments.update(extra or {})
+        server = self._server(
+            OPERATOR_SERVER if OPERATOR_SERVER in self._servers else ALGENTA_SERVER
+        )
+        return parse_execution_outcome(await self._send(server, EXECUTE_TOOL, arguments))
+
+    async def get_decision(self, decision_id: str) -> dict[str, Any]:
+        """The engine's record of a decision and its executions (internal, read-only; outside
+        the profile guard). Raises AlgentaGraphError when the engine answers with an error."""
+        result = await self._raw_call(GET_DECISION_TOOL, {"decision_id": decision_id})
+        body = tool_result_json(result)
+        if result.isError or not isinstance(body, Mapping) or "error" in body:
+            detail = json.dumps(body, default=str) if body is not None else "no JSON body"
+            raise AlgentaGraphError(
+                f"get_decision({decision_id!r}) on {self.url} failed: {detail[:500]}"
+            )
+        return dict(body)

@@ -1,0 +1,459 @@
+"""The MCP transport of an engine connection: one persistent session per server, and the one
+translation of whatever the MCP client raises into a typed error naming the URL.
+
+How failures surface through mcp 1.x's streamable-HTTP client (measured, and each one tested in
+``tests/test_connection.py``): an ``httpx`` error on a POST (connection refused, HTTP 401 or
+500) is raised inside the transport's task group, so the session's ``async with`` ends with an
+``ExceptionGroup`` in the task holding it, while the request that triggered it is left waiting
+for its read timeout. Every request therefore runs as its own task raced against the holding
+task (:meth:`ServerSession.guard`), and the group is flattened to its first meaningful leaf. A
+body that is not JSON-RPC reaches the session's ``message_handler`` as an exception. A request
+timeout is an ``McpError`` with code 408. A server restarted between two calls answers HTTP 404
+to the old session id, which arrives as ``McpError("Session terminated")``; that request never
+ran, so it is sent once more on a new session (:meth:`ServerSession.send`).
+
+The session is held inside one dedicated asyncio task (anyio cancel scopes must be exited by
+the task that entered them), instead of the adapters' default of a new session per tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from mcp import ClientSession
+from mcp.shared.exceptions import McpError
+from mcp.types import CONNECTION_CLOSED, CallToolResult
+from pydantic import ValidationError
+
+from algenta_graph.errors import (
+    AlgentaGraphError,
+    EngineAuthError,
+    EngineConnectionError,
+    EngineTimeoutError,
+)
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["ALGENTA_SERVER", "OPERATOR_SERVER", "ServerSession"]
+
+logger = logging.getLogger(__name__)
+
+ALGENTA_SERVER = "algenta"
+"""The server name of the Algenta engine among the connection's MCP servers."""
+OPERATOR_SERVER = "algenta-operator"
+"""The operator path's own session to the engine, with the operator credential."""
+_CLOSE_TIMEOUT = 5.0
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside ``exc``: group members, causes and contexts, depth first."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(reversed(current.exceptions))
+            continue
+        yield current
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TimeoutException | TimeoutError) or (
+        isinstance(exc, McpError) and exc.error.code == httpx.codes.REQUEST_TIMEOUT
+    )
+
+
+def _is_closed(exc: BaseException) -> bool:
+    return isinstance(exc, McpError) and exc.error.code == CONNECTION_CLOSED
+
+
+def _is_forgotten(exc: BaseException) -> bool:
+    """The server answered HTTP 404 to the session id: it restarted and never ran the request."""
+    return isinstance(exc, McpError) and exc.error.message == "Session terminated"
+
+
+def _is_late_answer(exc: BaseException) -> bool:
+    """mcp's report of an answer to a request it no longer waits for (it timed out)."""
+    return isinstance(exc, RuntimeError) and "unknown request ID" in str(exc)
+
+
+class _SessionForgotten(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+class _WatchedStream(httpx.AsyncByteStream):
+    """A response body that reports a connection lost mid-answer before re-raising it.
+
+    mcp's client swallows such an error on a POST's SSE answer and leaves the request waiting
+    for its read timeout; reporting it ends the session so the call fails at once.
+    """
+
+    def __init__(self, inner: Any, on_lost: Callable[[BaseException], None]) -> None:
+        self._inner = inner
+        self._on_lost = on_lost
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            self._on_lost(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _WatchedTransport(httpx.AsyncBaseTransport):
+    def __init__(
+        self, inner: httpx.AsyncBaseTransport, on_lost: Callable[[BaseException], None]
+    ) -> None:
+        self._inner = inner
+        self._on_lost = on_lost
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST":  # the answers to our requests, not the GET event stream
+            response.stream = _WatchedStream(response.stream, self._on_lost)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@dataclass
+class ServerSession:
+    """One MCP server of the connection and its persistent session.
+
+    The session is entered and exited by one dedicated task (``_hold``); calls from any task use
+    it. When the task ends (the server went away, or a protocol error broke the stream) the
+    session is gone and :meth:`session` opens a new one.
+    """
+
+    name: str
+    url: str
+    client: MultiServerMCPClient
+    open_timeout: float
+    redact: Callable[[str], str]
+    call_timeout: float = 60.0
+    session_value: ClientSession | None = None
+    task: asyncio.Task[None] | None = None
+    failure: BaseException | None = None
+    opened: int = 0
+    _stop: asyncio.Event | None = None
+    _ready: asyncio.Future[ClientSession] | None = None
+    _lock: asyncio.Lock | None = None
+    _broken: list[BaseException] = field(default_factory=list)
+
+    async def on_message(self, message: Any) -> None:
+        """ClientSession message handler: a transport exception breaks the session.
+
+        The late answer to a request that already timed out is not one: mcp reports it as a
+        ``RuntimeError`` ("unknown request ID") and the session stays sound.
+        """
+        if isinstance(message, Exception):
+            if _is_late_answer(message):
+                logger.debug("late answer from %s ignored: %s", self.name, message)
+                return
+            self.broken(message)
+
+    def broken(self, exc: BaseException) -> None:
+        """The session can no longer be trusted: end it (calls in flight fail with ``exc``)."""
+        logger.debug("MCP stream error from %s: %r", self.name, exc)
+        self._broken.append(exc)
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(exc)
+        elif self._stop is not None:
+            self._stop.set()
+
+    def http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+        auth: httpx.Auth | None = None,
+    ) -> httpx.AsyncClient:
+        """The adapters' ``httpx_client_factory``: an ``AsyncClient`` whose POST responses are
+        watched, so a connection lost in the middle of an answer ends the session at once."""
+        return httpx.AsyncClient(
+            headers=headers,
+            timeout=timeout,
+            auth=auth,
+            transport=_WatchedTransport(httpx.AsyncHTTPTransport(), self.broken),
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.session_value is not None and self.task is not None and not self.task.done()
+
+    async def session(self) -> ClientSession:
+        """The live session, opening a new one when there is none."""
+        if self.alive:
+            assert self.session_value is not None
+            return self.session_value
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not self.alive:
+                await self._open()
+            assert self.session_value is not None
+            return self.session_value
+
+    async def _open(self) -> None:
+        await self._finish_task()
+        self.failure = None
+        self._broken.clear()
+        loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._ready = loop.create_future()
+        self.task = loop.create_task(self._hold(self._ready, self._stop), name=f"mcp-{self.name}")
+        try:
+            self.session_value = await asyncio.wait_for(
+                asyncio.shield(self._ready), self.open_timeout + 5.0
+            )
+        except BaseException as exc:
+            await self._finish_task(cancel=True)
+            if self._ready.done() and not self._ready.cancelled():
+                self._ready.exception()  # retrieved here; translated below
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise self.translate(exc, "connecting") from None
+        self.opened += 1
+
+    async def _hold(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+        try:
+            async with self.client.session(self.name) as session:
+                if not ready.done():
+                    ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:  # recorded for the call that finds the session dead
+            self.failure = exc
+            if not ready.done():
+                ready.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.session_value = None
+            if not ready.done():
+                ready.set_exception(
+                    EngineConnectionError(
+                        f"the session to {self.label} at {self.url} closed before it was ready",
+                        url=self.url,
+                    )
+                )
+            if self._broken and self.failure is None:
+                self.failure = self._broken[0]
+
+    async def _finish_task(self, *, cancel: bool = False) -> None:
+        task, self.task = self.task, None
+        self.session_value = None
+        if task is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        if cancel:
+            task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: it is recorded in self.failure
+
+    def end(self) -> None:
+        """Let the holding task leave the session; the next :meth:`session` opens a new one."""
+        self.session_value = None
+        if self._stop is not None:
+            self._stop.set()
+
+    async def close(self) -> None:
+        await self._finish_task()
+
+    async def cause_of_death(self) -> BaseException | None:
+        """Wait briefly for the holding task to end and return what ended it."""
+        task = self.task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=2.0)
+        return self.failure or (self._broken[0] if self._broken else None)
+
+    @property
+    def label(self) -> str:
+        """How messages name this server: the Algenta engine, or an extra MCP server."""
+        if self.name == ALGENTA_SERVER:
+            return "the Algenta engine"
+        if self.name == OPERATOR_SERVER:
+            return "the Algenta engine (operator credential)"
+        return f"MCP server {self.name!r}"
+
+    def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
+        return EngineTimeoutError(
+            f"timed out: {self.label} at {self.url} did not answer within {seconds:g} s while "
+            f"{what} (raise {option}= if it is just slow).",
+            url=self.url,
+        )
+
+    def translate(self, exc: BaseException, what: str) -> EngineConnectionError:
+        """One typed error naming the URL for whatever the MCP client raised."""
+        checks = (
+            f"Check: (1) the URL {self.url} (base_url= or ALGENTA_BASE_URL); (2) that the engine "
+            "is running there (e.g. `algenta-graph engine --port 8000`); (3) the API token "
+            "(api_key= or ALGENTA_API_KEY)."
+        )
+        leaves = list(_leaves(exc))
+        for leaf in leaves:
+            if isinstance(leaf, EngineConnectionError):
+                return leaf
+        for leaf in leaves:
+            if isinstance(leaf, httpx.HTTPStatusError):
+                status = leaf.response.status_code
+                if status == 401:
+                    return EngineAuthError(
+                        f"{self.label} at {self.url} rejected the API token (HTTP 401) while "
+                        f"{what}: pass a valid token with api_key= or ALGENTA_API_KEY.",
+                        url=self.url,
+                    )
+                reason = leaf.response.reason_phrase or ""
+                return EngineConnectionError(
+                    f"{self.label} at {self.url} answered HTTP {status} {reason} while {what}; "
+                    f"is that an MCP endpoint? {checks}",
+                    url=self.url,
+                )
+        for leaf in leaves:
+            if _is_timeout(leaf):
+                return self.timeout_error(what, self.open_timeout, "timeout")
+        for leaf in leaves:
+            if isinstance(leaf, httpx.RemoteProtocolError | httpx.ReadError):
+                detail = self.redact(str(leaf)) or type(leaf).__name__
+                return EngineConnectionError(
+                    f"lost the connection to {self.label} at {self.url} while {what} "
+                    f"({detail}); the engine may or may not have acted on the request (read "
+                    "its record before retrying). The next call reconnects.",
+                    url=self.url,
+                )
+        for leaf in leaves:
+            if isinstance(leaf, httpx.TransportError | OSError):
+                detail = self.redact(str(leaf)) or type(leaf).__name__
+                return EngineConnectionError(
+                    f"cannot reach {self.label} at {self.url} while {what} ({detail}). {checks}",
+                    url=self.url,
+                )
+        for leaf in leaves:
+            if isinstance(leaf, ValidationError):
+                return EngineConnectionError(
+                    f"{self.label} at {self.url} sent an answer that is not an MCP JSON-RPC "
+                    f"message while {what}; is that an MCP endpoint? {checks}",
+                    url=self.url,
+                )
+        first = leaves[0] if leaves else exc
+        detail = " ".join(self.redact(str(first)).split())[:300] or type(first).__name__
+        return EngineConnectionError(
+            f"the connection to {self.label} at {self.url} failed while {what} "
+            f"({type(first).__name__}: {detail}). {checks}",
+            url=self.url,
+        )
+
+    async def guard(self, what: str, call: Coroutine[Any, Any, Any]) -> Any:
+        """Await an MCP request; translate what the client raises into a typed error.
+
+        The request runs as its own task raced against the session's holding task: when the
+        transport fails (connection refused, HTTP 401/500, ...) the mcp client ends the session
+        but leaves the request waiting for its read timeout, so the session's end is the signal.
+        """
+        holder = self.task
+        request = asyncio.ensure_future(call)
+        try:
+            await asyncio.wait(
+                {request} if holder is None else {request, holder},
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+        if not request.done():
+            request.cancel()
+            await asyncio.wait({request})
+            cause = await self.cause_of_death()
+            ended = EngineConnectionError(
+                f"the session to {self.label} at {self.url} ended while {what} (the "
+                "connection was closed); the next call reconnects",
+                url=self.url,
+            )
+            raise self.translate(cause or ended, what) from None
+        try:
+            return request.result()
+        except McpError as exc:
+            if _is_timeout(exc):
+                raise self.timeout_error(
+                    what,
+                    self.timeout_for(what),
+                    "call_timeout" if what.startswith("calling") else "timeout",
+                ) from None
+            if _is_forgotten(exc):
+                self.failure = exc
+                self.end()
+                raise _SessionForgotten() from None
+            if _is_closed(exc):
+                cause = await self.cause_of_death()
+                raise self.translate(cause or exc, what) from None
+            raise AlgentaGraphError(
+                f"{self.label} at {self.url} answered with JSON-RPC error "
+                f"{exc.error.code} while {what}: {self.redact(exc.error.message)}"
+            ) from None
+        except (httpx.HTTPError, OSError, BaseExceptionGroup) as exc:
+            raise self.translate(exc, what) from None
+
+    def timeout_for(self, what: str) -> float:
+        """The timeout that applies to ``what``: a tool call's, or connecting's."""
+        return self.call_timeout if what.startswith("calling") else self.open_timeout
+
+    async def send(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        progress_callback: Any = None,
+    ) -> CallToolResult:
+        """One tools/call over the server's live session (reconnecting when it died)."""
+        what = f"calling tool {name!r}"  # timeout_for keys on "calling"
+        for attempt in (1, 2):
+            session = await self.session()
+            try:
+                result: CallToolResult = await self.guard(
+                    what,
+                    session.call_tool(
+                        name,
+                        arguments,
+                        read_timeout_seconds=timedelta(seconds=self.call_timeout),
+                        progress_callback=progress_callback,
+                    ),
+                )
+                return result
+            except _SessionForgotten:
+                # The server answered 404 to our session id: it restarted and never saw the
+                # request, so sending it once more on a new session is safe.
+                if attempt == 2:
+                    break
+        raise EngineConnectionError(
+            f"{self.label} at {self.url} does not accept this client's sessions (it "
+            "answers HTTP 404 to every new session id)",
+            url=self.url,
+        )

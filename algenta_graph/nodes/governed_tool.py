@@ -1,0 +1,209 @@
+"""The governed tool node: runs a model's tool calls over MCP and names every outcome.
+
+For each call of the latest AI message (``docs/ARCHITECTURE.md``, "The graph"):
+
+- ``search_tools`` is answered here, from the BM25 index; the tools found become callable;
+- a tool outside the run's profile is refused, never sent (invariant 2);
+- ``execute_decision`` is sent with the graph's own ``metadata.algenta_graph`` tag (thread,
+  tool call) and its result parsed into a receipt, a named-gate denial or a failure
+  (invariant 3); a decision this thread already executed is never sent again, whatever its
+  delivery status (invariant 8); a lost delivery of this thread is recovered from the engine
+  (invariant 5);
+- anything else is a plain MCP call.
+
+Every receipt and denial is written to state; each denial carries the policy it was raised
+under, so its handling never depends on a later run's settings. :meth:`GovernedToolNode.route`
+then names the step's outcome for the conditional edge: the gate whose policy is strictest
+(invariant 7), ``halt`` for a gate the graph does not know, ``failed`` or ``ok``.
+
+``execute_decision`` itself is sent by the :class:`~algenta_graph.nodes.executor.DecisionExecutor`
+the node holds (the denial handlers hold the same one).
+
+Example (the node is built by :func:`~algenta_graph.graph.build_governed_graph`)::
+
+    node = GovernedToolNode(catalog, DecisionExecutor(catalog.conn), built)
+    update = await node(state, config)
+    GovernedToolNode.route({**state, **update})  # "ok" | "failed" | "confidence" | ... | "halt"
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from algenta_graph.catalog import GovernedCatalog
+from algenta_graph.chain import seal
+from algenta_graph.connection.engine import EXECUTE_TOOL, SEARCH_TOOL
+from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
+from algenta_graph.governance.gates import GATES
+from algenta_graph.governance.run_settings import (
+    GraphSettings,
+    RunContext,
+    RunSettings,
+    run_settings,
+)
+from algenta_graph.nodes.executor import DecisionExecutor, counts_as_executed
+from algenta_graph.nodes.steps import (
+    HALT,
+    OUTCOME_KEY,
+    gate_order,
+    in_place,
+    last_step,
+    latest_user_text,
+    plain_content,
+    step_denials,
+    tool_message,
+)
+from algenta_graph.state import DenialRecord, GovernedState, ReceiptRecord
+
+__all__ = ["GovernedToolNode"]
+
+logger = logging.getLogger(__name__)
+
+
+class GovernedToolNode:
+    """The ``governed_tool`` node (see the module docs)."""
+
+    def __init__(
+        self, catalog: GovernedCatalog, executor: DecisionExecutor, built: GraphSettings
+    ) -> None:
+        self.catalog = catalog
+        self.conn = catalog.conn
+        self.executor = executor
+        self.built = built
+
+    async def __call__(
+        self,
+        state: GovernedState,
+        config: RunnableConfig,
+        runtime: Runtime[RunContext] | None = None,
+    ) -> dict[str, Any]:
+        run = run_settings(config, runtime, self.built)
+        ai, answered = last_step(state.get("messages", []))
+        if ai is None:
+            return {}
+        done = {m.tool_call_id for m in answered}
+        executed = {
+            r.get("decision_id") for r in state.get("receipts") or [] if counts_as_executed(r)
+        }
+        selected = list(state.get("selected_tools") or [])
+        out_messages: list[ToolMessage] = []
+        receipts: list[ReceiptRecord] = []
+        denials: list[DenialRecord] = []
+        used: list[tuple[str, ToolMessage]] = []  # (real name, answer) of each catalog call
+        for call in ai.tool_calls:
+            call_id = call["id"] or ""
+            if call_id in done:
+                continue
+            # the model calls a tool by its model-facing name (and argument keys); MCP, records
+            # and receipts use the real ones (ToolMessages get the model's name back below)
+            name, args = self.catalog.real_call(call["name"], call.get("args") or {})
+            if name == SEARCH_TOOL:
+                body, hits, ok = self.catalog.search(args, run)
+                selected.extend(h for h in hits if h not in selected)
+                out_messages.append(
+                    tool_message(
+                        body,
+                        name=SEARCH_TOOL,
+                        tool_call_id=call_id,
+                        outcome="ok" if ok else "failed",
+                        status="success" if ok else "error",
+                    )
+                )
+                continue
+            if not self.catalog.allowed(name, run):
+                profile = run.profile.name if run.profile else self.conn.profile.name
+                out_messages.append(
+                    tool_message(
+                        f"Error: {ToolNotInProfileError(name, profile)}",
+                        name=name,
+                        tool_call_id=call_id,
+                        outcome="failed",
+                        status="error",
+                    )
+                )
+                continue
+            if name == EXECUTE_TOOL and self.conn.is_algenta_tool(name):
+                message, receipt, denial = await self.executor.execute(
+                    args, call_id, run, executed, state.get("messages", [])
+                )
+                if receipt is not None:
+                    receipts.append(receipt)
+                    if counts_as_executed(receipt):
+                        executed.add(receipt.get("decision_id"))
+                if denial is not None:
+                    denials.append(denial)
+                out_messages.append(message)
+                used.append((name, message))
+                continue
+            out_messages.append(await self._plain_call(name, args, call_id))
+            used.append((name, out_messages[-1]))
+        await self._learn(state, run, used)
+        called = {c["id"]: c["name"] for c in ai.tool_calls}
+        for message in out_messages:  # each answer carries the name the model used
+            message.name = called.get(message.tool_call_id, message.name)
+        update: dict[str, Any] = {"messages": in_place(state.get("messages", []), ai, out_messages)}
+        if receipts:
+            update["receipts"] = receipts
+        if denials:
+            update["denials"] = denials
+        if selected != list(state.get("selected_tools") or []):
+            update["selected_tools"] = selected
+        return seal(state, update)  # each new record linked into the thread's hash chain
+
+    async def _learn(
+        self, state: GovernedState, run: RunSettings, used: Sequence[tuple[str, ToolMessage]]
+    ) -> None:
+        """Feed the usage signal: each tool of the run's profile that served this turn's query
+        successfully (never a denial, a failure or ``search_tools``)."""
+        usage = self.catalog.usage
+        if usage is None:
+            return
+        query = latest_user_text(state.get("messages", []))
+        allowed = self.catalog.allow_list(run) or list(self.catalog.tools)
+        profile = self.catalog.profile_name(run)
+        for name, message in used:
+            ok = message.response_metadata.get(OUTCOME_KEY) == "ok"
+            try:
+                await usage.arecord(query, name, profile=profile, ok=ok, allowed=allowed)
+            except Exception as exc:  # learning must never cost a governed step its records
+                logger.warning("usage signal: could not record %s: %s", name, exc)
+
+    @staticmethod
+    def route(state: GovernedState) -> str:
+        """The latest step's outcome: the strictest-policy gate, ``halt``, ``failed`` or ``ok``."""
+        denials = step_denials(state)
+        if denials:
+            first = gate_order(denials)[0]
+            return first if first in GATES else HALT
+        _, answered = last_step(state.get("messages", []))
+        outcomes = [m.response_metadata.get(OUTCOME_KEY, "ok") for m in answered]
+        if any(o.startswith("gate:") for o in outcomes):
+            return HALT  # a gate outcome without its denial record: never silently continue
+        return "failed" if "failed" in outcomes else "ok"
+
+    # ------------------------------------------------------------------ tool calls
+
+    async def _plain_call(self, name: str, args: dict[str, Any], call_id: str) -> ToolMessage:
+        try:
+            result = await self.conn.call_tool(name, args, tool_call_id=call_id)
+        except AlgentaGraphError as exc:
+            return tool_message(
+                f"Error: {exc}", name=name, tool_call_id=call_id, outcome="failed", status="error"
+            )
+        status: Literal["success", "error"] = (
+            "error" if getattr(result, "status", "success") == "error" else "success"
+        )
+        return tool_message(
+            plain_content(result.content),
+            name=name,
+            tool_call_id=call_id,
+            outcome="failed" if status == "error" else "ok",
+            status=status,
+            artifact=result.artifact,
+        )

@@ -1,0 +1,85 @@
+"""Fakes for the tests of an app built on the governed graph (never used by the graph itself).
+
+- :class:`ScriptedChatModel` plays back a fixed list of replies, and records the tool schemas it
+  was shown on each call (tests, notebooks, benchmarks).
+
+>>> m = ScriptedChatModel(replies=["hi", "bye"])
+>>> m.invoke("x").content, m.invoke("y").content
+('hi', 'bye')
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from algenta_graph.models import ToolCallingModel, tool_call_id
+
+__all__ = ["ScriptedChatModel"]
+
+
+class ScriptedChatModel(ToolCallingModel):
+    """Plays back ``replies`` in order; every reply handed out is a deep copy.
+
+    A reply is an ``AIMessage``, a string (a plain answer), or a dict of ``AIMessage`` fields
+    (e.g. ``{"content": "", "tool_calls": [...]}``). Running out of replies raises
+    ``IndexError`` naming how many were given. ``bound_tools`` records, per call, the tool
+    schemas the model was shown (OpenAI format), so tests can assert what a model could see.
+
+    >>> m = ScriptedChatModel(replies=["hi", "bye"])
+    >>> m.invoke("x").content, m.invoke("y").content
+    ('hi', 'bye')
+    """
+
+    replies: list[Any] = Field(default_factory=list)
+    """The replies to hand out, in order."""
+    cycle: bool = False
+    """Start again from the first reply instead of raising when they run out (benchmarks)."""
+    bound_tools: list[list[dict[str, Any]]] = Field(default_factory=list)
+    """The tool schemas shown on each call, in call order."""
+    position: int = 0
+    """Index of the next reply."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "algenta-scripted"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.bound_tools.append(copy.deepcopy(list(kwargs.get("tools", []))))
+        if self.position >= len(self.replies):
+            if not self.cycle or not self.replies:
+                raise IndexError(
+                    f"ScriptedChatModel ran out of replies ({len(self.replies)} given)"
+                )
+            self.position = 0
+        reply = self.replies[self.position]
+        self.position += 1
+        return ChatResult(generations=[ChatGeneration(message=_as_message(reply))])
+
+
+def _as_message(reply: Any) -> AIMessage:
+    if isinstance(reply, AIMessage):
+        return reply.model_copy(deep=True)
+    if isinstance(reply, str):
+        return AIMessage(reply)
+    if isinstance(reply, Mapping):
+        data = copy.deepcopy(dict(reply))
+        calls = [
+            {**c, "type": "tool_call", "id": c.get("id") or tool_call_id(json.dumps(c))}
+            for c in data.pop("tool_calls", [])
+        ]
+        return AIMessage(content=data.pop("content", ""), tool_calls=calls, **data)
+    raise TypeError(f"ScriptedChatModel reply must be AIMessage, str or dict, not {reply!r}")
