@@ -114,7 +114,8 @@ class _Walkthrough:
             "log_decision "
             f"chosen_action={plan['chosen_action']} expected_value={plan['expected_value']} "
             f"confidence={plan['confidence']} risk_p5={plan['risk_p5']} "
-            f"risk_p95={plan['risk_p95']} plan_hash={plan['plan_hash']}",
+            f"risk_p95={plan['risk_p95']} plan_hash={plan['plan_hash']} "
+            f"plan_id={plan['plan_id']}",
         )
         return str(_tool_json(state["values"], "log_decision")["decision_id"])
 
@@ -150,9 +151,12 @@ async def run_demo(
 
     out = out or sys.stdout
     agent_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    override_token = secrets.token_urlsafe(24)
     keys = {
         agent_token: ApiKey("demo-graph", frozenset({"agent"}), execute=True),
         operator_token: ApiKey(OPERATOR, frozenset({"operator"})),
+        # the graph's operator path: overrides need an operator key at the engine too
+        override_token: ApiKey("demo-operator-path", frozenset({"operator"}), execute=True),
     }
     chat_model = resolve_model(model)  # an unusable --model fails here, before anything starts
     tmp: str | None = None
@@ -192,6 +196,7 @@ async def run_demo(
                     chat_model,
                     base_url=engine.url,
                     api_key=agent_token,
+                    operator_api_key=override_token,
                     profile="execute",
                     checkpointer=saver,
                 ) as graph,
@@ -235,7 +240,10 @@ async def run_demo(
                     "no idempotency denial in step 4",
                 )
                 say("    A second session (another thread) tries too: the engine's own gate.")
-                await w.turn("demo-second-session", "plan_decision scenario=restock_inventory")
+                await w.turn(
+                    "demo-second-session",
+                    f"plan_decision scenario=restock_inventory decision_id={decision}",
+                )
                 state = await w.turn(
                     "demo-second-session",
                     f"execute_decision decision_id={decision} webhook_url={webhook.url}",

@@ -174,10 +174,16 @@ async def test_plan_hash_binds_the_logged_decision(
             s, "plan_decision", {"scenario": "restock_inventory", "chosen_action": "do_nothing"}
         )
         numbers = {k: plan[k] for k in ("expected_value", "confidence", "risk_p5", "risk_p95")}
+        # two plans have this hash, so the decision names its plan by plan_id
         logged = await call(
             s,
             "log_decision",
-            {"chosen_action": plan["chosen_action"], "plan_hash": plan["plan_hash"], **numbers},
+            {
+                "chosen_action": plan["chosen_action"],
+                "plan_hash": plan["plan_hash"],
+                "plan_id": plan["plan_id"],
+                **numbers,
+            },
         )
         mismatch = await call_error(
             s,
@@ -193,6 +199,7 @@ async def test_plan_hash_binds_the_logged_decision(
     assert plan["plan_hash"].startswith("sha256:") and plan["plan_hash"] == again["plan_hash"]
     assert other["plan_hash"] != plan["plan_hash"]
     assert logged["decision"]["plan_hash"] == plan["plan_hash"]
+    assert logged["decision"]["plan_id"] == plan["plan_id"]
     assert logged["decision"]["scenario"] == "restock_inventory"
     assert mismatch["code"] == "plan_hash_mismatch" and "chosen_action" in mismatch["message"]
     assert missing["code"] == "plan_not_found"

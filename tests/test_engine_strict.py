@@ -28,10 +28,13 @@ Session = Callable[..., Any]
 AGENT = "tok-agent-graph"
 OPERATOR = "tok-operator-alice"
 NO_EXECUTE = "tok-agent-readonly"
+ONCALL = "tok-operator-oncall-strict"
 KEYS = {
     AGENT: ApiKey("graph-worker", frozenset({"agent"}), execute=True),
     OPERATOR: ApiKey("alice", frozenset({"operator"})),
     NO_EXECUTE: ApiKey("reader", frozenset({"agent"}), execute=False),
+    # an operator key enabled to execute: only such a key may send force / override_safety
+    ONCALL: ApiKey("oncall", frozenset({"operator"}), execute=True),
 }
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -293,7 +296,8 @@ async def test_an_unapproved_plan_is_refused_and_an_executed_one_cannot_run_agai
         )
         assert answer.status_code == 200
         first = await call(s, "execute_decision", {**args, "idempotency_key": "k2"})
-        # past the idempotency gate (force), the plan itself is spent: compare-and-set
+    async with mcp_session(strict.url, api_key=ONCALL) as s:
+        # past the idempotency gate (an operator's force), the plan itself is spent
         spent = await refused(s, {**args, "idempotency_key": "k3", "force": True})
     assert unapproved["code"] == spent["code"] == "plan_not_approved"
     assert f"/v1/decision-plans/{p['plan_id']}/approve" in unapproved["message"]
@@ -329,6 +333,7 @@ async def test_an_unknown_delivery_spends_the_approval(
         slow = {**args, "webhook_url": webhook.url_for_delay(3), "timeout_seconds": 1}
         unknown = await call(s, "execute_decision", {**slow, "idempotency_key": "u1"})
         gate = await refused(s, {**args, "idempotency_key": "u2"})
+    async with mcp_session(strict.url, api_key=ONCALL) as s:
         forced = await refused(s, {**args, "idempotency_key": "u3", "force": True})
     assert unknown["execution_status"] == "unknown"
     assert gate["gate"] == "idempotency" and forced["code"] == "plan_not_approved"

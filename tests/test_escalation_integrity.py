@@ -287,3 +287,75 @@ async def test_the_operator_path_alone_uses_the_operator_credential(
     assert (model_call["executed_by"], model_call["override_safety"]) == ("graph-worker", False)
     assert (override["executed_by"], override["override_safety"]) == ("ops-desk", True)
     assert sessions == 2  # the model's session, and the operator path's own
+
+
+async def test_two_plans_of_one_scenario_each_run_the_decision_logged_with_it(
+    start_engine: Callable[..., ReferenceEngine], webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Issue 19 case 5: two proposals of one scenario have one ``plan_hash``; both approved, a
+    decision logged with each, both executed: each runs under its own plan (its receipt names
+    it), both plans are spent; and a decision logged by hash alone, while both plans are
+    unbound, is refused by name (``plan_ambiguous``), never guessed."""
+    import httpx
+    from graph_support import call, tool_messages
+
+    from algenta_graph.connection import EngineConnection
+    from algenta_graph.engine.auth import ApiKey
+
+    keys = {
+        "tok-agent": ApiKey("graph-worker", frozenset({"agent"}), execute=True),
+        "tok-operator": ApiKey("alice", frozenset({"operator"})),
+    }
+    engine = start_engine(relaxed=False, keys=keys)
+    fields = ("chosen_action", "expected_value", "confidence", "risk_p5", "risk_p95")
+
+    def answer(out: dict[str, Any]) -> dict[str, Any]:
+        return dict(json.loads(tool_messages(out)[-1].text))
+
+    async with (
+        EngineConnection(engine.url, profile="execute", api_key="tok-agent") as conn,
+        agent(conn, tmp_path / "cp.sqlite", []) as (graph, model),
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        cfg = config("t")
+
+        async def turn(text: str, *replies: Any) -> dict[str, Any]:
+            model.replies.extend(replies)
+            return dict(await graph.ainvoke({"messages": [("user", text)]}, cfg))
+
+        scenario = {"scenario": "restock_inventory"}
+        plans = [
+            answer(await turn("plan", call("plan_decision", scenario, f"p{i}"), "ok"))
+            for i in (1, 2)
+        ]
+        assert plans[0]["plan_hash"] == plans[1]["plan_hash"]
+        assert plans[0]["plan_id"] != plans[1]["plan_id"]
+        for plan in plans:
+            approved = await http.post(
+                engine.approve_url.format(plan_id=plan["plan_id"]),
+                json={"plan_hash": plan["plan_hash"], "nonce": plan["nonce"]},
+                headers={"Authorization": "Bearer tok-operator"},
+            )
+            assert approved.status_code == 200, approved.text
+        numbers = {k: plans[0][k] for k in fields}
+        by_hash = answer(
+            await turn(
+                "log",
+                call("log_decision", {**numbers, "plan_hash": plans[0]["plan_hash"]}, "l0"),
+                "no",
+            )
+        )
+        decisions = []
+        for i, plan in enumerate(plans):
+            logged = {**numbers, "plan_id": plan["plan_id"], "plan_hash": plan["plan_hash"]}
+            out = answer(await turn("log", call("log_decision", logged, f"l{i + 1}"), "logged"))
+            decisions.append(out["decision_id"])
+        for i, decision in enumerate(decisions):
+            await turn("go", execute(decision, webhook.url, f"e{i}"), "done")
+        state = (await graph.aget_state(cfg)).values
+    assert by_hash.get("error", {}).get("code") == "plan_ambiguous", by_hash
+    receipts = {r["decision_id"]: r for r in state["receipts"]}
+    for decision, plan in zip(decisions, plans, strict=True):
+        assert receipts[decision]["execution_status"] == "delivered"
+        assert receipts[decision]["plan_id"] == plan["plan_id"]
+    assert sorted(b["decision_id"] for b in webhook.received) == sorted(decisions)

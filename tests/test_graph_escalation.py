@@ -278,6 +278,8 @@ async def test_a_force_override_on_the_strict_engine_needs_a_newly_approved_plan
     keys = {
         "tok-agent": ApiKey("graph-worker", frozenset({"agent"}), execute=True),
         "tok-operator": ApiKey("alice", frozenset({"operator"})),
+        # the graph's operator path: an operator key with execute enabled (invariant 14)
+        "tok-override": ApiKey("graph-operator-path", frozenset({"operator"}), execute=True),
     }
     engine = start_engine(relaxed=False, keys=keys)
     fields = ("chosen_action", "expected_value", "confidence", "risk_p5", "risk_p95")
@@ -296,7 +298,9 @@ async def test_a_force_override_on_the_strict_engine_needs_a_newly_approved_plan
         assert response.status_code == 200, response.text
 
     async with (
-        EngineConnection(engine.url, profile="execute", api_key="tok-agent") as conn,
+        EngineConnection(
+            engine.url, profile="execute", api_key="tok-agent", operator_api_key="tok-override"
+        ) as conn,
         agent(conn, tmp_path / "cp.sqlite", [], on_denial={"idempotency": "escalate"}) as (
             graph,
             model,
@@ -319,7 +323,8 @@ async def test_a_force_override_on_the_strict_engine_needs_a_newly_approved_plan
         model.replies.append("told")
         refused = await graph.ainvoke(Command(resume=override), cfg)
         # a new plan for the same decision, approved out of band, then the override again
-        second = answer(await turn("plan again", call("plan_decision", scenario, "p2"), "again"))
+        replan = {**scenario, "decision_id": decision_id}
+        second = answer(await turn("plan again", call("plan_decision", replan, "p2"), "again"))
         await approve(second)
         await turn("once more", execute(decision_id, webhook.url, "e3"))
         model.replies.append("delivered again")

@@ -14,9 +14,13 @@ graph, never by the model:
 
 - ``idempotency_key``: the caller's key for this attempt (the graph: thread + tool call id); a
   repeated key returns the first attempt's receipt and sends nothing;
-- ``nonce``: the single-use nonce ``plan_decision`` returned for the plan the decision was logged
-  with (``log_decision(..., plan_hash=...)``); that plan must have been approved by an operator
-  with ``POST /v1/decision-plans/{plan_id}/approve`` ``{"plan_hash", "nonce"}``.
+- ``nonce``: the single-use nonce of the plan the decision is bound to
+  (``log_decision(..., plan_id=...)``; ``get_decision`` shows it); that plan must have been
+  approved by an operator with ``POST /v1/decision-plans/{plan_id}/approve``
+  ``{"plan_hash", "nonce"}``.
+
+``force`` / ``override_safety`` are accepted only from an operator key with execute enabled
+(whenever the engine has keys): the model-facing agent key cannot override.
 
 >>> from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 >>> with ReferenceEngine() as engine, WebhookReceiver() as hook:      # doctest: +SKIP

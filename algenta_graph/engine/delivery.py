@@ -72,7 +72,17 @@ def check_webhook_url(url: str, *, allowed_hosts: Collection[str]) -> str:
     return url
 
 
-DeliveryOutcome = Literal["delivered", "failed", "unknown"]
+DeliveryOutcome = Literal["delivered", "failed", "unknown", "recorded"]
+
+FAILURE_CODES: dict[str, str] = {
+    "upstream_timeout": "the webhook did not answer the connection in time; nothing was sent",
+    "upstream_unreachable": "the webhook could not be reached (refused, unreachable, TLS);"
+    " nothing was sent",
+    "upstream_rejected": "the webhook answered with a non-2xx status",
+    "upstream_outcome_unknown": "the request was sent but no answer came (timeout, connection"
+    " dropped): it counts as executed",
+}
+"""Each receipt's ``failure_code`` (None when delivered): what went wrong with the upstream."""
 
 
 @dataclass(frozen=True)
@@ -80,15 +90,21 @@ class DeliveryResult:
     """What happened to one POST.
 
     - ``delivered``: the webhook answered 2xx;
-    - ``failed``: nothing reached the webhook (connection refused, unreachable, TLS failure:
-      the request was never sent), or it answered with a non-2xx status;
+    - ``failed``: nothing reached the webhook (connection refused, unreachable, TLS failure,
+      no connection within the timeout: the request was never sent), or it answered with a
+      non-2xx status;
     - ``unknown``: the request was sent (or partly sent) but no answer came back (timeout,
-      connection dropped): the webhook may have acted on it, so it counts as executed.
+      connection dropped): the webhook may have acted on it, so it counts as executed;
+    - ``recorded``: there was no webhook to send to (a plan executed over HTTP without one):
+      the execution is on record and counts as executed.
+
+    ``failure_code`` names the problem (:data:`FAILURE_CODES`), None when there was none.
     """
 
     outcome: DeliveryOutcome
     response_code: int | None
     failure_reason: str | None = None
+    failure_code: str | None = None
 
     @property
     def delivered(self) -> bool:
@@ -110,29 +126,33 @@ async def post_webhook(
         if event.endswith("send_request_headers.started"):
             sending = True
 
-    def unsent_or_unknown(what: str) -> DeliveryResult:
+    def unsent_or_unknown(what: str, unsent_code: str) -> DeliveryResult:
         if sending:
             return DeliveryResult(
                 "unknown",
                 None,
                 f"{what} after the request was sent: the webhook may have acted on it, so it"
                 " counts as executed (only an operator can send it again, with force=true)",
+                "upstream_outcome_unknown",
             )
-        return DeliveryResult("failed", None, f"{what} before the request was sent")
+        return DeliveryResult("failed", None, f"{what} before the request was sent", unsent_code)
 
     try:
         response = await asyncio.wait_for(
             client.post(url, json=body, timeout=timeout, extensions={"trace": trace}), timeout
         )
     except (httpx.TimeoutException, asyncio.TimeoutError):
-        return unsent_or_unknown(f"timeout: no answer within {timeout:g}s")
+        return unsent_or_unknown(f"timeout: no answer within {timeout:g}s", "upstream_timeout")
     except httpx.ConnectError as exc:
         return DeliveryResult(
-            "failed", None, f"connection refused or unreachable: {exc}; nothing was sent"
+            "failed",
+            None,
+            f"connection refused or unreachable: {exc}; nothing was sent",
+            "upstream_unreachable",
         )
     except httpx.HTTPError as exc:
-        return unsent_or_unknown(f"{type(exc).__name__}: {exc}")
+        return unsent_or_unknown(f"{type(exc).__name__}: {exc}", "upstream_unreachable")
     code = response.status_code
     if 200 <= code < 300:
         return DeliveryResult("delivered", code)
-    return DeliveryResult("failed", code, f"webhook answered HTTP {code}")
+    return DeliveryResult("failed", code, f"webhook answered HTTP {code}", "upstream_rejected")

@@ -88,6 +88,7 @@ _DECISION_COLUMNS = (
     "scenario",
     "plan_hash",
     "logged_at",
+    "plan_id",
 )
 
 
@@ -102,11 +103,16 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("executions", "idempotency_key", "TEXT"),
     ("executions", "plan_id", "TEXT"),
     ("executions", "identity", "TEXT"),
+    # a decision is bound to one plan proposal by its id (issue 19, case 5), and the proposal
+    # names the decision it is bound to (at most one)
+    ("decisions", "plan_id", "TEXT"),
+    ("plan_proposals", "decision_id", "TEXT"),
 )
 
-EXECUTED_STATUSES: tuple[str, ...] = ("delivered", "unknown")
+EXECUTED_STATUSES: tuple[str, ...] = ("delivered", "unknown", "recorded")
 """Execution statuses that count as executed for the idempotency gate: a delivery that may have
-reached its target (``unknown``) counts as much as a confirmed one."""
+reached its target (``unknown``) counts as much as a confirmed one, and so does an execution
+recorded without a webhook (``recorded``, a plan executed over HTTP)."""
 
 
 class PlanNotApproved(Exception):
@@ -115,6 +121,32 @@ class PlanNotApproved(Exception):
 
 class IdempotencyKeyTaken(Exception):
     """Another execution already carries this idempotency key."""
+
+
+class BindingRefused(Exception):
+    """A decision cannot be bound to a plan proposal; ``code`` names why (nothing was written).
+
+    - ``plan_not_found``: no proposal with that ``plan_id``;
+    - ``plan_already_bound``: the proposal (every proposal of the ``plan_hash``) is bound to a
+      decision already (``bound`` maps plan_id -> decision_id);
+    - ``plan_ambiguous``: several unbound proposals have the ``plan_hash`` (``candidates``);
+    - ``decision_not_found``, ``plan_hash_mismatch``: for a plan proposed for a decision;
+    - ``plan_not_spent``: that decision's plan is not executed yet (``bound``).
+    """
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        candidates: list[str] | None = None,
+        bound: dict[str, str] | None = None,
+        state: str | None = None,
+    ) -> None:
+        super().__init__(code)
+        self.code = code
+        self.candidates = candidates or []
+        self.bound = bound or {}
+        self.state = state
 
 
 class Store:
@@ -207,17 +239,65 @@ class Store:
 
     # -- decisions -------------------------------------------------------------------------
 
-    def insert_decision(self, decision: dict[str, Any]) -> None:
-        values = [decision.get(c) for c in _DECISION_COLUMNS]
-        values[_DECISION_COLUMNS.index("scenario")] = (
-            None if decision.get("scenario") is None else json.dumps(decision["scenario"])
-        )
+    def insert_decision(self, decision: dict[str, Any]) -> str | None:
+        """Insert a decision and bind it to a plan proposal, in one transaction.
+
+        - ``decision["plan_id"]`` set: bound to that proposal;
+        - else ``decision["plan_hash"]`` set: bound to the one proposal of that hash that is
+          neither bound to a decision nor executed (none at all, a database from before plans
+          were bound by id: bound to none);
+        - neither: bound to none.
+
+        Returns the bound ``plan_id`` (also written into ``decision``). Raises
+        :class:`BindingRefused` (``plan_not_found``, ``plan_already_bound``, ``plan_ambiguous``)
+        with nothing written.
+        """
         with self._tx() as conn:
+            conn.execute("BEGIN IMMEDIATE")  # the binding is decided and written atomically
+            plan_id = decision.get("plan_id")
+            if plan_id is not None:
+                row = conn.execute(
+                    "SELECT decision_id FROM plan_proposals WHERE plan_id = ?", (plan_id,)
+                ).fetchone()
+                if row is None:
+                    raise BindingRefused("plan_not_found")
+                if row["decision_id"] is not None:
+                    raise BindingRefused("plan_already_bound", bound={plan_id: row["decision_id"]})
+            elif decision.get("plan_hash") is not None:
+                rows = conn.execute(
+                    "SELECT plan_id, decision_id, state FROM plan_proposals WHERE plan_hash = ?"
+                    " ORDER BY rowid",
+                    (decision["plan_hash"],),
+                ).fetchall()
+                free = [
+                    r["plan_id"]
+                    for r in rows
+                    if r["decision_id"] is None and r["state"] != "executed"
+                ]
+                if len(free) > 1:
+                    raise BindingRefused("plan_ambiguous", candidates=free)
+                if not free and rows:
+                    raise BindingRefused(
+                        "plan_already_bound",
+                        bound={r["plan_id"]: r["decision_id"] or "?" for r in rows},
+                    )
+                plan_id = free[0] if free else None
+            decision["plan_id"] = plan_id
+            values = [decision.get(c) for c in _DECISION_COLUMNS]
+            values[_DECISION_COLUMNS.index("scenario")] = (
+                None if decision.get("scenario") is None else json.dumps(decision["scenario"])
+            )
             conn.execute(
                 f"INSERT INTO decisions({', '.join(_DECISION_COLUMNS)})"
                 f" VALUES ({', '.join('?' for _ in _DECISION_COLUMNS)})",
                 values,
             )
+            if plan_id is not None:
+                conn.execute(
+                    "UPDATE plan_proposals SET decision_id = ? WHERE plan_id = ?",
+                    (decision["decision_id"], plan_id),
+                )
+        return plan_id
 
     @staticmethod
     def _decision(row: sqlite3.Row) -> dict[str, Any]:
@@ -266,8 +346,9 @@ class Store:
     ) -> None:
         """Record an execution before its webhook POST goes out (write-ahead), in one
         transaction with the plan's compare-and-set ``approved -> executed`` when ``plan_id``
-        is given. ``receipt`` is the provisional one (status ``unknown``): if the engine stops
-        during the delivery, the execution stays on record as possibly delivered.
+        is given (the plan must be bound to the receipt's decision). ``receipt`` is the
+        provisional one (status ``unknown``): if the engine stops during the delivery, the
+        execution stays on record as possibly delivered.
 
         Raises :class:`PlanNotApproved` (nothing written) when the plan is not ``approved``,
         :class:`IdempotencyKeyTaken` when another execution carries ``idempotency_key``.
@@ -276,8 +357,8 @@ class Store:
             if plan_id is not None:
                 cur = conn.execute(
                     "UPDATE plan_proposals SET state = 'executed', execution_id = ?"
-                    " WHERE plan_id = ? AND state = 'approved'",
-                    (execution_id, plan_id),
+                    " WHERE plan_id = ? AND state = 'approved' AND decision_id = ?",
+                    (execution_id, plan_id, receipt["decision_id"]),
                 )
                 if cur.rowcount != 1:
                     raise PlanNotApproved(plan_id)
@@ -382,15 +463,48 @@ class Store:
 
     # -- plan proposals and their approval --------------------------------------------------
 
-    def propose_plan(self, *, plan_id: str, plan_hash: str, nonce: str) -> str:
-        """Record a proposed plan (state ``proposed``); returns its ``created_at``."""
+    def propose_plan(
+        self, *, plan_id: str, plan_hash: str, nonce: str, decision_id: str | None = None
+    ) -> str:
+        """Record a proposed plan (state ``proposed``); returns its ``created_at``.
+
+        ``decision_id``: the plan is proposed for that logged decision (a re-execution after its
+        plan was executed) and the decision is bound to it, in the same transaction. Raises
+        :class:`BindingRefused` (``decision_not_found``, ``plan_hash_mismatch`` when the
+        decision was logged with another plan_hash or none, ``plan_not_spent`` while its
+        current plan is not executed) with nothing written.
+        """
         created = utc_now()
         with self._tx() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            if decision_id is not None:
+                row = conn.execute(
+                    "SELECT plan_hash, plan_id FROM decisions WHERE decision_id = ?",
+                    (decision_id,),
+                ).fetchone()
+                if row is None:
+                    raise BindingRefused("decision_not_found")
+                if row["plan_hash"] != plan_hash:
+                    raise BindingRefused("plan_hash_mismatch")
+                if row["plan_id"] is not None:
+                    current = conn.execute(
+                        "SELECT state FROM plan_proposals WHERE plan_id = ?", (row["plan_id"],)
+                    ).fetchone()
+                    if current is not None and current["state"] != "executed":
+                        raise BindingRefused(
+                            "plan_not_spent",
+                            bound={row["plan_id"]: decision_id},
+                            state=current["state"],
+                        )
             conn.execute(
-                "INSERT INTO plan_proposals(plan_id, plan_hash, nonce, state, created_at)"
-                " VALUES (?, ?, ?, 'proposed', ?)",
-                (plan_id, plan_hash, nonce, created),
+                "INSERT INTO plan_proposals(plan_id, plan_hash, nonce, state, created_at,"
+                " decision_id) VALUES (?, ?, ?, 'proposed', ?, ?)",
+                (plan_id, plan_hash, nonce, created, decision_id),
             )
+            if decision_id is not None:
+                conn.execute(
+                    "UPDATE decisions SET plan_id = ? WHERE decision_id = ?", (plan_id, decision_id)
+                )
         return created
 
     def proposal(self, plan_id: str) -> dict[str, Any] | None:

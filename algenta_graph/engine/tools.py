@@ -32,10 +32,16 @@ from pydantic import Field, StrictBool
 import algenta_graph
 from algenta_graph.engine import datasets, simulation
 from algenta_graph.engine.auth import current_caller
-from algenta_graph.engine.delivery import check_webhook_url, post_webhook
+from algenta_graph.engine.delivery import DeliveryResult, check_webhook_url, post_webhook
 from algenta_graph.engine.errors import EngineToolError, InvalidArguments
 from algenta_graph.engine.policy import GATES, Policy, check
-from algenta_graph.engine.store import IdempotencyKeyTaken, PlanNotApproved, Store, utc_now
+from algenta_graph.engine.store import (
+    BindingRefused,
+    IdempotencyKeyTaken,
+    PlanNotApproved,
+    Store,
+    utc_now,
+)
 
 T = TypeVar("T")
 
@@ -52,22 +58,36 @@ MAX_TIMEOUT_SECONDS = 60.0
 DEFAULT_TIMEOUT_SECONDS = 10.0
 MAX_KEY_CHARS = 200
 RECEIPT_VERSION = "2"
+RECEIPT_STATUS: dict[str, str] = {
+    "delivered": "executed",
+    "recorded": "executed",
+    "unknown": "unknown",
+    "failed": "failed",
+}
+"""A receipt's ``status`` for each ``execution_status``: ``executed`` (done), ``unknown`` (may
+have been done: counts as executed), ``failed`` (certainly not done: may be retried)."""
 APPROVE_PATH = "/v1/decision-plans/{plan_id}/approve"
 
 DEFAULT_RELAXED = False
 """THE default of strict vs relaxed (``ReferenceEngine(relaxed=...)``, ``algenta-graph engine
---relaxed``). True for now: the graph does not yet send ``idempotency_key`` / ``nonce``. Flip it
-to False to make the execute profile's ``requires_all_of`` the default."""
+--relaxed``): False, the execute profile's ``requires_all_of`` is the default (the graph sends
+``idempotency_key`` and ``nonce`` itself)."""
 
 # What strict mode adds to execute_decision (get_contract lists it; the README documents it).
 STRICT_REQUIREMENTS: tuple[str, ...] = (
     'an API key with execute enabled (keys file: "execute": true) -> execute_not_enabled',
     "the agent role on that key -> role_not_permitted",
     "idempotency_key on the call (the caller's, one per attempt) -> idempotency_key_required",
-    "nonce on the call (from plan_decision) -> nonce_required / invalid_nonce",
-    "a decision logged with the plan_hash of a plan_decision plan -> plan_required",
+    "nonce on the call: the one of the plan the decision is bound to -> nonce_required /"
+    " invalid_nonce",
+    "a decision logged bound to a plan_decision plan (plan_id, or its plan_hash) -> plan_required",
     "that plan approved out of band (POST /v1/decision-plans/{plan_id}/approve, operator role)"
     " and not yet executed -> plan_not_approved",
+)
+
+OVERRIDE_REQUIREMENT = (
+    "force / override_safety: an API key with the operator role and execute enabled (whenever"
+    " the engine has keys, in both modes) -> override_not_permitted / execute_not_enabled"
 )
 
 # The JSON shape of the webhook body; its hash is every receipt's schema_snapshot_id.
@@ -224,6 +244,13 @@ class GovernedTools:
             "auth": "bearer" if self.auth_required else "none",
             "mode": "relaxed" if self.relaxed else "strict",
             "execute_requires": [] if self.relaxed else list(STRICT_REQUIREMENTS),
+            "override_requires": (
+                OVERRIDE_REQUIREMENT
+                if self.auth_required
+                else "nothing: this engine has no API keys (development only; with keys, "
+                + OVERRIDE_REQUIREMENT
+                + ")"
+            ),
             "approval_endpoint": "POST " + APPROVE_PATH,
             "timeout_seconds": {
                 "min": MIN_TIMEOUT_SECONDS,
@@ -369,10 +396,21 @@ class GovernedTools:
         ] = None,
         n_samples: Annotated[int, Field(ge=100, le=simulation.MAX_SAMPLES)] = 10_000,
         seed: int = 42,
+        decision_id: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description=(
+                    "Propose the plan for this already logged decision, whose plan was executed"
+                    " (a re-execution needs a newly approved plan); it is bound to the decision."
+                ),
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Produce a proposed, not-yet-committed decision plan for a scenario, with a plan_hash
-        that log_decision can be bound to, a plan_id and a single-use nonce (an operator approves
-        the plan out of band with them). Nothing is executed."""
+        """Produce a proposed, not-yet-committed decision plan for a scenario, with a plan_id
+        and plan_hash that log_decision binds a decision to, and a single-use nonce (an operator
+        approves the plan out of band with them). Nothing is executed."""
         result = await _off_loop(
             simulation.simulate,
             self._scenario("plan_decision", scenario),
@@ -404,7 +442,16 @@ class GovernedTools:
         await _off_loop(self.store.save_plan, plan_hash, plan)
         plan_id = f"plan_{uuid.uuid4().hex[:20]}"
         nonce = secrets.token_urlsafe(24)
-        await _off_loop(self.store.propose_plan, plan_id=plan_id, plan_hash=plan_hash, nonce=nonce)
+        try:
+            await _off_loop(
+                self.store.propose_plan,
+                plan_id=plan_id,
+                plan_hash=plan_hash,
+                nonce=nonce,
+                decision_id=decision_id,
+            )
+        except BindingRefused as refused:
+            raise _binding_error(refused, plan_hash=plan_hash, decision_id=decision_id) from None
         return {
             **plan,
             "plan_id": plan_id,
@@ -412,9 +459,14 @@ class GovernedTools:
             "nonce": nonce,
             "approval_state": "proposed",
             "approve_at": APPROVE_PATH.format(plan_id=plan_id),
+            "decision_id": decision_id,
             "policy_check": self._policy_check(chosen["confidence"], chosen["risk_p5"]),
             "alternatives": [a for a in result["actions"] if a["action"] != action],
-            "next_step": "log_decision with these numbers (and this plan_hash) to record it",
+            "next_step": (
+                "log_decision with these numbers and this plan_id to record it"
+                if decision_id is None
+                else f"have it approved, then execute decision {decision_id} with its nonce"
+            ),
         }
 
     async def log_decision(
@@ -429,18 +481,49 @@ class GovernedTools:
             str | dict[str, Any] | None, Field(description="The scenario it was chosen from.")
         ] = None,
         plan_hash: Annotated[
-            str | None, Field(description="Bind to a plan from plan_decision (numbers must match).")
+            str | None,
+            Field(
+                description=(
+                    "The plan_hash of a plan from plan_decision (numbers must match); alone, it"
+                    " binds the one plan with this hash no decision is bound to yet."
+                )
+            ),
+        ] = None,
+        plan_id: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description=(
+                    "Bind to this plan from plan_decision (numbers must match): each decision"
+                    " runs under the approval of its own plan."
+                ),
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Persist a decision record (chosen action, expected value, confidence, risk p5/p95,
-        rationale) to decision memory for audit and later execution. Returns its decision_id.
-        Does not execute anything."""
+        rationale) to decision memory for audit and later execution, bound to its plan. Returns
+        its decision_id. Does not execute anything."""
         if risk_p5 > risk_p95:
             raise InvalidArguments(
                 "log_decision", f"risk_p5 ({risk_p5}) exceeds risk_p95 ({risk_p95})"
             )
         if scenario is not None:
             _check_size("log_decision", "scenario", scenario, MAX_SCENARIO_BYTES)
+        if plan_id is not None:
+            proposal = await _off_loop(self.store.proposal, plan_id)
+            if proposal is None:
+                raise EngineToolError(
+                    "plan_not_found", f"no plan with plan_id {plan_id!r}", status_code=404
+                )
+            if plan_hash is not None and plan_hash != proposal["plan_hash"]:
+                raise EngineToolError(
+                    "plan_hash_mismatch",
+                    f"plan_hash {plan_hash} is not the hash of plan {plan_id}"
+                    f" ({proposal['plan_hash']})",
+                    status_code=409,
+                )
+            plan_hash = proposal["plan_hash"]
         if plan_hash is not None:
             plan = await _off_loop(self.store.get_plan, plan_hash)
             if plan is None:
@@ -478,8 +561,12 @@ class GovernedTools:
             "scenario": scenario,
             "plan_hash": plan_hash,
             "logged_at": utc_now(),
+            "plan_id": plan_id,
         }
-        await _off_loop(self.store.insert_decision, decision)
+        try:
+            await _off_loop(self.store.insert_decision, decision)
+        except BindingRefused as refused:
+            raise _binding_error(refused, plan_hash=plan_hash, plan_id=plan_id) from None
         return {
             "decision_id": decision["decision_id"],
             "logged_at": decision["logged_at"],
@@ -500,11 +587,35 @@ class GovernedTools:
     async def get_decision(
         self, decision_id: Annotated[str, Field(min_length=1, max_length=200)]
     ) -> dict[str, Any]:
-        """Read one logged decision and every execution of it (receipt, the force /
-        override_safety flags used, and the caller's metadata), oldest first."""
+        """Read one logged decision, the plan it is bound to (plan_id, state, approval) and
+        every execution of it (receipt, the force / override_safety flags used, and the caller's
+        metadata), oldest first."""
         decision = await self._require_decision(decision_id)
         executions = await _off_loop(self.store.executions, decision_id)
-        return {"decision": decision, "executions": executions}
+        return {
+            "decision": decision,
+            "plan": await self._plan_summary(decision["plan_id"]),
+            "executions": executions,
+        }
+
+    async def _plan_summary(self, plan_id: str | None) -> dict[str, Any] | None:
+        """The plan a decision is bound to, as get_decision shows it (None: bound to none)."""
+        if plan_id is None:
+            return None
+        row = await _off_loop(self.store.proposal, plan_id)
+        if row is None:  # pragma: no cover - a binding always names a stored proposal
+            return None
+        return {
+            "plan_id": row["plan_id"],
+            "plan_hash": row["plan_hash"],
+            "state": row["state"],
+            # the single-use nonce of an unspent plan, so that a client executing the decision
+            # (the governed graph) supplies its own plan's nonce, wherever the plan was proposed
+            "nonce": row["nonce"] if row["state"] != "executed" else None,
+            "approved_by": row["approved_by"],
+            "approved_at": row["approved_at"],
+            "execution_id": row["execution_id"],
+        }
 
     async def list_decisions(
         self,
@@ -579,9 +690,17 @@ class GovernedTools:
             strict=(idempotency_key, nonce),
         )
 
-    def _check_execute_access(self) -> str | None:
-        """Strict mode: the caller's key may execute (role and enablement); its identity."""
+    def _check_execute_access(self, *, override: bool) -> str | None:
+        """Who may execute; the caller's identity.
+
+        Strict mode: a key is needed, with the agent role (a plain execution) or the operator
+        role (``override``: ``force`` / ``override_safety``), and execute enabled. Relaxed mode:
+        any caller, except that an override needs an operator key with execute enabled whenever
+        the engine has keys (so the model-facing agent key alone can never override).
+        """
         key = current_caller().key
+        if self.relaxed and (not override or not self.auth_required):
+            return None if key is None else key.identity
         if key is None:
             raise EngineToolError(
                 "execute_not_enabled",
@@ -590,7 +709,16 @@ class GovernedTools:
                 " agent role) or --api-key",
                 status_code=403,
             )
-        if not key.has("agent"):
+        if override and not key.has("operator"):
+            raise EngineToolError(
+                "override_not_permitted",
+                f"force / override_safety need an operator's key: the key of {key.identity!r}"
+                f" has {', '.join(sorted(key.roles))}, not operator; an operator answers the"
+                " escalation and the override is sent with an operator key (with execute"
+                " enabled); nothing was sent",
+                status_code=403,
+            )
+        if not override and not key.has("agent"):
             raise EngineToolError(
                 "role_not_permitted",
                 f"execute_decision needs the agent role; the key of {key.identity!r} has"
@@ -606,24 +734,32 @@ class GovernedTools:
             )
         return key.identity
 
-    async def _approved_plan(self, decision: dict[str, Any], nonce: str) -> dict[str, Any]:
-        """Strict mode: the approved plan proposal that ``nonce`` names for this decision."""
-        plan_hash = decision["plan_hash"]
-        proposals = await _off_loop(self.store.proposals_for, plan_hash)
-        match = next(
-            (p for p in proposals if hmac.compare_digest(p["nonce"].encode(), nonce.encode())),
-            None,
-        )
-        if match is None:
+    async def _bound_plan(self, decision: dict[str, Any], nonce: str | None) -> dict[str, Any]:
+        """Strict mode: the plan proposal the decision is bound to, approved; ``nonce`` (None
+        over HTTP, where the path names the plan) must be that plan's."""
+        plan_id = decision["plan_id"]
+        proposal = None if plan_id is None else await _off_loop(self.store.proposal, plan_id)
+        if proposal is None:
+            raise EngineToolError(
+                "plan_required",
+                f"decision {decision['decision_id']} is bound to no plan (logged with plan_hash"
+                f" {decision['plan_hash']} before plans were bound by id): propose one for it"
+                " with plan_decision(decision_id=...) and have it approved",
+                status_code=409,
+            )
+        if nonce is not None and not hmac.compare_digest(
+            proposal["nonce"].encode(), nonce.encode()
+        ):
             raise EngineToolError(
                 "invalid_nonce",
-                f"the nonce is not the one of any plan with plan_hash {plan_hash} (the nonce"
-                " comes from the plan_decision this decision was logged with)",
+                f"the nonce is not the one of plan {plan_id}, the plan decision"
+                f" {decision['decision_id']} is bound to (each decision runs under its own"
+                " plan's approval: get_decision shows it)",
                 status_code=403,
             )
-        if match["state"] != "approved":
-            raise _plan_not_approved(match["plan_id"], match["state"])
-        return match
+        if proposal["state"] != "approved":
+            raise _plan_not_approved(plan_id, proposal["state"])
+        return proposal
 
     async def _execute(
         self,
@@ -636,11 +772,11 @@ class GovernedTools:
         metadata: dict[str, Any] | None,
         strict: tuple[str | None, str | None] | None = None,
     ) -> dict[str, Any]:
-        identity = current_caller().identity
+        """``execute_decision`` over MCP: check the caller and the arguments, then run it."""
+        identity = self._check_execute_access(override=force or override_safety)
         idempotency_key: str | None = None
         nonce: str | None = None
         if strict is not None:
-            identity = self._check_execute_access()
             idempotency_key, nonce = strict
             if not idempotency_key:
                 raise EngineToolError(
@@ -651,8 +787,8 @@ class GovernedTools:
             if not nonce:
                 raise EngineToolError(
                     "nonce_required",
-                    "execute_decision needs nonce: the single-use nonce plan_decision returned"
-                    " for the plan this decision was logged with",
+                    "execute_decision needs nonce: the single-use nonce of the plan the"
+                    " decision is bound to (plan_decision returned it; get_decision shows it)",
                 )
         if metadata is not None:
             _check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
@@ -661,10 +797,46 @@ class GovernedTools:
         if strict is not None and decision["plan_hash"] is None:
             raise EngineToolError(
                 "plan_required",
-                f"decision {decision_id} was logged without a plan_hash: execute_decision runs"
-                " only a decision planned with plan_decision and logged with its plan_hash",
+                f"decision {decision_id} was logged without a plan: execute_decision runs"
+                " only a decision planned with plan_decision and logged bound to that plan"
+                " (plan_id, or its plan_hash)",
                 status_code=409,
             )
+        return await self.run_execution(
+            decision,
+            webhook_url,
+            identity=identity,
+            timeout_seconds=timeout_seconds,
+            force=force,
+            override_safety=override_safety,
+            metadata=metadata,
+            idempotency_key=idempotency_key,
+            plan=None if strict is None else ("nonce", nonce),
+        )
+
+    async def run_execution(
+        self,
+        decision: dict[str, Any],
+        webhook_url: str | None,
+        *,
+        identity: str | None,
+        timeout_seconds: float,
+        force: bool,
+        override_safety: bool,
+        metadata: dict[str, Any] | None,
+        idempotency_key: str | None,
+        plan: tuple[str, str | None] | None,
+    ) -> dict[str, Any]:
+        """Run one execution of ``decision`` whose caller and arguments were checked: (per
+        decision, serialised) the idempotency-key replay, the gates and the plan's approval, the
+        write-ahead record, the delivery, the final receipt.
+
+        ``plan``: None (relaxed: no plan needed); ``("nonce", nonce)`` (MCP, strict: the gates
+        first, then the bound plan, whose nonce it must be); ``("path", None)`` (HTTP, the plan
+        named by the path: its approval first, then the gates). ``webhook_url`` None (HTTP
+        only): nothing is sent, the execution is recorded (``execution_status: recorded``).
+        """
+        decision_id = decision["decision_id"]
         async with self._locks.hold(decision_id):
             if idempotency_key is not None:
                 earlier = await _off_loop(self.store.execution_by_idempotency_key, idempotency_key)
@@ -675,6 +847,9 @@ class GovernedTools:
                     if stored.get("webhook_url") != webhook_url:
                         raise _key_reused(idempotency_key, "a call to another webhook_url")
                     return {**stored, "idempotent_replay": True}
+            plan_id: str | None = None
+            if plan is not None and plan[0] == "path":
+                plan_id = (await self._bound_plan(decision, None))["plan_id"]
             verdict = check(
                 self.policy,
                 confidence=decision["confidence"],
@@ -685,9 +860,8 @@ class GovernedTools:
             )
             if verdict.denial is not None:
                 raise verdict.denial
-            plan_id: str | None = None
-            if nonce is not None:
-                plan_id = (await self._approved_plan(decision, nonce))["plan_id"]
+            if plan is not None and plan[0] == "nonce":
+                plan_id = (await self._bound_plan(decision, plan[1]))["plan_id"]
             execution_id = f"exe_{uuid.uuid4().hex[:20]}"
             executed_at = utc_now()
             body = {
@@ -721,11 +895,13 @@ class GovernedTools:
                     f"delivery started at {executed_at} and its outcome is not recorded (still"
                     " in progress, or the engine stopped during it): it counts as executed"
                 ),
+                "failure_code": None,
                 "retryable": False,
+                "status": "unknown",
                 "receipt_version": RECEIPT_VERSION,
                 "plan_hash": decision["plan_hash"],
                 "plan_id": plan_id,
-                "approval_state": "not_required" if strict is None else "approved",
+                "approval_state": "not_required" if plan is None else "approved",
                 "idempotency_key": idempotency_key,
                 "trace_id": current_caller().trace_id,
                 "executed_by": identity,
@@ -751,14 +927,21 @@ class GovernedTools:
             # Once the POST may have gone out, finish it and persist the receipt even if the
             # caller cancels. The timeout bounds how long this can take.
             with anyio.CancelScope(shield=True):
-                async with httpx.AsyncClient(trust_env=False, verify=_ssl_context()) as client:
-                    result = await post_webhook(client, webhook_url, body, timeout=timeout_seconds)
+                if webhook_url is None:
+                    result = DeliveryResult("recorded", None)
+                else:
+                    async with httpx.AsyncClient(trust_env=False, verify=_ssl_context()) as client:
+                        result = await post_webhook(
+                            client, webhook_url, body, timeout=timeout_seconds
+                        )
                 receipt = {
                     **receipt,
                     "execution_status": result.outcome,
                     "response_code": result.response_code,
                     "failure_reason": result.failure_reason,
+                    "failure_code": result.failure_code,
                     "retryable": result.outcome == "failed",
+                    "status": RECEIPT_STATUS[result.outcome],
                 }
                 await _off_loop(
                     self.store.finish_execution,
@@ -769,12 +952,72 @@ class GovernedTools:
             return receipt
 
 
+def _binding_error(
+    refused: BindingRefused,
+    *,
+    plan_hash: str | None,
+    plan_id: str | None = None,
+    decision_id: str | None = None,
+) -> EngineToolError:
+    """The tool error for a refused binding of a decision to a plan (nothing was written)."""
+    code = refused.code
+    if code == "plan_not_found":
+        return EngineToolError(
+            "plan_not_found", f"no plan with plan_id {plan_id!r}", status_code=404
+        )
+    if code == "plan_ambiguous":
+        return EngineToolError(
+            "plan_ambiguous",
+            f"{len(refused.candidates)} plans with plan_hash {plan_hash} are bound to no decision"
+            f" ({', '.join(refused.candidates)}), so the hash does not say which one this"
+            " decision runs under: pass plan_id (from the plan_decision result)",
+            status_code=409,
+            details={"candidate_plan_ids": list(refused.candidates)},
+        )
+    if code == "plan_already_bound":
+        bound = ", ".join(f"{p} -> {d}" for p, d in refused.bound.items())
+        what = (
+            f"plan {plan_id}" if plan_id is not None else f"every plan with plan_hash {plan_hash}"
+        )
+        return EngineToolError(
+            "plan_already_bound",
+            f"{what} is bound to a decision already ({bound}); a plan runs one decision:"
+            " plan_decision again for a new plan",
+            status_code=409,
+            details={"bound": dict(refused.bound)},
+        )
+    if code == "decision_not_found":
+        return EngineToolError(
+            "decision_not_found",
+            f"no decision with decision_id {decision_id!r}; log_decision creates one",
+            status_code=404,
+        )
+    if code == "plan_hash_mismatch":
+        return EngineToolError(
+            "plan_hash_mismatch",
+            f"this plan's plan_hash {plan_hash} is not the one decision {decision_id} was logged"
+            " with: a plan for a decision must plan the same scenario, action and numbers",
+            status_code=409,
+        )
+    if code == "plan_not_spent":
+        [(current, _)] = refused.bound.items()
+        return EngineToolError(
+            "plan_not_spent",
+            f"decision {decision_id} is bound to plan {current} ({refused.state}), which has"
+            " not run: execute it under that plan; a new plan for a decision is for running it"
+            " again after its plan was executed",
+            status_code=409,
+        )
+    raise AssertionError(f"unknown binding refusal {code}")  # pragma: no cover
+
+
 def _plan_not_approved(plan_id: str, state: str) -> EngineToolError:
     return EngineToolError(
         "plan_not_approved",
         f"plan {plan_id} is {state}, not approved: an operator approves it with POST"
-        f" {APPROVE_PATH.format(plan_id=plan_id)}; an executed plan cannot run again (plan"
-        " again and have the new plan approved)",
+        f" {APPROVE_PATH.format(plan_id=plan_id)}; an executed plan cannot run again (propose"
+        " a new plan for the decision with plan_decision(decision_id=...) and have it"
+        " approved)",
         status_code=409,
     )
 
