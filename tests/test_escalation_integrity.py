@@ -299,7 +299,7 @@ async def test_two_plans_of_one_scenario_each_run_the_decision_logged_with_it(
     import httpx
     from graph_support import call, tool_messages
 
-    from algenta_graph.connection import EngineConnection
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.engine.auth import ApiKey
 
     keys = {
