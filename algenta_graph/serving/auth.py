@@ -31,9 +31,9 @@ For every role: resuming is an operator's act (HTTP 403 otherwise); governed rec
 :func:`algenta_graph.governance.record_guard.guard_records`, which also refuses any update as a
 governance node and any update while an escalation is pending: only an operator's resume answers
 it); runs and state updates from an earlier checkpoint (forks, which would drop later records)
-are refused, and so are rollbacks (a cancel with ``action=rollback``, ``multitask_strategy="rollback"``) and
-deleting threads or runs (each deletes checkpoints); assistants, crons and the store cannot be
-changed.
+are refused, and so are rollbacks (a cancel with ``action=rollback``,
+``multitask_strategy="rollback"``) and deleting threads or runs (each deletes checkpoints);
+assistants, crons and the store cannot be changed.
 """
 
 from __future__ import annotations
