@@ -159,10 +159,6 @@ def parse_execution_outcome(result: Any) -> ExecutionOutcome:
         )
 
 
-class _Unrecognised(Exception):
-    pass
-
-
 def _parse(result: Any) -> ExecutionOutcome:
     if isinstance(result, ExecutionReceipt | ExecutionDenial):
         return result  # already parsed: passes through as it is (its own code included)
@@ -201,8 +197,6 @@ def _unwrap(result: Any, depth: int) -> tuple[list[Any], bool, str]:
     """Return (payload candidates, isError flag, raw text) for any accepted input form."""
     if depth > _MAX_DEPTH:
         return [], False, _safe_raw(result)
-    if isinstance(result, BaseModel) and isinstance(result, ExecutionReceipt | ExecutionDenial):
-        return [result.model_dump(mode="json")], False, _safe_raw(result)
     if isinstance(result, ExecutionFailure):
         return [], False, result.raw
     # mcp.types.CallToolResult (duck-typed: content + isError)

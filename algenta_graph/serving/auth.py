@@ -56,6 +56,7 @@ from langgraph_sdk import Auth
 
 from algenta_graph.errors import AuthFileError
 from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
     "AGENT",
@@ -64,7 +65,6 @@ __all__ = [
     "OPEN_IDENTITY",
     "OPERATOR",
     "OWNER_KEY",
-    "RECORD_FIELDS",
     "ROLES",
     "AuthFileError",
     "Principal",
@@ -88,8 +88,6 @@ OWNER_KEY = "algenta_owner"
 """Thread metadata key holding the identity that created the thread (set by the server)."""
 OPEN_IDENTITY = "anonymous"
 """The (unauthenticated) identity of every request when the server runs open."""
-RECORD_FIELDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions")
-"""The governed record fields: written only by the graph's own nodes."""
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _log = logging.getLogger("algenta_graph.serving.auth")
