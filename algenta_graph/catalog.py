@@ -40,7 +40,7 @@ from algenta_graph.governance.run_settings import RunSettings
 from algenta_graph.naming import ToolNames, provider_parameters, safe_property_keys
 
 if TYPE_CHECKING:
-    from algenta_graph.connection.engine import EngineConnection
+    from algenta_graph.connection.engine import EngineClient
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.usage import UsageSignal
 
@@ -95,7 +95,7 @@ class GovernedCatalog:
 
     def __init__(
         self,
-        connection: EngineConnection,
+        connection: EngineClient,
         model: BaseChatModel,
         index: ToolIndex,
         *,

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
-    from algenta_graph.connection.engine import EngineConnection
+    from algenta_graph.connection.engine import EngineClient, EngineConnection
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.usage import UsageSignal
 
@@ -106,7 +106,7 @@ rounds of this graph)."""
 
 
 def build_governed_graph(
-    connection: EngineConnection,
+    connection: EngineClient,
     model: BaseChatModel | str | None = None,
     *,
     top_k: int = 5,

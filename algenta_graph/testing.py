@@ -1,7 +1,9 @@
 """Fakes for the tests of an app built on the governed graph (never used by the graph itself).
 
 - :class:`ScriptedChatModel` plays back a fixed list of replies, and records the tool schemas it
-  was shown on each call (tests, notebooks, benchmarks).
+  was shown on each call (tests, notebooks, benchmarks);
+- :class:`OfflineConnection` is an engine connection with a fixed catalog and no engine behind
+  it: enough to build (and draw) the graph offline; any call raises.
 
 >>> m = ScriptedChatModel(replies=["hi", "bye"])
 >>> m.invoke("x").content, m.invoke("y").content
@@ -12,17 +14,21 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool
 from pydantic import Field
 
+from algenta_graph.connection.outcomes import ExecutionOutcome
+from algenta_graph.errors import EngineConnectionError
+from algenta_graph.governance.contract import Profile, resolve_profile
 from algenta_graph.models import ToolCallingModel, tool_call_id
 
-__all__ = ["ScriptedChatModel"]
+__all__ = ["OfflineConnection", "ScriptedChatModel"]
 
 
 class ScriptedChatModel(ToolCallingModel):
@@ -83,3 +89,43 @@ def _as_message(reply: Any) -> AIMessage:
         ]
         return AIMessage(content=data.pop("content", ""), tool_calls=calls, **data)
     raise TypeError(f"ScriptedChatModel reply must be AIMessage, str or dict, not {reply!r}")
+
+
+class OfflineConnection:
+    """An :class:`~algenta_graph.connection.engine.EngineClient` with a fixed catalog and no
+    engine: the graph builds over it (to draw it, or test its wiring); every call raises
+    :class:`~algenta_graph.errors.EngineConnectionError`.
+
+    >>> from algenta_graph.graph import build_governed_graph
+    >>> graph = build_governed_graph(OfflineConnection()).compile()
+    >>> "governed_tool" in graph.get_graph().nodes
+    True
+    """
+
+    def __init__(self, tools: Sequence[BaseTool] = (), profile: str = "execute") -> None:
+        self._tools = list(tools)
+        self.profile: Profile = resolve_profile(profile)
+        self.execute_supplied: frozenset[str] = frozenset()
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The fixed catalog."""
+        return list(self._tools)
+
+    def is_algenta_tool(self, name: str) -> bool:
+        """Every tool of the fixed catalog counts as the engine's."""
+        return any(t.name == name for t in self._tools)
+
+    def _offline(self) -> EngineConnectionError:
+        return EngineConnectionError("an OfflineConnection has no engine to call")
+
+    async def call_tool(self, name: str, args: Mapping[str, Any], *, tool_call_id: str) -> Any:
+        raise self._offline()
+
+    async def execute_as_operator(
+        self, decision_id: str, webhook_url: str, **kwargs: Any
+    ) -> ExecutionOutcome:
+        raise self._offline()
+
+    async def get_decision(self, decision_id: str) -> dict[str, Any]:
+        raise self._offline()

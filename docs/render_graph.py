@@ -1,7 +1,9 @@
 """Render ``docs/graph.png`` offline with Graphviz, from the real graph builder.
 
 The picture depends only on the graph's nodes and edges, not on an engine's catalog, so the
-builder is given an empty stand-in catalog. LangGraph draws one edge per (source, target) pair
+builder is given an empty offline catalog (``algenta_graph.testing.OfflineConnection``). The
+same drawing as Mermaid text is ``docs/graph.mmd``, held against the builder by
+``tests/test_graph.py`` (no engine needed). LangGraph draws one edge per (source, target) pair
 with one label; here the labels of every branch between two nodes are merged (``ok / failed``).
 
 Needs Graphviz and pygraphviz (``apt-get install graphviz libgraphviz-dev && pip install
@@ -10,16 +12,14 @@ pygraphviz``); run ``python docs/render_graph.py``.
 
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 
 import pygraphviz as pgv
 
-from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.graph import build_governed_graph
 from algenta_graph.models import DemoChatModel
+from algenta_graph.testing import OfflineConnection
 
-conn = SimpleNamespace(tools=[], profile=resolve_profile("execute"), is_algenta_tool=lambda n: True)
-builder = build_governed_graph(conn, DemoChatModel())
+builder = build_governed_graph(OfflineConnection(), DemoChatModel())
 drawable = builder.compile(name="governed_agent").get_graph()
 
 labels: dict[tuple[str, str], list[str]] = defaultdict(list)

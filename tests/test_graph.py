@@ -29,6 +29,19 @@ from algenta_graph.graph import build_governed_graph
 pytestmark = pytest.mark.timeout(120)
 
 
+def test_the_drawing_matches_its_committed_snapshot_offline() -> None:
+    # the graph's structure (nodes, labelled edges) as Studio draws it, with no engine: a change
+    # of the wiring shows here; regenerate docs/graph.mmd (and docs/graph.png with
+    # docs/render_graph.py) when it is meant
+    from algenta_graph.testing import OfflineConnection
+
+    drawn = build_governed_graph(OfflineConnection()).compile(name="governed_agent")
+    snapshot = Path(__file__).resolve().parents[1] / "docs" / "graph.mmd"
+    assert drawn.get_graph().draw_mermaid() == snapshot.read_text(), (
+        "the graph's drawing changed: if that is meant, write the new one to docs/graph.mmd"
+    )
+
+
 async def test_drawing_has_a_labelled_edge_per_outcome(engine: ReferenceEngine) -> None:
     async with open_connection(engine) as conn:
         mermaid = build_governed_graph(conn).compile().get_graph().draw_mermaid()

@@ -116,6 +116,11 @@ class EngineClient(Protocol):
     execute_supplied: frozenset[str]
     """The graph-supplied fields the engine's ``execute_decision`` declares."""
 
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The model-facing catalog (the profile's engine tools, scrubbed, and extra servers')."""
+        ...
+
     def is_algenta_tool(self, name: str) -> bool:
         """True only for the Algenta engine's own catalog tools."""
         ...
