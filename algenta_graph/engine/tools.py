@@ -242,6 +242,9 @@ class GovernedTools:
             "scenarios": {k: v["description"] for k, v in simulation.SCENARIOS.items()},
             "webhooks": {"allowed_hosts": ["loopback", *self.allow_webhook_hosts]},
             "auth": "bearer" if self.auth_required else "none",
+            "auth_headers": ["Authorization: Bearer <api key>", "X-API-Key: <api key>"],
+            "http_api": "/v1 (decision cases, analysis runs, action plans, approval, execution,"
+            " replay, the audit export)",
             "mode": "relaxed" if self.relaxed else "strict",
             "execute_requires": [] if self.relaxed else list(STRICT_REQUIREMENTS),
             "override_requires": (
