@@ -350,9 +350,7 @@ async def test_a_scenario_case_plans_what_plan_decision_plans(
         run = await c.post(f"/v1/decision-cases/{case.json()['case_id']}/analysis-runs", json={})
         plan = await c.post(f"/v1/analysis-runs/{run.json()['run_id']}/action-plans")
     async with mcp_session(api.url, api_key=AGENT) as s:
-        mcp_plan = json.loads(
-            (await s.call_tool("plan_decision", {"scenario": "restock_inventory"})).content[0].text
-        )  # type: ignore[union-attr]
+        mcp_plan = body(await s.call_tool("plan_decision", {"scenario": "restock_inventory"}))
     assert case.status_code == short.status_code == 201
     assert short.json()["pack_input"] == {"scenario": "price_increase"}
     assert plan.json()["plan_hash"] == mcp_plan["plan_hash"]
@@ -369,11 +367,7 @@ async def test_a_plan_proposed_over_http_is_executed_over_mcp_and_then_refused_o
         plan = await fresh_plan(c, "http then mcp")
         await approve(c, plan)
     async with mcp_session(api.url, api_key=AGENT) as s:
-        read = json.loads(
-            (await s.call_tool("get_decision", {"decision_id": plan["decision_id"]}))
-            .content[0]
-            .text
-        )  # type: ignore[union-attr]
+        read = body(await s.call_tool("get_decision", {"decision_id": plan["decision_id"]}))
         rebind = await s.call_tool(
             "log_decision",
             {
@@ -526,7 +520,7 @@ async def test_mcp_accepts_x_api_key_too(api: ReferenceEngine) -> None:
         ClientSession(read, write) as s,
     ):
         await s.initialize()
-        contract = json.loads((await s.call_tool("get_contract", {})).content[0].text)  # type: ignore[union-attr]
+        contract = body(await s.call_tool("get_contract", {}))
     async with httpx.AsyncClient(timeout=30) as http:
         refused = await http.post(api.url, json={}, headers={"X-API-Key": "nope"})
     assert contract["mode"] == "strict"

@@ -23,6 +23,7 @@ from graph_support import agent, call, config, execute, tool_messages
 from langgraph.types import Command
 from test_engine_http_api import RUNNER, approve, base_url, client, code, fresh_plan
 from test_engine_overrides import ROLES_KEYS
+from test_engine_strict import body
 
 from algenta_graph.connection import EngineConnection
 from algenta_graph.engine import ReferenceEngine, SilentHost, WebhookReceiver
@@ -91,13 +92,13 @@ async def test_scenario_9_over_mcp_the_receipt_names_the_timeout_and_marks_it_re
                 "risk_p95": 0.2,
             },
         )
-        decision_id = json.loads(logged.content[0].text)["decision_id"]  # type: ignore[union-attr]
+        decision_id = body(logged)["decision_id"]
         with SilentHost() as silent:
             result = await s.call_tool(
                 "execute_decision",
                 {"decision_id": decision_id, "webhook_url": silent.url, "timeout_seconds": 1},
             )
-    receipt = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    receipt = body(result)
     assert not result.isError
     assert receipt["execution_status"] == "failed" and receipt["status"] == "failed"
     assert receipt["failure_code"] == "upstream_timeout" and receipt["retryable"] is True
@@ -179,7 +180,7 @@ async def test_the_replay_of_an_mcp_planned_execution(
                 "nonce": p["nonce"],
             },
         )
-    execution_id = json.loads(result.content[0].text)["execution_id"]  # type: ignore[union-attr]
+    execution_id = body(result)["execution_id"]
     async with client(api) as c:
         manifest = (await c.get(f"/v1/executions/{execution_id}/replay-manifest")).json()
         replay = await c.post("/v1/replays", json=manifest)
@@ -209,7 +210,7 @@ async def test_an_execution_without_a_plan_has_no_replay(
                 "risk_p95": 0.2,
             },
         )
-        decision_id = json.loads(logged.content[0].text)["decision_id"]  # type: ignore[union-attr]
+        decision_id = body(logged)["decision_id"]
         await s.call_tool(
             "execute_decision", {"decision_id": decision_id, "webhook_url": webhook.url}
         )
