@@ -191,15 +191,21 @@ async def test_a_force_re_execution_runs_under_a_new_plan_proposed_for_that_deci
 ) -> None:
     """An executed plan cannot run again; ``plan_decision(decision_id=...)`` proposes a new one
     bound to that decision (refused while its plan is unspent), which an operator approves."""
+    from test_engine_http_api import counts
     from test_engine_overrides import ROLES_KEYS, STAFF
 
     engine = start_engine(relaxed=False, keys=ROLES_KEYS)
     async with mcp_session(engine.url, api_key=AGENT) as s:
         p1 = await plan(s)
         decision_id = (await log(s, p1, plan_id=p1["plan_id"]))["decision_id"]
+        before = counts(engine.db_path)
         early = await error_of(
             s, "plan_decision", {"scenario": "restock_inventory", "decision_id": decision_id}
         )
+        unknown = await error_of(
+            s, "plan_decision", {"scenario": "restock_inventory", "decision_id": "dec_nope"}
+        )
+        assert counts(engine.db_path) == before  # refused: no plan, no proposal written
         await approve_ok(engine, p1)
         first = await call(
             s, "execute_decision", execute_args(decision_id, webhook.url, p1["nonce"], "f1")
@@ -224,6 +230,7 @@ async def test_a_force_re_execution_runs_under_a_new_plan_proposed_for_that_deci
             {**execute_args(decision_id, webhook.url, p2["nonce"], "f3"), "force": True},
         )
     assert early["code"] == "plan_not_spent" and p1["plan_id"] in early["message"]
+    assert unknown["code"] == "decision_not_found"
     assert first["plan_id"] == p1["plan_id"]
     assert other_scenario["code"] == "plan_hash_mismatch"
     assert p2["decision_id"] == decision_id and p2["plan_hash"] == p1["plan_hash"]

@@ -12,6 +12,7 @@ Each was checked by planting the mutation and watching the test fail (see the en
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +51,7 @@ async def test_approved_by_is_the_operator_keys_identity_never_the_body(
             {
                 "decision_id": decision_id,
                 "webhook_url": webhook.url,
-                "idempotency_key": "mallory-check",
+                "idempotency_key": "approver-check",
                 "nonce": p["nonce"],
             },
         )
@@ -59,11 +60,17 @@ async def test_approved_by_is_the_operator_keys_identity_never_the_body(
             engine.approve_url.format(plan_id=p["plan_id"]).removesuffix("/approve"),
             headers={"Authorization": f"Bearer {OPERATOR}"},
         )
+        audit = await http.get(
+            engine.url.removesuffix("/mcp") + "/v1/audit-logs/export.jsonl",
+            headers={"X-API-Key": OPERATOR},
+        )
     assert answer.status_code == 200, answer.text
     assert answer.json()["approved_by"] == "alice"
     assert shown.json()["approved_by"] == "alice"
     assert read["plan"]["approved_by"] == "alice"
-    assert "mallory" not in answer.text + shown.text
+    assert "mallory" not in answer.text + shown.text + audit.text
+    approvals = [json.loads(line) for line in audit.text.splitlines() if "plan.approved" in line]
+    assert [(a["action"], a["actor"]) for a in approvals] == [("plan.approved", "alice")]
 
 
 ALLOWED = ("hooks.internal",)

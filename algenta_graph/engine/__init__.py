@@ -3,7 +3,12 @@
 - :class:`ReferenceEngine`: FastMCP over streamable HTTP, SQLite state, policy gates, real
   webhook POSTs, the full tool registry advertised, the operator approval API over HTTP, and an
   exclusive lock on its database file.
-- :class:`WebhookReceiver`: a real HTTP server recording the webhooks it receives.
+- :class:`WebhookReceiver`: a real HTTP server recording the webhooks it receives;
+  :class:`SilentHost`: a port that never answers (a timing-out upstream).
+
+The engine also speaks the Algenta HTTP API at ``/v1`` (decision cases, analysis runs, action
+plans, approval and execution of a plan, executions and their replay, the audit export): one
+engine over one store with the MCP tools.
 
 ``relaxed=True`` keeps only the three gates on ``execute_decision``; ``relaxed=False`` (strict)
 enforces the execute profile's ``requires_all_of``. The client protocol (what ``execute_decision``
@@ -33,7 +38,7 @@ from algenta_graph.engine.auth import ApiKey, KeyFileError, KeyRing
 from algenta_graph.engine.dblock import DatabaseInUse
 from algenta_graph.engine.server import DENIAL_FORMS, ReferenceEngine
 from algenta_graph.engine.tools import DEFAULT_RELAXED
-from algenta_graph.engine.webhook import WebhookReceiver, read_log
+from algenta_graph.engine.webhook import SilentHost, WebhookReceiver, read_log
 
 __all__ = [
     "DEFAULT_RELAXED",
@@ -43,6 +48,7 @@ __all__ = [
     "KeyFileError",
     "KeyRing",
     "ReferenceEngine",
+    "SilentHost",
     "WebhookReceiver",
     "read_log",
 ]

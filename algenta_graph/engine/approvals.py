@@ -21,7 +21,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from algenta_graph.engine.auth import ApiKey, KeyRing, bearer_token
+from algenta_graph.engine.auth import ApiKey, KeyRing, request_token
 from algenta_graph.engine.store import Store
 
 logger = logging.getLogger("algenta_graph.engine")
@@ -57,9 +57,11 @@ def _operator(request: Request, keys: KeyRing | None) -> ApiKey | JSONResponse:
             "approving a plan needs an operator key, and this engine has no API keys"
             " (start it with --keys-file, or --api-key)"
         )
-    key = keys.lookup(bearer_token(dict(request.scope["headers"])))
+    key = keys.lookup(request_token(dict(request.scope["headers"])))
     if key is None:
-        return unauthorized("needs the header Authorization: Bearer <operator key>")
+        return unauthorized(
+            "needs the header Authorization: Bearer <operator key> (or X-API-Key: <operator key>)"
+        )
     if not key.has("operator"):
         return error(
             403,
@@ -112,6 +114,7 @@ def approval_routes(store: Store, keys: KeyRing | None) -> list[tuple[str, list[
         return JSONResponse(
             {
                 "status": "approved",
+                "lifecycle_state": "approved",
                 "plan_id": plan_id,
                 "plan_hash": row["plan_hash"],
                 "approved_by": row["approved_by"],
@@ -128,6 +131,6 @@ def approval_routes(store: Store, keys: KeyRing | None) -> list[tuple[str, list[
         if row is None:
             return error(404, "plan_not_found", _MESSAGES["plan_not_found"])
         plan = await anyio.to_thread.run_sync(store.get_plan, row["plan_hash"])
-        return JSONResponse({**row, "plan": plan})
+        return JSONResponse({**row, "lifecycle_state": row["state"], "plan": plan})
 
     return [(PLAN_PATH + "/approve", ["POST"], approve), (PLAN_PATH, ["GET"], show)]

@@ -23,6 +23,9 @@ not). Only hashes are stored: a keys file never holds a token. ``--keys-file`` i
 ('bob', None)
 >>> bearer_token({b"authorization": b"bEaReR t0k"})
 't0k'
+
+Every request presents its key as ``Authorization: Bearer <token>`` or ``X-API-Key: <token>``
+(:func:`request_token`): the same keys and roles either way.
 """
 
 from __future__ import annotations
@@ -170,6 +173,24 @@ def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
         return None
     token = token.strip()
     return token or None
+
+
+def request_token(headers: Mapping[bytes, bytes]) -> str | None:
+    """The API key a request presents: ``Authorization: Bearer <token>`` or ``X-API-Key:
+    <token>`` (what the public conformance runner sends), or None. Both headers with different
+    tokens are refused (None): a request presents one key.
+
+    >>> request_token({b"x-api-key": b" k1 "}), request_token({b"authorization": b"Bearer k1"})
+    ('k1', 'k1')
+    >>> request_token({b"authorization": b"Bearer k1", b"x-api-key": b"k2"}) is None
+    True
+    """
+    bearer = bearer_token(headers)
+    raw = headers.get(b"x-api-key")
+    header = raw.decode("latin-1").strip() if raw else ""
+    if bearer and header and bearer != header:
+        return None
+    return bearer or header or None
 
 
 def trace_id(headers: Mapping[bytes, bytes]) -> str | None:

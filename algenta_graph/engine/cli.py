@@ -86,11 +86,13 @@ def add_engine_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``engine`` subcommand to an ``argparse`` subparsers object."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "engine",
-        help="serve the local reference engine (MCP streamable HTTP at /mcp)",
+        help="serve the local reference engine (MCP at /mcp, the Algenta HTTP API at /v1)",
         description=(
             "Serve the local Algenta reference engine: MCP streamable HTTP at /mcp, and the"
-            " operator approval API at /v1/decision-plans/{plan_id}/approve. One engine per"
-            " database file: a second engine on the same --db is refused."
+            " Algenta HTTP API at /v1 (decision cases, analysis runs, action plans, the"
+            " operator's approval at /v1/decision-plans/{plan_id}/approve, execution, replay,"
+            " the audit export). One engine per database file: a second engine on the same"
+            " --db is refused."
         ),
         epilog=(
             "Mode: relaxed keeps only the three gates (idempotency, confidence, risk_floor) on"
@@ -124,8 +126,9 @@ def add_engine_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--api-key",
         default=None,
-        help=f"require 'Authorization: Bearer KEY' on every MCP request; this key has the agent"
-        f" and operator roles and execute enabled (default: ${ENV_API_KEY} if set, else none)",
+        help=f"require 'Authorization: Bearer KEY' (or 'X-API-Key: KEY') on every request; this"
+        f" key has the agent and operator roles and execute enabled (default: ${ENV_API_KEY} if"
+        f" set, else none)",
     )
     parser.add_argument(
         "--keys-file",

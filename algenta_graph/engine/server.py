@@ -27,7 +27,6 @@ from pydantic import ValidationError
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer, BackgroundService
-from algenta_graph.engine.approvals import approval_routes
 from algenta_graph.engine.auth import (
     API_KEY_IDENTITY,
     CALLER,
@@ -35,11 +34,12 @@ from algenta_graph.engine.auth import (
     ApiKey,
     Caller,
     KeyRing,
-    bearer_token,
+    request_token,
     trace_id,
 )
 from algenta_graph.engine.dblock import DatabaseLock
 from algenta_graph.engine.errors import EngineToolError, GateDenied, InvalidArguments
+from algenta_graph.engine.http_api import api_app
 from algenta_graph.engine.policy import Policy
 from algenta_graph.engine.registry import RegistryTool, registry_names, registry_tools
 from algenta_graph.engine.store import Store
@@ -57,6 +57,7 @@ DENIAL_FORMS: tuple[str, ...] = ("mcp-error", "json-body", "sdk")
 MAX_REQUEST_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 100
 MCP_PATH = "/mcp"
+API_PREFIX = "/v1"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -163,7 +164,7 @@ class EngineMCP(FastMCP[Any]):
             request = None
         scope = getattr(request, "scope", None)
         headers = dict(scope.get("headers") or []) if isinstance(scope, dict) else {}
-        key = self._keys.lookup(bearer_token(headers)) if self._keys else None
+        key = self._keys.lookup(request_token(headers)) if self._keys else None
         return Caller(key=key, trace_id=trace_id(headers))
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
@@ -256,9 +257,10 @@ class EngineGuard:
       ``[`` body would otherwise end in a RecursionError and a traceback).
     """
 
-    def __init__(self, app: ASGIApp, keys: KeyRing | None) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing | None, api: ASGIApp | None = None) -> None:
         self.app = app
         self._keys = keys
+        self._api = api
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -267,7 +269,7 @@ class EngineGuard:
         path = scope.get("path", "")
         if self._keys and (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
             headers = dict(scope.get("headers") or [])
-            if self._keys.lookup(bearer_token(headers)) is None:
+            if self._keys.lookup(request_token(headers)) is None:
                 logger.info(
                     "%s %s refused: HTTP 401 (missing or wrong bearer token)", scope["method"], path
                 )
@@ -276,13 +278,17 @@ class EngineGuard:
                     401,
                     _error_body(
                         "unauthorized",
-                        "this engine needs the header Authorization: Bearer <api key>",
+                        "this engine needs the header Authorization: Bearer <api key> (or"
+                        " X-API-Key: <api key>)",
                     ),
                     extra_headers=[(b"www-authenticate", b'Bearer realm="algenta"')],
                 )
                 return
+        target = self.app
+        if self._api is not None and (path == API_PREFIX or path.startswith(API_PREFIX + "/")):
+            target = self._api  # the HTTP API: its routes authenticate and answer themselves
         if scope["method"] != "POST":
-            await self.app(scope, receive, send)
+            await target(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -311,7 +317,7 @@ class EngineGuard:
             await _json_response(send, 400, _error_body("invalid_json", problem))
             return
 
-        await self.app(scope, replay_body(body, receive), send)
+        await target(scope, replay_body(body, receive), send)
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
@@ -430,10 +436,8 @@ def create_app(
     server = EngineMCP(
         store=store, governed=governed, registry=registry, denials=denials, host=host, keys=ring
     )
-    for path, methods, endpoint in approval_routes(store, ring):
-        server.custom_route(path, methods=methods)(endpoint)
     app: ASGIApp = server.streamable_http_app()
-    return EngineGuard(app, ring)
+    return EngineGuard(app, ring, api=api_app(store, governed, ring))
 
 
 def combined_keys(keys: KeyRing | None, api_key: str | None) -> KeyRing | None:

@@ -75,7 +75,63 @@ CREATE TABLE IF NOT EXISTS call_log (
     arguments TEXT NOT NULL,
     received_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS decision_cases (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    case_id TEXT NOT NULL UNIQUE,
+    pack_id TEXT NOT NULL,
+    title TEXT,
+    pack_input TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_by TEXT
+);
+CREATE TABLE IF NOT EXISTS analysis_runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    case_id TEXT NOT NULL REFERENCES decision_cases(case_id),
+    seed INTEGER NOT NULL,
+    n_samples INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_by TEXT
+);
+CREATE TABLE IF NOT EXISTS audit_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    actor TEXT,
+    action TEXT NOT NULL,
+    subject_type TEXT NOT NULL,
+    subject_id TEXT NOT NULL,
+    details TEXT NOT NULL
+);
 """
+
+AUDIT_COLUMNS: tuple[str, ...] = (
+    "seq",
+    "at",
+    "actor",
+    "action",
+    "subject_type",
+    "subject_id",
+    "details",
+)
+"""The columns of an audit export row, in order (``details`` is a JSON object)."""
+
+
+def _audit(
+    conn: sqlite3.Connection,
+    action: str,
+    actor: str | None,
+    subject_type: str,
+    subject_id: str,
+    details: dict[str, Any],
+) -> None:
+    """Append one audit row, in the transaction of the change it records."""
+    conn.execute(
+        "INSERT INTO audit_log(at, actor, action, subject_type, subject_id, details)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (utc_now(), actor, action, subject_type, subject_id, json.dumps(details, sort_keys=True)),
+    )
+
 
 _DECISION_COLUMNS = (
     "decision_id",
@@ -107,6 +163,8 @@ _ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # names the decision it is bound to (at most one)
     ("decisions", "plan_id", "TEXT"),
     ("plan_proposals", "decision_id", "TEXT"),
+    # the analysis run a plan was proposed from (plans proposed over the HTTP API)
+    ("plan_proposals", "run_id", "TEXT"),
 )
 
 EXECUTED_STATUSES: tuple[str, ...] = ("delivered", "unknown", "recorded")
@@ -239,7 +297,33 @@ class Store:
 
     # -- decisions -------------------------------------------------------------------------
 
-    def insert_decision(self, decision: dict[str, Any]) -> str | None:
+    @staticmethod
+    def _insert_decision_row(
+        conn: sqlite3.Connection, decision: dict[str, Any], actor: str | None
+    ) -> None:
+        values = [decision.get(c) for c in _DECISION_COLUMNS]
+        values[_DECISION_COLUMNS.index("scenario")] = (
+            None if decision.get("scenario") is None else json.dumps(decision["scenario"])
+        )
+        conn.execute(
+            f"INSERT INTO decisions({', '.join(_DECISION_COLUMNS)})"
+            f" VALUES ({', '.join('?' for _ in _DECISION_COLUMNS)})",
+            values,
+        )
+        _audit(
+            conn,
+            "decision.logged",
+            actor,
+            "decision",
+            decision["decision_id"],
+            {
+                "chosen_action": decision["chosen_action"],
+                "plan_hash": decision.get("plan_hash"),
+                "plan_id": decision.get("plan_id"),
+            },
+        )
+
+    def insert_decision(self, decision: dict[str, Any], *, actor: str | None = None) -> str | None:
         """Insert a decision and bind it to a plan proposal, in one transaction.
 
         - ``decision["plan_id"]`` set: bound to that proposal;
@@ -283,15 +367,7 @@ class Store:
                     )
                 plan_id = free[0] if free else None
             decision["plan_id"] = plan_id
-            values = [decision.get(c) for c in _DECISION_COLUMNS]
-            values[_DECISION_COLUMNS.index("scenario")] = (
-                None if decision.get("scenario") is None else json.dumps(decision["scenario"])
-            )
-            conn.execute(
-                f"INSERT INTO decisions({', '.join(_DECISION_COLUMNS)})"
-                f" VALUES ({', '.join('?' for _ in _DECISION_COLUMNS)})",
-                values,
-            )
+            self._insert_decision_row(conn, decision, actor)
             if plan_id is not None:
                 conn.execute(
                     "UPDATE plan_proposals SET decision_id = ? WHERE plan_id = ?",
@@ -385,6 +461,21 @@ class Store:
                 if idempotency_key is not None and "idempotency_key" in str(exc):
                     raise IdempotencyKeyTaken(idempotency_key) from None
                 raise
+            _audit(
+                conn,
+                "execution.started",
+                identity,
+                "execution",
+                execution_id,
+                {
+                    "decision_id": receipt["decision_id"],
+                    "plan_id": plan_id,
+                    "webhook_url": receipt.get("webhook_url"),
+                    "force": force,
+                    "override_safety": override_safety,
+                    "idempotency_key": idempotency_key,
+                },
+            )
 
     def finish_execution(
         self, execution_id: str, receipt: dict[str, Any], *, release_plan: bool = False
@@ -395,6 +486,20 @@ class Store:
             conn.execute(
                 "UPDATE executions SET execution_status = ?, receipt = ? WHERE execution_id = ?",
                 (receipt["execution_status"], json.dumps(receipt), execution_id),
+            )
+            _audit(
+                conn,
+                "execution.finished",
+                receipt.get("executed_by"),
+                "execution",
+                execution_id,
+                {
+                    "decision_id": receipt["decision_id"],
+                    "plan_id": receipt.get("plan_id"),
+                    "execution_status": receipt["execution_status"],
+                    "response_code": receipt.get("response_code"),
+                    "failure_code": receipt.get("failure_code"),
+                },
             )
             if release_plan:
                 conn.execute(
@@ -464,7 +569,16 @@ class Store:
     # -- plan proposals and their approval --------------------------------------------------
 
     def propose_plan(
-        self, *, plan_id: str, plan_hash: str, nonce: str, decision_id: str | None = None
+        self,
+        *,
+        plan_id: str,
+        plan_hash: str,
+        nonce: str,
+        decision_id: str | None = None,
+        new_decision: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        actor: str | None = None,
+        plan: dict[str, Any] | None = None,
     ) -> str:
         """Record a proposed plan (state ``proposed``); returns its ``created_at``.
 
@@ -472,7 +586,10 @@ class Store:
         plan was executed) and the decision is bound to it, in the same transaction. Raises
         :class:`BindingRefused` (``decision_not_found``, ``plan_hash_mismatch`` when the
         decision was logged with another plan_hash or none, ``plan_not_spent`` while its
-        current plan is not executed) with nothing written.
+        current plan is not executed) with nothing written. ``new_decision``: a decision logged
+        with the plan and bound to it (an action plan of the HTTP API). ``run_id``: the analysis
+        run it comes from. ``plan``: the plan's content, kept by its hash (as :meth:`save_plan`)
+        in the same transaction.
         """
         created = utc_now()
         with self._tx() as conn:
@@ -496,12 +613,29 @@ class Store:
                             bound={row["plan_id"]: decision_id},
                             state=current["state"],
                         )
+            if new_decision is not None:
+                decision_id = new_decision["decision_id"]
+            if plan is not None:
+                conn.execute(
+                    "INSERT OR IGNORE INTO plans(plan_hash, plan, created_at) VALUES (?, ?, ?)",
+                    (plan_hash, json.dumps(plan, sort_keys=True), created),
+                )
             conn.execute(
                 "INSERT INTO plan_proposals(plan_id, plan_hash, nonce, state, created_at,"
-                " decision_id) VALUES (?, ?, ?, 'proposed', ?, ?)",
-                (plan_id, plan_hash, nonce, created, decision_id),
+                " decision_id, run_id) VALUES (?, ?, ?, 'proposed', ?, ?, ?)",
+                (plan_id, plan_hash, nonce, created, decision_id, run_id),
             )
-            if decision_id is not None:
+            _audit(
+                conn,
+                "plan.proposed",
+                actor,
+                "plan",
+                plan_id,
+                {"plan_hash": plan_hash, "decision_id": decision_id, "run_id": run_id},
+            )
+            if new_decision is not None:
+                self._insert_decision_row(conn, {**new_decision, "plan_id": plan_id}, actor)
+            elif decision_id is not None:
                 conn.execute(
                     "UPDATE decisions SET plan_id = ? WHERE decision_id = ?", (plan_id, decision_id)
                 )
@@ -540,4 +674,106 @@ class Store:
                 " WHERE plan_id = ? AND state = 'proposed'",
                 (identity, utc_now(), plan_id),
             )
-            return "approved" if cur.rowcount == 1 else "plan_not_approvable"
+            if cur.rowcount != 1:
+                return "plan_not_approvable"
+            _audit(conn, "plan.approved", identity, "plan", plan_id, {"plan_hash": plan_hash})
+            return "approved"
+
+    # -- decision cases and analysis runs (the HTTP API) ---------------------------------------
+
+    def create_case(self, case: dict[str, Any], *, actor: str | None) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO decision_cases(case_id, pack_id, title, pack_input, created_at,"
+                " created_by) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    case["case_id"],
+                    case["pack_id"],
+                    case["title"],
+                    json.dumps(case["pack_input"], sort_keys=True),
+                    case["created_at"],
+                    actor,
+                ),
+            )
+            _audit(
+                conn, "case.created", actor, "case", case["case_id"], {"pack_id": case["pack_id"]}
+            )
+
+    def case(self, case_id: str) -> dict[str, Any] | None:
+        row = self._one(
+            "SELECT case_id, pack_id, title, pack_input, created_at, created_by"
+            " FROM decision_cases WHERE case_id = ?",
+            (case_id,),
+        )
+        return None if row is None else {**dict(row), "pack_input": json.loads(row["pack_input"])}
+
+    def create_run(self, run: dict[str, Any], *, actor: str | None) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO analysis_runs(run_id, case_id, seed, n_samples, result, created_at,"
+                " created_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run["run_id"],
+                    run["case_id"],
+                    run["seed"],
+                    run["n_samples"],
+                    json.dumps(run["result"], sort_keys=True),
+                    run["created_at"],
+                    actor,
+                ),
+            )
+            _audit(
+                conn,
+                "analysis_run.completed",
+                actor,
+                "analysis_run",
+                run["run_id"],
+                {"case_id": run["case_id"], "seed": run["seed"], "n_samples": run["n_samples"]},
+            )
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        row = self._one(
+            "SELECT run_id, case_id, seed, n_samples, result, created_at, created_by"
+            " FROM analysis_runs WHERE run_id = ?",
+            (run_id,),
+        )
+        return None if row is None else {**dict(row), "result": json.loads(row["result"])}
+
+    def runs_of_case(self, case_id: str) -> list[dict[str, Any]]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT run_id, created_at FROM analysis_runs WHERE case_id = ? ORDER BY seq",
+                (case_id,),
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def plans_of_case(self, case_id: str) -> list[dict[str, Any]]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT p.plan_id, p.run_id, p.plan_hash, p.state, p.decision_id, p.created_at"
+                " FROM plan_proposals p JOIN analysis_runs r ON r.run_id = p.run_id"
+                " WHERE r.case_id = ? ORDER BY p.rowid",
+                (case_id,),
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    # -- executions by id and the audit log ---------------------------------------------------
+
+    def execution(self, execution_id: str) -> dict[str, Any] | None:
+        """One execution (as :meth:`executions` lists them), or None."""
+        row = self._one("SELECT * FROM executions WHERE execution_id = ?", (execution_id,))
+        if row is None:
+            return None
+        return {
+            **json.loads(row["receipt"]),
+            "execution_id": row["execution_id"],
+            "force": bool(row["force"]),
+            "override_safety": bool(row["override_safety"]),
+            "metadata": None if row["metadata"] is None else json.loads(row["metadata"]),
+        }
+
+    def audit_rows(self) -> list[dict[str, Any]]:
+        """Every audit row, oldest first (:data:`AUDIT_COLUMNS`; ``details`` as an object)."""
+        return self._rows_with_json(
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_log ORDER BY seq", "details"
+        )

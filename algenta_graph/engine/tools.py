@@ -30,7 +30,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, StrictBool
 
 import algenta_graph
-from algenta_graph.engine import datasets, simulation
+from algenta_graph.engine import datasets, packs, simulation
 from algenta_graph.engine.auth import current_caller
 from algenta_graph.engine.delivery import DeliveryResult, check_webhook_url, post_webhook
 from algenta_graph.engine.errors import EngineToolError, InvalidArguments
@@ -140,7 +140,7 @@ def _json_size(value: Any) -> int:
     return len(json.dumps(value).encode())
 
 
-def _check_size(tool: str, name: str, value: Any, limit: int) -> None:
+def check_size(tool: str, name: str, value: Any, limit: int) -> None:
     size = _json_size(value)
     if size > limit:
         raise InvalidArguments(tool, f"{name} is {size} bytes of JSON; the limit is {limit} bytes")
@@ -242,6 +242,9 @@ class GovernedTools:
             "scenarios": {k: v["description"] for k, v in simulation.SCENARIOS.items()},
             "webhooks": {"allowed_hosts": ["loopback", *self.allow_webhook_hosts]},
             "auth": "bearer" if self.auth_required else "none",
+            "auth_headers": ["Authorization: Bearer <api key>", "X-API-Key: <api key>"],
+            "http_api": "/v1 (decision cases, analysis runs, action plans, approval, execution,"
+            " replay, the audit export)",
             "mode": "relaxed" if self.relaxed else "strict",
             "execute_requires": [] if self.relaxed else list(STRICT_REQUIREMENTS),
             "override_requires": (
@@ -335,10 +338,10 @@ class GovernedTools:
     # -- decisions -------------------------------------------------------------------------
 
     def _scenario(self, tool: str, scenario: str | dict[str, Any]) -> str | dict[str, Any]:
-        _check_size(tool, "scenario", scenario, MAX_SCENARIO_BYTES)
+        check_size(tool, "scenario", scenario, MAX_SCENARIO_BYTES)
         return scenario
 
-    def _policy_check(self, confidence: float, risk_p5: float) -> dict[str, str]:
+    def policy_check(self, confidence: float, risk_p5: float) -> dict[str, str]:
         return {
             "confidence": "pass" if confidence >= self.policy.min_confidence else "would_block",
             "risk_floor": "pass" if risk_p5 >= -self.policy.risk_floor else "would_block",
@@ -361,7 +364,7 @@ class GovernedTools:
             seed=seed,
             n_samples=n_samples,
         )
-        result["policy_check"] = self._policy_check(result["confidence"], result["risk_p5"])
+        result["policy_check"] = self.policy_check(result["confidence"], result["risk_p5"])
         return result
 
     async def recommend(self, scenario: Scenario) -> dict[str, Any]:
@@ -371,7 +374,7 @@ class GovernedTools:
         result = await _off_loop(
             simulation.simulate, self._scenario("recommend", scenario), seed=42, n_samples=5000
         )
-        check_ = self._policy_check(result["confidence"], result["risk_p5"])
+        check_ = self.policy_check(result["confidence"], result["risk_p5"])
         return {
             "scenario": result["scenario"],
             "recommended_action": result["recommended_action"],
@@ -426,20 +429,15 @@ class GovernedTools:
                 f" its actions: {', '.join(by_action)}",
             )
         chosen = by_action[action]
-        plan = {
-            "scenario": scenario,
-            "seed": seed,
-            "n_samples": n_samples,
-            "chosen_action": action,
-            "expected_value": chosen["expected_value"],
-            "confidence": chosen["confidence"],
-            "risk_p5": chosen["risk_p5"],
-            "risk_p95": chosen["risk_p95"],
-            "policy_snapshot_id": self.policy.snapshot_id,
-        }
-        digest = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()
-        plan_hash = f"sha256:{digest}"
-        await _off_loop(self.store.save_plan, plan_hash, plan)
+        plan = packs.scenario_plan(
+            scenario,
+            action,
+            chosen,
+            seed=seed,
+            n_samples=n_samples,
+            policy_snapshot_id=self.policy.snapshot_id,
+        )
+        plan_hash = packs.plan_hash(plan)
         plan_id = f"plan_{uuid.uuid4().hex[:20]}"
         nonce = secrets.token_urlsafe(24)
         try:
@@ -449,9 +447,11 @@ class GovernedTools:
                 plan_hash=plan_hash,
                 nonce=nonce,
                 decision_id=decision_id,
+                actor=current_caller().identity,
+                plan=plan,
             )
         except BindingRefused as refused:
-            raise _binding_error(refused, plan_hash=plan_hash, decision_id=decision_id) from None
+            raise binding_error(refused, plan_hash=plan_hash, decision_id=decision_id) from None
         return {
             **plan,
             "plan_id": plan_id,
@@ -460,7 +460,7 @@ class GovernedTools:
             "approval_state": "proposed",
             "approve_at": APPROVE_PATH.format(plan_id=plan_id),
             "decision_id": decision_id,
-            "policy_check": self._policy_check(chosen["confidence"], chosen["risk_p5"]),
+            "policy_check": self.policy_check(chosen["confidence"], chosen["risk_p5"]),
             "alternatives": [a for a in result["actions"] if a["action"] != action],
             "next_step": (
                 "log_decision with these numbers and this plan_id to record it"
@@ -509,7 +509,7 @@ class GovernedTools:
                 "log_decision", f"risk_p5 ({risk_p5}) exceeds risk_p95 ({risk_p95})"
             )
         if scenario is not None:
-            _check_size("log_decision", "scenario", scenario, MAX_SCENARIO_BYTES)
+            check_size("log_decision", "scenario", scenario, MAX_SCENARIO_BYTES)
         if plan_id is not None:
             proposal = await _off_loop(self.store.proposal, plan_id)
             if proposal is None:
@@ -549,7 +549,8 @@ class GovernedTools:
                     status_code=409,
                 )
             if scenario is None:
-                scenario = plan["scenario"]
+                # a plan_decision plan has its scenario; a decision case's plan, its pack
+                scenario = plan.get("scenario") or {"pack_id": plan.get("pack_id")}
         decision = {
             "decision_id": f"dec_{uuid.uuid4().hex[:20]}",
             "chosen_action": chosen_action,
@@ -564,14 +565,14 @@ class GovernedTools:
             "plan_id": plan_id,
         }
         try:
-            await _off_loop(self.store.insert_decision, decision)
+            await _off_loop(self.store.insert_decision, decision, actor=current_caller().identity)
         except BindingRefused as refused:
-            raise _binding_error(refused, plan_hash=plan_hash, plan_id=plan_id) from None
+            raise binding_error(refused, plan_hash=plan_hash, plan_id=plan_id) from None
         return {
             "decision_id": decision["decision_id"],
             "logged_at": decision["logged_at"],
             "decision": decision,
-            "policy_check": self._policy_check(confidence, risk_p5),
+            "policy_check": self.policy_check(confidence, risk_p5),
         }
 
     async def _require_decision(self, decision_id: str) -> dict[str, Any]:
@@ -690,7 +691,7 @@ class GovernedTools:
             strict=(idempotency_key, nonce),
         )
 
-    def _check_execute_access(self, *, override: bool) -> str | None:
+    def check_execute_access(self, *, override: bool) -> str | None:
         """Who may execute; the caller's identity.
 
         Strict mode: a key is needed, with the agent role (a plain execution) or the operator
@@ -773,7 +774,7 @@ class GovernedTools:
         strict: tuple[str | None, str | None] | None = None,
     ) -> dict[str, Any]:
         """``execute_decision`` over MCP: check the caller and the arguments, then run it."""
-        identity = self._check_execute_access(override=force or override_safety)
+        identity = self.check_execute_access(override=force or override_safety)
         idempotency_key: str | None = None
         nonce: str | None = None
         if strict is not None:
@@ -791,7 +792,7 @@ class GovernedTools:
                     " decision is bound to (plan_decision returned it; get_decision shows it)",
                 )
         if metadata is not None:
-            _check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
+            check_size("execute_decision", "metadata", metadata, MAX_METADATA_BYTES)
         decision = await self._require_decision(decision_id)
         check_webhook_url(webhook_url, allowed_hosts=self.allow_webhook_hosts)
         if strict is not None and decision["plan_hash"] is None:
@@ -952,7 +953,7 @@ class GovernedTools:
             return receipt
 
 
-def _binding_error(
+def binding_error(
     refused: BindingRefused,
     *,
     plan_hash: str | None,

@@ -6,6 +6,9 @@ It records the JSON body of every POST it receives and answers:
 - ``POST /status/<code>`` (``.url_for_status(code)``): that HTTP status;
 - ``POST /delay/<seconds>`` (``.url_for_delay(s)``): 200 after sleeping ``s`` seconds.
 
+:class:`SilentHost` is the opposite: a port that never answers a connection (a timing-out
+upstream), so nothing can be sent to it.
+
 With ``log_path`` every request is also appended to a JSONL file
 (``{"path", "body", "received_at"}`` per line), so another process can see what arrived:
 :func:`read_log` reads it back.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -143,3 +147,49 @@ class WebhookReceiver(ServiceContext):
 
     def stop(self) -> None:
         self._server.stop()
+
+
+class SilentHost:
+    """A TCP port on ``host`` that never answers: a listening socket nothing accepts, whose accept
+    queue is kept full, so a client's connection attempt gets no answer until it times out, and
+    no request is ever sent (a timing-out upstream, for real).
+
+    >>> with SilentHost() as silent:                                   # doctest: +SKIP
+    ...     httpx.post(silent.url, timeout=1)   # httpx.ConnectTimeout after 1 s
+    """
+
+    def __init__(self, host: str = "127.0.0.1", *, probe_seconds: float = 0.2) -> None:
+        self.host = host
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind((host, 0))
+        self._listener.listen(0)
+        self.port: int = self._listener.getsockname()[1]
+        self._fillers: list[socket.socket] = []
+        # Fill the accept queue: connect until a connection attempt is no longer answered.
+        for _ in range(16):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probe.settimeout(probe_seconds)
+            try:
+                probe.connect((host, self.port))
+            except TimeoutError:
+                probe.close()
+                return
+            self._fillers.append(probe)
+        self.close()
+        raise RuntimeError(f"could not fill the accept queue of {host}:{self.port}")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/hook"
+
+    def close(self) -> None:
+        for s in self._fillers:
+            s.close()
+        self._fillers.clear()
+        self._listener.close()
+
+    def __enter__(self) -> SilentHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
