@@ -25,7 +25,7 @@ from test_engine_http_api import RUNNER, approve, base_url, client, code, fresh_
 from test_engine_overrides import ROLES_KEYS
 from test_engine_strict import body
 
-from algenta_graph.connection import EngineConnection
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, SilentHost, WebhookReceiver
 from algenta_graph.engine.policy import GATES
 

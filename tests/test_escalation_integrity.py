@@ -359,3 +359,52 @@ async def test_two_plans_of_one_scenario_each_run_the_decision_logged_with_it(
         assert receipts[decision]["execution_status"] == "delivered"
         assert receipts[decision]["plan_id"] == plan["plan_id"]
     assert sorted(b["decision_id"] for b in webhook.received) == sorted(decisions)
+
+
+async def test_a_plan_proposed_over_the_engines_http_api_is_executed_by_the_graph(
+    start_engine: Callable[..., ReferenceEngine], webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """One engine, one store (issue 26): a plan proposed and approved over HTTP has no
+    ``plan_decision`` result in the thread; the graph supplies the nonce the engine reports for
+    the decision's own plan (``get_decision``), and the receipt names that plan."""
+    import httpx
+
+    from algenta_graph.connection.engine import EngineConnection
+    from algenta_graph.engine.auth import ApiKey
+
+    keys = {
+        "tok-agent": ApiKey("graph-worker", frozenset({"agent"}), execute=True),
+        "tok-operator": ApiKey("alice", frozenset({"operator"})),
+    }
+    engine = start_engine(relaxed=False, keys=keys)
+    base = engine.url.removesuffix("/mcp")
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        agent_key = {"X-API-Key": "tok-agent"}
+        case = await http.post(
+            "/v1/decision-cases", json={"pack_id": "restock_inventory"}, headers=agent_key
+        )
+        assert case.status_code in (200, 201), case.text
+        run = await http.post(
+            f"/v1/decision-cases/{case.json()['case_id']}/analysis-runs", json={}, headers=agent_key
+        )
+        plan = (
+            await http.post(
+                f"/v1/analysis-runs/{run.json()['run_id']}/action-plans", headers=agent_key
+            )
+        ).json()
+        approved = await http.post(
+            f"/v1/decision-plans/{plan['plan_id']}/approve",
+            json={"plan_hash": plan["plan_hash"], "nonce": plan["nonce"]},
+            headers={"Authorization": "Bearer tok-operator"},
+        )
+        assert approved.status_code == 200, approved.text
+    replies = [execute(plan["decision_id"], webhook.url, "e1"), "done"]
+    async with (
+        EngineConnection(engine.url, profile="execute", api_key="tok-agent") as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _),
+    ):
+        out = await graph.ainvoke({"messages": [("user", "run the approved plan")]}, config("t"))
+    [receipt] = out["receipts"]
+    assert (receipt["decision_id"], receipt["plan_id"]) == (plan["decision_id"], plan["plan_id"])
+    assert receipt["execution_status"] == "delivered"
+    assert [b["decision_id"] for b in webhook.received] == [plan["decision_id"]]

@@ -181,6 +181,21 @@ def _result_json(message: ToolMessage) -> Mapping[str, Any]:
     return data if isinstance(data, Mapping) else {}
 
 
+def _engine_nonce(plan: Any, plan_ids: frozenset[str] | None) -> str | None:
+    """The nonce ``get_decision`` reports for the decision's bound plan, if it is one of
+    ``plan_ids`` (never a plan the engine does not bind the decision to).
+
+    >>> _engine_nonce({"plan_id": "p1", "nonce": "n1"}, frozenset({"p1"}))
+    'n1'
+    >>> _engine_nonce({"plan_id": "p2", "nonce": "n2"}, frozenset({"p1"})) is None
+    True
+    """
+    if not isinstance(plan, Mapping) or not plan_ids or plan.get("plan_id") not in plan_ids:
+        return None
+    nonce = plan.get("nonce")
+    return nonce if isinstance(nonce, str) and nonce else None
+
+
 def for_decision(outcome: ExecutionOutcome, decision_id: str) -> ExecutionOutcome:
     """``outcome``, unless it is a receipt for another decision: that is a failure, never a
     receipt of this call (it would also block that other decision in this thread)."""
@@ -428,8 +443,9 @@ class DecisionExecutor:
         declares (see ``algenta_graph/engine/README.md``, "The strict flow"):
 
         - ``idempotency_key``: one per attempt, from the thread and the tool call;
-        - ``nonce``: the single-use nonce of the latest ``plan_decision`` result in this thread
-          whose ``plan_hash`` is the one the decision was logged with.
+        - ``nonce``: the single-use nonce of the plan the engine binds the decision to (its
+          ``plan_id``), from this thread's ``plan_decision`` results, else as ``get_decision``
+          reports it; never guessed by hash (:func:`plan_nonce`).
 
         Raises ``AlgentaGraphError`` naming what is missing (nothing is sent then).
         """
@@ -449,6 +465,10 @@ class DecisionExecutor:
                 )
             plan_ids = bound_plans(decision)
             nonce = plan_nonce(messages, plan_hash, plan_ids=plan_ids, decision_id=decision_id)
+            if nonce is None:
+                # a plan proposed outside this thread (over the engine's HTTP API): the engine
+                # reports the nonce of the decision's own plan while it is unspent
+                nonce = _engine_nonce(record.get("plan"), plan_ids)
             if nonce is None:
                 which = f"of plan {', '.join(sorted(plan_ids))}" if plan_ids else "has plan_hash"
                 raise AlgentaGraphError(
