@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from algenta_graph.chain import a_type
 from algenta_graph.checkpointer import (
     RECORD_KINDS,
     RecordsFileError,
@@ -42,6 +43,7 @@ __all__ = [
     "read_thread_values",
     "records_of",
     "split_threads",
+    "thread_records",
 ]
 
 GOVERNED_NODES: tuple[str, ...] = ("retrieve_tools", "governed_tool")
@@ -64,10 +66,10 @@ def _shape_problem(values: Mapping[str, Any]) -> str | None:
         if listed is None:
             continue
         if not isinstance(listed, list | tuple):
-            return f"its {kind} is a {type(listed).__name__}, not a list of records"
+            return f"its {kind} is {a_type(listed)}, not a list of records"
         for index, record in enumerate(listed):
             if not isinstance(record, Mapping):
-                return f"its {kind}[{index}] is a {type(record).__name__}, not a record"
+                return f"its {kind}[{index}] is {a_type(record)}, not a record"
     return None
 
 

@@ -177,6 +177,12 @@ def _records(values: Mapping[str, Any]) -> Iterator[tuple[str, int, Any]]:
                 yield name, index, record
 
 
+def a_type(value: Any) -> str:
+    """``value``'s type with its article, for messages: ``a str``, ``an int``."""
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
 def _seq_of(record: Any) -> int | None:
     """A record's ``seq`` when it is a valid one (an int >= 1), else ``None``."""
     seq = record.get("seq") if isinstance(record, Mapping) else None
@@ -331,16 +337,12 @@ def _verify(
     for name in RECORD_FIELDS:
         listed = values.get(name)
         if listed is not None and not isinstance(listed, list | tuple):
-            problems.append(
-                Broken(name, None, None, f"not a list of records (a {type(listed).__name__})")
-            )
+            problems.append(Broken(name, None, None, f"not a list of records ({a_type(listed)})"))
     for name, index, record in _records(values):
         count += 1
         if not isinstance(record, Mapping):
             problems.append(
-                Broken(
-                    name, index, None, f"not a record (a JSON object): a {type(record).__name__}"
-                )
+                Broken(name, index, None, f"not a record (a JSON object): {a_type(record)}")
             )
             continue
         seq = _seq_of(record)
@@ -514,39 +516,47 @@ def _compare(
     broken_in_parent: set[tuple[str | None, int | None]],
     broken_in_child: set[tuple[str | None, int | None]],
 ) -> list[Broken]:
-    """What ``child`` lost or changed of ``parent``'s records (the lists only ever grow)."""
+    """What ``child`` lost or changed of ``parent``'s records: the lists only ever grow, and a
+    list whose channel version is the same in both (LangGraph did not write it in between)
+    must be the same list."""
     found: list[Broken] = []
+
+    def problem(name: str, index: int, record: Any, why: str) -> None:
+        found.append(Broken(name, index, _seq_of(record), why, child.checkpoint_id, child.step))
+
     for name in RECORD_FIELDS:
         before = parent.values.get(name)
         after = child.values.get(name)
-        if not isinstance(before, list | tuple):
-            continue  # nothing recorded yet (or not a list: reported in the parent itself)
         now = after if isinstance(after, list | tuple) else ()
-        for index, old in enumerate(before):
+        was = before if isinstance(before, list | tuple) else ()
+        for index, old in enumerate(was):
             if index >= len(now):
-                found.append(
-                    Broken(
-                        name,
-                        index,
-                        _seq_of(old),
-                        f"in {_where(parent)}, gone from this one, which follows it (deleted?)",
-                        child.checkpoint_id,
-                        child.step,
-                    )
+                problem(
+                    name,
+                    index,
+                    old,
+                    f"in {_where(parent)}, gone from this one, which follows it (deleted?)",
                 )
             elif not _same(old, now[index]) and not (
                 (name, index) in broken_in_parent or (name, index) in broken_in_child
             ):
-                found.append(
-                    Broken(
-                        name,
-                        index,
-                        _seq_of(now[index]),
-                        f"differs from the same record in {_where(parent)}, which it follows "
-                        "(changed after it was checkpointed, its links recomputed?)",
-                        child.checkpoint_id,
-                        child.step,
-                    )
+                problem(
+                    name,
+                    index,
+                    now[index],
+                    f"differs from the same record in {_where(parent)}, which it follows "
+                    "(changed after it was checkpointed, its links recomputed?)",
+                )
+        version = parent.versions.get(name)
+        if version is not None and child.versions.get(name) == version:
+            for index in range(len(was), len(now)):
+                problem(
+                    name,
+                    index,
+                    now[index],
+                    f"not in {_where(parent)}, which it follows, though {name} was not written "
+                    "in between (its channel version is the same): added outside the graph, "
+                    "or deleted from that checkpoint?",
                 )
     return found
 
@@ -836,15 +846,26 @@ def verify_jsonl(
     return reports
 
 
+SHOWN_PROBLEMS = 20
+"""How many problems of one thread :func:`format_reports` lists (the rest are counted)."""
+
+
 def format_reports(reports: Mapping[str, ChainReport]) -> str:
-    """One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), then a
-    summary line; for ``algenta-graph receipts --verify``.
+    """One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), each
+    further problem of a broken thread indented under it (up to :data:`SHOWN_PROBLEMS`), then
+    a summary line; for ``algenta-graph receipts --verify``.
 
     >>> print(format_reports({"t1": verify_chain({})}))
     t1: ok: 0 record(s), head seq 0 0000000000000000
     1 thread(s), 0 record(s): all chains intact
     """
-    lines = [f"{tid}: {report}" for tid, report in reports.items()]
+    lines: list[str] = []
+    for tid, report in reports.items():
+        lines.append(f"{tid}: {report}")
+        more = report.problems[1:]
+        lines += [f"  also: {problem}" for problem in more[: SHOWN_PROBLEMS - 1]]
+        if len(more) > SHOWN_PROBLEMS - 1:
+            lines.append(f"  ... and {len(more) - SHOWN_PROBLEMS + 1} more problem(s)")
     broken = [tid for tid, report in reports.items() if not report.ok]
     count = sum(report.count for report in reports.values())
     lines.append(

@@ -331,9 +331,10 @@ class StoredCheckpoint:
     ``values``: its channel values (the state; only the fields asked for, when a reader was
     given ``fields``); ``channels``: every channel it holds a value or a version of (its
     ``channel_values`` and ``channel_versions``: each channel written so far); ``nodes``: the
-    nodes whose input it has seen (``versions_seen``); ``parent_id``: the checkpoint it follows
-    (``None`` for a thread's first); ``step``: the superstep its metadata names (``None`` when
-    it names none).
+    nodes whose input it has seen (``versions_seen``); ``versions``: its ``channel_versions``
+    (a channel's version changes whenever LangGraph writes it); ``parent_id``: the checkpoint
+    it follows (``None`` for a thread's first); ``step``: the superstep its metadata names
+    (``None`` when it names none).
     """
 
     thread_id: str
@@ -343,6 +344,7 @@ class StoredCheckpoint:
     values: dict[str, Any]
     channels: frozenset[str] = field(default_factory=frozenset)
     nodes: frozenset[str] = field(default_factory=frozenset)
+    versions: dict[str, Any] = field(default_factory=dict)
 
 
 def _stored(
@@ -361,16 +363,17 @@ def _stored(
     else:
         values = {k: channel_values[k] for k in fields if k in channel_values}
     step = metadata.get("step") if isinstance(metadata, Mapping) else None
+    versions = checkpoint.get("channel_versions")
+    versions = dict(versions) if isinstance(versions, Mapping) else {}
     return StoredCheckpoint(
         thread_id=str(thread_id),
         checkpoint_id=str(checkpoint_id),
         parent_id=None if parent_id is None else str(parent_id),
         step=step if isinstance(step, int) and not isinstance(step, bool) else None,
         values=values,
-        channels=frozenset(
-            str(c) for c in (*channel_values, *(checkpoint.get("channel_versions") or ()))
-        ),
+        channels=frozenset(str(c) for c in (*channel_values, *versions)),
         nodes=frozenset(str(n) for n in checkpoint.get("versions_seen") or ()),
+        versions={str(c): v for c, v in versions.items()},
     )
 
 

@@ -637,8 +637,9 @@ def add_receipts_parser(sub: Any) -> None:
         "one it follows: a record edited, deleted, reordered or injected, or gone or changed "
         "between two checkpoints, is named with the checkpoint it was found in; exit 1 on a "
         "break. Not checked: the pending writes of a step that has not finished (checked once "
-        "its checkpoint is written), subgraph checkpoints, and a truncated tail (only against "
-        "--head)",
+        "its checkpoint is written) and subgraph checkpoints; a record deleted from every "
+        "checkpoint that holds it shows as a gap in the chain, unless it was the chain's last "
+        "record: only --head shows a truncated tail",
     )
     p.add_argument(
         "--head",

@@ -28,11 +28,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_support import cli
+from cli_support import assert_one_line_error, cli
 from graph_support import config, execute, log_decision, open_connection
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
+from algenta_graph.audit import GOVERNED_NODES
 from algenta_graph.chain import (
     ENV_AUDIT_KEY,
     averify_audit,
@@ -40,7 +41,7 @@ from algenta_graph.chain import (
     verify_audit,
     verify_chain,
 )
-from algenta_graph.checkpointer import open_checkpointer
+from algenta_graph.checkpointer import open_checkpointer, read_latest
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.models import ScriptedChatModel
@@ -143,6 +144,30 @@ def test_an_intact_history_verifies_checkpoint_by_checkpoint(history_file: Path)
     assert "t1: ok: 2 record(s), head seq 2" in out and f"{len(rows)} checkpoint(s)" in out
     assert (history_file.read_bytes(), history_file.stat().st_mtime_ns) == before
     assert [r.checkpoints for r in verify_audit(history_file).values()] == [len(rows)]
+    # what tells a governed thread from another graph's: the nodes only it has
+    assert set(GOVERNED_NODES) <= read_latest(history_file)["t1"].nodes
+
+
+def test_a_state_changed_into_other_shapes_is_refused_by_the_listing_and_named_by_verify(
+    history_file: Path,
+) -> None:
+    db = _copy(history_file, "shapes")
+    latest = _rows(db)[-1][0]
+    _rewrite(db, latest, lambda v: v["receipts"].__setitem__(0, "paid"))
+    listing = cli("receipts", "--db", str(db), timeout=60)
+    assert_one_line_error(
+        listing, f"--db {db}: thread 't1': its receipts[0] is a str, not a record",
+        "changed outside the graph?", code=2,
+    )  # fmt: skip
+    code, out = _verify(db)
+    assert code == 1, out
+    assert f"receipts[0] in checkpoint {latest}" in out and "not a record (a JSON object)" in out
+
+    _rewrite(db, latest, lambda v: v.__setitem__("denials", 7))
+    code, out = _verify(db)
+    assert code == 1, out
+    assert "denials in checkpoint" in out and "not a list of records (an int)" in out
+    assert "  also: " in out  # every problem is listed, not only the first
 
 
 def test_a_record_edited_in_an_earlier_checkpoint_only_is_named_with_it(
