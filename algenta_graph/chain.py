@@ -576,9 +576,8 @@ def verify_history(
     ``checkpoints``: the thread's root checkpoints
     (:func:`algenta_graph.checkpointer.read_history`), in any order (LangGraph's ids sort in
     creation order; time travel branches the history, and each branch is checked along its
-    own parents). ``count`` and ``head`` are those of the
-    latest checkpoint, and ``expected`` (a head exported before) is checked against it.
-    Reads only.
+    own parents). ``count`` and ``head`` are those of the latest checkpoint, and ``expected``
+    (a head exported before) is checked against it. Reads only.
     """
     secret = audit_key(key)
     hasher = _HashMemo(secret)
@@ -596,7 +595,8 @@ def verify_history(
         keys = {(b.field, b.index, b.seq, b.reason) for b in mine.problems}
         bad[cp.checkpoint_id] = {(b.field, b.index) for b in mine.problems}
         parent = by_id.get(cp.parent_id) if cp.parent_id is not None else None
-        inherited = own[parent.checkpoint_id] if parent is not None else set()
+        # (a parent read later than its child has a forged id: nothing to inherit from it)
+        inherited = own.get(parent.checkpoint_id, set()) if parent is not None else set()
         problems += [
             replace(b, checkpoint=cp.checkpoint_id, step=cp.step)
             for b in mine.problems
@@ -616,7 +616,8 @@ def verify_history(
                 )
             )
         elif parent is not None:
-            problems += _compare(parent, cp, bad[parent.checkpoint_id], bad[cp.checkpoint_id])
+            broken_before = bad.get(parent.checkpoint_id, set())
+            problems += _compare(parent, cp, broken_before, bad[cp.checkpoint_id])
     return ChainReport(
         ok=not problems,
         count=report.count,

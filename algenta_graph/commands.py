@@ -5,10 +5,13 @@
   decline, name, reason), or takes ``--resume '{"action": ..., "operator": ..., "reason": ...}'``.
   Without a prompt it resumes the thread: a pending escalation, or a step a killed run left
   unfinished.
-- ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl]``: every receipt, denial and
-  operator decision in a checkpoint file (read-only; no engine needed).
+- ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl | --verify]``: every
+  receipt, denial and operator decision in a checkpoint file or a ``postgresql://`` store
+  (read-only; no engine needed); ``--verify`` checks every checkpoint of each thread's history.
 - ``algenta-graph demo``: the offline walkthrough (:mod:`algenta_graph.demo`).
 
+A malformed ``postgresql://`` ``--db`` is refused by :func:`db_arg` before anything connects;
+a PostgreSQL store lost in the middle of a command is one line naming it and how to resume.
 Every bad input is a :class:`CommandError`: ``cli.main`` prints its one-line message and exits
 with its code (:data:`EXIT_USAGE` for a bad value, :data:`EXIT_FAILED` when the engine fails,
 :data:`EXIT_PENDING` when an escalation is left waiting, 130 on Ctrl-C).

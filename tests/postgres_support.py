@@ -4,7 +4,9 @@
 child process, so it is stopped by its own PID) in a temporary directory, on a free port,
 with ``fsync=off`` (a test database needs no durability across power loss; a SIGKILLed
 *client* is what the tests probe). As root, ``initdb`` refuses to run, so both run as the
-``postgres`` user; otherwise as the current user. About a second to start.
+``postgres`` user; otherwise as the current user. About a second to start. An outage is
+:meth:`PostgresServer.halt` (stopped by its PID, data kept) and :meth:`PostgresServer.restart`
+(the same databases back on the same port); a test that halts its server starts its own.
 
 Fixtures (import them into a test module: ``from postgres_support import postgres_server,
 postgres_url``):
