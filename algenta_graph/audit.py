@@ -1,121 +1,174 @@
-"""The governed records of a checkpoint file: reading, formatting and exporting them.
+"""The governed records of a checkpoint store: reading, formatting and exporting them.
 
 Every thread's ``receipts``, ``denials`` and ``operator_decisions`` live in its checkpointed
-state. This module reads them back from a SQLite checkpoint file **read-only** (nothing is
-ever written to the file, and a missing file is never created), with no engine and no graph:
+state. This module reads them back **read-only** (nothing is ever written, and a missing file
+is never created), with no engine and no graph, through the one checkpoint reader of
+:mod:`algenta_graph.checkpointer`:
 
 - :func:`read_thread_values`: each thread's latest checkpointed state (the raw channel values);
 - :func:`read_records`: the three kinds of records per thread;
+- :func:`split_threads`: which threads are algenta-graph threads, and why the others are not
+  (a store can be shared with other graphs);
 - :func:`format_records`: a plain-text table (the JSONL export with chain links is
   :func:`algenta_graph.chain.export_jsonl`).
 
-A file that cannot be read as a checkpoint file raises :class:`RecordsFileError`, whose
-message names the file and what is wrong with it.
+A file that cannot be read as a checkpoint file, or whose checkpoints are another graph's,
+raises :class:`RecordsFileError`, whose message names the file and what is wrong with it.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from algenta_graph.checkpointer import open_sqlite_read_only
+from algenta_graph.chain import a_type
+from algenta_graph.checkpointer import (
+    RECORD_KINDS,
+    RecordsFileError,
+    StoredCheckpoint,
+    read_latest,
+    read_thread_values,
+)
 from algenta_graph.console import short
-from algenta_graph.errors import AlgentaGraphError
 
 __all__ = [
+    "GOVERNED_NODES",
     "RECORD_KINDS",
     "RecordsFileError",
+    "foreign_reason",
     "format_records",
+    "no_thread_of_ours",
     "read_records",
     "read_thread_values",
+    "records_of",
+    "split_threads",
+    "thread_records",
 ]
 
-RECORD_KINDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions")
-"""The governed record lists of a thread's state, in display order."""
+GOVERNED_NODES: tuple[str, ...] = ("retrieve_tools", "governed_tool")
+"""Nodes only the governed graph has (named in :mod:`algenta_graph.graph`; a test checks they
+match): a thread whose checkpoints have seen one of them is an algenta-graph thread."""
 
 Records = dict[str, dict[str, list[Any]]]
 
-_LATEST = """
-SELECT c.thread_id, c.checkpoint_id, c.type, c.checkpoint FROM checkpoints AS c
-WHERE c.checkpoint_ns = '' {thread} AND c.checkpoint_id = (
-    SELECT max(checkpoint_id) FROM checkpoints
-    WHERE thread_id = c.thread_id AND checkpoint_ns = ''
-)
-ORDER BY c.thread_id
-"""
+_INTERNAL_CHANNELS = ("__", "branch:")
 
 
-class RecordsFileError(AlgentaGraphError, ValueError):
-    """A file that is not a readable LangGraph SQLite checkpoint file (the message says why)."""
+def _governed_nodes_ran(cp: StoredCheckpoint) -> bool:
+    return any(node in cp.nodes or f"branch:to:{node}" in cp.channels for node in GOVERNED_NODES)
 
 
-def read_thread_values(db: str | Path, thread: str | None = None) -> dict[str, dict[str, Any]]:
-    """Each thread's latest checkpointed state values, from a SQLite checkpoint file.
+def _shape_problem(values: Mapping[str, Any]) -> str | None:
+    """Why the record lists of ``values`` are not lists of records, or ``None``."""
+    for kind in RECORD_KINDS:
+        listed = values.get(kind)
+        if listed is None:
+            continue
+        if not isinstance(listed, list | tuple):
+            return f"its {kind} is {a_type(listed)}, not a list of records"
+        for index, record in enumerate(listed):
+            if not isinstance(record, Mapping):
+                return f"its {kind}[{index}] is {a_type(record)}, not a record"
+    return None
 
-    Only ``thread`` when given. Raises ``FileNotFoundError`` when ``db`` does not exist and
-    :class:`RecordsFileError` when it is not a SQLite database, not a checkpoint file, or
-    holds a checkpoint that cannot be decoded.
+
+def foreign_reason(checkpoints: StoredCheckpoint | Sequence[StoredCheckpoint]) -> str | None:
+    """Why a thread is not an algenta-graph thread, or ``None`` when it is one.
+
+    ``checkpoints``: its latest checkpoint, or its history (oldest first). It is one when any
+    of its checkpoints has seen a node only the governed graph has (:data:`GOVERNED_NODES`),
+    or when its latest state holds record lists that are lists of records; a thread with no
+    state yet (only its input) counts as one, with no records. Otherwise the reason names
+    what its state holds instead.
     """
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    history = [checkpoints] if isinstance(checkpoints, StoredCheckpoint) else list(checkpoints)
+    if not history or any(_governed_nodes_ran(cp) for cp in history):
+        return None
+    latest = max(history, key=lambda cp: cp.checkpoint_id)
+    shape = _shape_problem(latest.values)
+    if shape is not None:
+        return shape
+    if any(kind in latest.values for kind in RECORD_KINDS):
+        return None
+    channels = sorted(c for c in latest.channels if not c.startswith(_INTERNAL_CHANNELS))
+    if not channels:
+        return None  # no state yet: nothing to tell it by, and no records either way
+    shown = ", ".join(channels[:6]) + (", ..." if len(channels) > 6 else "")
+    return f"its state has no {', '.join(RECORD_KINDS)}, only {shown}"
 
-    path = Path(db)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint file at {path}")
-    if not path.is_file():
-        raise RecordsFileError(f"{path} is not a file")
-    serde = JsonPlusSerializer()  # what langgraph's SqliteSaver writes with by default
-    try:
-        with open_sqlite_read_only(path) as conn:
-            try:
-                tables = {
-                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                }
-            except sqlite3.DatabaseError as exc:
-                raise RecordsFileError(
-                    f"{path} is not a readable SQLite database ({exc})"
-                ) from None
-            if "checkpoints" not in tables:
-                raise RecordsFileError(
-                    f"{path} is not a LangGraph SQLite checkpoint file (no checkpoints table)"
-                )
-            query = _LATEST.format(thread="AND c.thread_id = ?" if thread is not None else "")
-            try:
-                rows = conn.execute(query, (thread,) if thread is not None else ()).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise RecordsFileError(
-                    f"{path} is not a readable LangGraph SQLite checkpoint file ({exc})"
-                ) from None
-    except sqlite3.Error as exc:  # e.g. the file cannot be opened at all
-        raise RecordsFileError(f"{path} cannot be read as a SQLite database ({exc})") from None
-    values: dict[str, dict[str, Any]] = {}
-    for thread_id, checkpoint_id, kind, blob in rows:
-        try:
-            checkpoint = serde.loads_typed((kind, blob))
-            channel_values = checkpoint["channel_values"]
-            if not isinstance(channel_values, Mapping):
-                raise TypeError(f"channel_values is a {type(channel_values).__name__}")
-        except Exception as exc:
-            raise RecordsFileError(
-                f"{path}: checkpoint {checkpoint_id} of thread {thread_id!r} cannot be decoded "
-                f"({type(exc).__name__}: {short(str(exc), 120)})"
-            ) from None
-        values[str(thread_id)] = dict(channel_values)
-    return values
+
+def split_threads(
+    threads: Mapping[str, StoredCheckpoint | Sequence[StoredCheckpoint]],
+) -> tuple[list[str], dict[str, str]]:
+    """``(ours, foreign)``: the ids of the algenta-graph threads of ``threads`` (latest
+    checkpoints or histories, by thread id), and ``{thread_id: reason}`` for the others."""
+    ours: list[str] = []
+    foreign: dict[str, str] = {}
+    for tid, checkpoints in threads.items():
+        reason = foreign_reason(checkpoints)
+        if reason is None:
+            ours.append(tid)
+        else:
+            foreign[tid] = reason
+    return ours, foreign
+
+
+def no_thread_of_ours(where: str, foreign: Mapping[str, str]) -> RecordsFileError:
+    """The error for a store (``where``: a file, or a URL without its password) none of whose
+    threads (``foreign``: ``{thread_id: reason}``) is an algenta-graph thread."""
+    if len(foreign) == 1:
+        [(tid, reason)] = foreign.items()
+        what = f"thread {tid!r} is not an algenta-graph thread: {reason}"
+    else:
+        listed = "; ".join(f"{tid!r}: {reason}" for tid, reason in list(foreign.items())[:3])
+        more = "; ..." if len(foreign) > 3 else ""
+        what = f"none of its {len(foreign)} threads is an algenta-graph thread ({listed}{more})"
+    return RecordsFileError(f"{where}: {what} (checkpoints of another graph?)")
+
+
+def records_of(cp: StoredCheckpoint, where: str) -> dict[str, list[Any]]:
+    """The three record lists of an algenta-graph thread's checkpoint (``[]`` when absent).
+
+    Raises :class:`RecordsFileError` (naming ``where``, the thread and the entry) when a list
+    is not a list of records: the state was changed outside the graph (``receipts --verify``
+    names every break).
+    """
+    shape = _shape_problem(cp.values)
+    if shape is not None:
+        raise RecordsFileError(
+            f"{where}: thread {cp.thread_id!r}: {shape} (changed outside the graph? "
+            "receipts --verify names every break)"
+        )
+    return {kind: list(cp.values.get(kind) or []) for kind in RECORD_KINDS}
+
+
+def thread_records(
+    latest: Mapping[str, StoredCheckpoint], where: str
+) -> tuple[Records, dict[str, str]]:
+    """``(records, foreign)`` of each thread's latest checkpoint: the records of the
+    algenta-graph threads, and why the other threads are not (see :func:`split_threads`).
+
+    Raises :class:`RecordsFileError` when there are threads and none is ours, or a record list
+    of ours is not a list of records.
+    """
+    ours, foreign = split_threads(latest)
+    if foreign and not ours:
+        raise no_thread_of_ours(where, foreign)
+    return {tid: records_of(latest[tid], where) for tid in ours}, foreign
 
 
 def read_records(db: str | Path, thread: str | None = None) -> Records:
     """Every thread's receipts, denials and operator decisions, read from a checkpoint file.
 
     Returns ``{thread_id: {"receipts": [...], "denials": [...], "operator_decisions": [...]}}``
-    from each thread's latest checkpoint, threads sorted by id. Raises as
-    :func:`read_thread_values` does.
+    from each thread's latest checkpoint, threads sorted by id. Threads of another graph
+    sharing the file are left out (:func:`split_threads`). Raises ``FileNotFoundError`` when
+    ``db`` does not exist, and :class:`RecordsFileError` when it is not a readable checkpoint
+    file or none of its threads is an algenta-graph thread.
     """
-    return {
-        tid: {kind: list(values.get(kind) or []) for kind in RECORD_KINDS}
-        for tid, values in read_thread_values(db, thread).items()
-    }
+    latest = read_latest(db, thread, fields=RECORD_KINDS)
+    return thread_records(latest, str(db))[0]
 
 
 def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]) -> str:

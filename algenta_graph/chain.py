@@ -25,7 +25,13 @@ then operator decisions, each list in order). Verifying (:func:`verify_chain`,
 (hash mismatch), a deleted record (a gap in ``seq``), two records reordered (a list out of
 ``seq`` order, or a ``prev`` that is not its predecessor's hash), an injected record (a duplicate
 ``seq`` or a bad link) and, against a chain head exported before (:func:`export_jsonl`,
-:func:`read_heads`), a truncated tail.
+:func:`read_heads`), a truncated tail. :func:`verify_history` (what :func:`verify_audit` and
+``algenta-graph receipts --verify`` run) does this for **every checkpoint** of a thread, not
+only its latest, and compares each checkpoint with the one it follows: the record lists only
+ever grow, so a record that vanished or changed between two checkpoints is named with the
+checkpoint it was found in. It does not check the pending writes of a step that has not
+finished (they are sealed into the next checkpoint, and checked there once it is written), nor
+checkpoints of subgraphs (a non-empty ``checkpoint_ns``).
 
 What the chain does not prove: with plain SHA-256 anyone who can write a thread's state can
 append records with valid links (the served graph refuses such writes; see
@@ -40,12 +46,15 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import IO, Any
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import IO, TYPE_CHECKING, Any
 
 import rfc8785
+
+if TYPE_CHECKING:
+    from algenta_graph.checkpointer import StoredCheckpoint
 
 __all__ = [
     "CHAIN_FIELDS",
@@ -69,6 +78,7 @@ __all__ = [
     "seal",
     "verify_audit",
     "verify_chain",
+    "verify_history",
     "verify_jsonl",
 ]
 
@@ -157,10 +167,28 @@ class ChainHead:
     hash: str
 
 
-def _records(values: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+def _records(values: Mapping[str, Any]) -> Iterator[tuple[str, int, Any]]:
+    """``(list name, index, record)`` of every entry of the three lists; a value that is not a
+    list at all is skipped here (:func:`verify_chain` reports it)."""
     for name in RECORD_FIELDS:
-        for index, record in enumerate(values.get(name) or ()):
-            yield name, index, record
+        entries = values.get(name)
+        if isinstance(entries, list | tuple):
+            for index, record in enumerate(entries):
+                yield name, index, record
+
+
+def a_type(value: Any) -> str:
+    """``value``'s type with its article, for messages: ``a str``, ``an int``."""
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+def _seq_of(record: Any) -> int | None:
+    """A record's ``seq`` when it is a valid one (an int >= 1), else ``None``."""
+    seq = record.get("seq") if isinstance(record, Mapping) else None
+    if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1:
+        return seq
+    return None
 
 
 def chain_head(values: Mapping[str, Any]) -> ChainHead:
@@ -170,8 +198,8 @@ def chain_head(values: Mapping[str, Any]) -> ChainHead:
     """
     best = ChainHead(0, GENESIS)
     for _, _, record in _records(values):
-        seq = record.get("seq") if isinstance(record, Mapping) else None
-        if isinstance(seq, int) and not isinstance(seq, bool) and seq > best.seq:
+        seq = _seq_of(record)
+        if seq is not None and seq > best.seq:
             digest = record.get("hash")
             if isinstance(digest, str):
                 best = ChainHead(seq, digest)
@@ -226,15 +254,26 @@ def seal(
 
 @dataclass(frozen=True)
 class Broken:
-    """Where a chain breaks: the record (list and index, its ``seq``) and why."""
+    """Where a chain breaks: the record (list and index, its ``seq``) and why; with
+    :func:`verify_history`, also the checkpoint it was found in (its id and step)."""
 
     field: str | None
     index: int | None
     seq: int | None
     reason: str
+    checkpoint: str | None = None
+    step: int | None = None
 
     def __str__(self) -> str:
-        where = f"{self.field}[{self.index}]" if self.field is not None else "chain"
+        if self.field is None:
+            where = "chain"
+        elif self.index is None:
+            where = self.field
+        else:
+            where = f"{self.field}[{self.index}]"
+        if self.checkpoint is not None:
+            step = f", step {self.step}" if self.step is not None else ""
+            where += f" in checkpoint {self.checkpoint}{step}"
         return f"{where} (seq {self.seq}): {self.reason}"
 
 
@@ -243,8 +282,10 @@ class ChainReport:
     """The result of verifying one thread's chain.
 
     ``ok``: every link holds (and matches ``expected``, when a head exported before was given);
-    ``count``: records seen; ``head``: the last intact link; ``broken``: the first break, if
-    any; ``problems``: every break found, in ``seq`` order.
+    ``count``: records seen (in the latest checkpoint); ``head``: the last intact link;
+    ``broken``: the first break, if any; ``problems``: every break found, in ``seq`` order (with
+    :func:`verify_history`: checkpoint by checkpoint, oldest first); ``checkpoints``: how many
+    checkpoints were verified (0: a state or an export, not a checkpoint history).
     """
 
     ok: bool
@@ -252,11 +293,17 @@ class ChainReport:
     head: ChainHead
     broken: Broken | None = None
     problems: tuple[Broken, ...] = field(default_factory=tuple)
+    checkpoints: int = 0
 
     def __str__(self) -> str:
+        seen = f", {self.checkpoints} checkpoint(s)" if self.checkpoints else ""
         if self.ok:
-            return f"ok: {self.count} record(s), head seq {self.head.seq} {self.head.hash[:16]}"
-        return f"BROKEN: {self.broken} ({len(self.problems)} problem(s), {self.count} record(s))"
+            return (
+                f"ok: {self.count} record(s), head seq {self.head.seq} {self.head.hash[:16]}" + seen
+            )
+        return (
+            f"BROKEN: {self.broken} ({len(self.problems)} problem(s), {self.count} record(s){seen})"
+        )
 
 
 def verify_chain(
@@ -272,16 +319,34 @@ def verify_chain(
     rewritten from that point).
     """
     secret = audit_key(key)
+    return _verify(values, secret, expected, lambda name, record: link_hash(name, record, secret))
+
+
+Hasher = Callable[[str, Mapping[str, Any]], str]
+
+
+def _verify(
+    values: Mapping[str, Any],
+    secret: bytes | None,
+    expected: ChainHead | None,
+    hasher: Hasher,
+) -> ChainReport:
     problems: list[Broken] = []
     entries: list[tuple[int, str, int, Mapping[str, Any]]] = []
     count = 0
+    for name in RECORD_FIELDS:
+        listed = values.get(name)
+        if listed is not None and not isinstance(listed, list | tuple):
+            problems.append(Broken(name, None, None, f"not a list of records ({a_type(listed)})"))
     for name, index, record in _records(values):
         count += 1
         if not isinstance(record, Mapping):
-            problems.append(Broken(name, index, None, "not a record (a JSON object)"))
+            problems.append(
+                Broken(name, index, None, f"not a record (a JSON object): {a_type(record)}")
+            )
             continue
-        seq = record.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        seq = _seq_of(record)
+        if seq is None:
             problems.append(Broken(name, index, None, "unsealed: no valid seq/prev/hash"))
             continue
         entries.append((seq, name, index, record))
@@ -336,8 +401,18 @@ def verify_chain(
                 )
             )
             intact = False
-        digest = link_hash(name, record, secret)
-        if not hmac.compare_digest(str(record.get("hash")), digest):
+        try:
+            digest = hasher(name, record)
+        except Exception as exc:  # a value JCS cannot encode (only a changed record holds one)
+            problems.append(
+                Broken(name, index, seq, f"cannot be hashed ({type(exc).__name__}): changed?")
+            )
+            intact = False
+            prev = str(record.get("hash"))
+            expected_seq = seq + 1
+            continue
+        stored = str(record.get("hash")).encode("utf-8", "backslashreplace")
+        if not hmac.compare_digest(stored, digest.encode("ascii")):
             problems.append(
                 Broken(
                     name,
@@ -385,26 +460,172 @@ def verify_chain(
 
 
 # ---------------------------------------------------------------------------------------------
-# checkpoints
+# checkpoints: every checkpoint of a thread's history
 
 
-def _latest_values(items: Iterable[Any], into: dict[str, dict[str, Any]]) -> None:
-    for item in items:
-        conf = item.config["configurable"]
-        tid = str(conf["thread_id"])
-        if conf.get("checkpoint_ns") or tid in into:
-            continue  # newest first: the first one seen per thread is its latest
-        values = item.checkpoint.get("channel_values") or {}
-        into[tid] = {k: list(values.get(k) or []) for k in RECORD_FIELDS}
+class _HashMemo:
+    """``link_hash`` remembered by the record's exact content (its pickle: types and values,
+    so ``1``, ``1.0`` and ``True`` never share an entry), so that a record that stays the same
+    through many checkpoints is hashed once. A record that cannot be pickled is hashed each
+    time."""
+
+    def __init__(self, secret: bytes | None) -> None:
+        self.secret = secret
+        self._known: dict[tuple[str, bytes], str] = {}
+
+    def __call__(self, name: str, record: Mapping[str, Any]) -> str:
+        try:
+            memo_key = (name, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:
+            return link_hash(name, record, self.secret)
+        digest = self._known.get(memo_key)
+        if digest is None:
+            digest = self._known[memo_key] = link_hash(name, record, self.secret)
+        return digest
 
 
-def _read_sqlite(path: Path, thread: str | None) -> dict[str, dict[str, Any]]:
-    from algenta_graph.audit import read_thread_values  # the one read-only reader
+def _same(a: Any, b: Any) -> bool:
+    """Whether two stored values are the same JSON value, as the chain hashes them: ``True``
+    is not ``1``, ``1`` is not ``1.0``, keys compare as the strings they are hashed as, and a
+    list and a tuple with the same items are the same array."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        left = {str(k): v for k, v in a.items()}
+        right = {str(k): v for k, v in b.items()}
+        return (
+            len(left) == len(a)
+            and len(right) == len(b)
+            and left.keys() == right.keys()
+            and all(_same(v, right[k]) for k, v in left.items())
+        )
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and a != a:
+        return b != b  # NaN
+    return bool(a == b)
 
-    return {
-        tid: {k: list(values.get(k) or []) for k in RECORD_FIELDS}
-        for tid, values in read_thread_values(path, thread).items()
-    }
+
+def _where(cp: StoredCheckpoint) -> str:
+    return f"checkpoint {cp.checkpoint_id}" + (f" (step {cp.step})" if cp.step is not None else "")
+
+
+def _compare(
+    parent: StoredCheckpoint,
+    child: StoredCheckpoint,
+    broken_in_parent: set[tuple[str | None, int | None]],
+    broken_in_child: set[tuple[str | None, int | None]],
+) -> list[Broken]:
+    """What ``child`` lost or changed of ``parent``'s records: the lists only ever grow, and a
+    list whose channel version is the same in both (LangGraph did not write it in between)
+    must be the same list."""
+    found: list[Broken] = []
+
+    def problem(name: str, index: int, record: Any, why: str) -> None:
+        found.append(Broken(name, index, _seq_of(record), why, child.checkpoint_id, child.step))
+
+    for name in RECORD_FIELDS:
+        before = parent.values.get(name)
+        after = child.values.get(name)
+        now = after if isinstance(after, list | tuple) else ()
+        was = before if isinstance(before, list | tuple) else ()
+        for index, old in enumerate(was):
+            if index >= len(now):
+                problem(
+                    name,
+                    index,
+                    old,
+                    f"in {_where(parent)}, gone from this one, which follows it (deleted?)",
+                )
+            elif not _same(old, now[index]) and not (
+                (name, index) in broken_in_parent or (name, index) in broken_in_child
+            ):
+                problem(
+                    name,
+                    index,
+                    now[index],
+                    f"differs from the same record in {_where(parent)}, which it follows "
+                    "(changed after it was checkpointed, its links recomputed?)",
+                )
+        version = parent.versions.get(name)
+        if version is not None and child.versions.get(name) == version:
+            for index in range(len(was), len(now)):
+                problem(
+                    name,
+                    index,
+                    now[index],
+                    f"not in {_where(parent)}, which it follows, though {name} was not written "
+                    "in between (its channel version is the same): added outside the graph, "
+                    "or deleted from that checkpoint?",
+                )
+    return found
+
+
+def verify_history(
+    checkpoints: Sequence[StoredCheckpoint],
+    *,
+    key: str | bytes | None = None,
+    expected: ChainHead | None = None,
+) -> ChainReport:
+    """Verify **every checkpoint** of one thread (:func:`verify_chain` on each), and each
+    checkpoint against the one it follows (``parent_id``): a record there must still be here,
+    unchanged. Each problem names the checkpoint it was found in; a problem carried unchanged
+    into later checkpoints is named once, where it first appears. A checkpoint whose parent is
+    missing from the history is a problem too (what it held cannot be compared).
+
+    ``checkpoints``: the thread's root checkpoints
+    (:func:`algenta_graph.checkpointer.read_history`), in any order (LangGraph's ids sort in
+    creation order; time travel branches the history, and each branch is checked along its
+    own parents). ``count`` and ``head`` are those of the latest checkpoint, and ``expected``
+    (a head exported before) is checked against it. Reads only.
+    """
+    secret = audit_key(key)
+    hasher = _HashMemo(secret)
+    ordered = sorted(checkpoints, key=lambda c: c.checkpoint_id)
+    if not ordered:
+        return _verify({}, secret, expected, hasher)
+    by_id = {cp.checkpoint_id: cp for cp in ordered}
+    own: dict[str, set[tuple[Any, ...]]] = {}  # each checkpoint's problems (to skip inherited)
+    bad: dict[str, set[tuple[str | None, int | None]]] = {}  # its records that fail on their own
+    problems: list[Broken] = []
+    last = ordered[-1]
+    report = _verify(last.values, secret, expected, hasher)
+    for cp in ordered:
+        mine = report if cp is last else _verify(cp.values, secret, None, hasher)
+        keys = {(b.field, b.index, b.seq, b.reason) for b in mine.problems}
+        bad[cp.checkpoint_id] = {(b.field, b.index) for b in mine.problems}
+        parent = by_id.get(cp.parent_id) if cp.parent_id is not None else None
+        # (a parent read later than its child has a forged id: nothing to inherit from it)
+        inherited = own.get(parent.checkpoint_id, set()) if parent is not None else set()
+        problems += [
+            replace(b, checkpoint=cp.checkpoint_id, step=cp.step)
+            for b in mine.problems
+            if (b.field, b.index, b.seq, b.reason) not in inherited
+        ]
+        own[cp.checkpoint_id] = keys
+        if cp.parent_id is not None and parent is None:
+            problems.append(
+                Broken(
+                    None,
+                    None,
+                    None,
+                    f"the checkpoint it follows ({cp.parent_id}) is not in the store (deleted?): "
+                    "what that one held cannot be compared",
+                    cp.checkpoint_id,
+                    cp.step,
+                )
+            )
+        elif parent is not None:
+            broken_before = bad.get(parent.checkpoint_id, set())
+            problems += _compare(parent, cp, broken_before, bad[cp.checkpoint_id])
+    return ChainReport(
+        ok=not problems,
+        count=report.count,
+        head=report.head,
+        broken=problems[0] if problems else None,
+        problems=tuple(problems),
+        checkpoints=len(ordered),
+    )
 
 
 def verify_audit(
@@ -414,19 +635,20 @@ def verify_audit(
     key: str | bytes | None = None,
     expected: Mapping[str, ChainHead] | None = None,
 ) -> dict[str, ChainReport]:
-    """Verify every thread's chain (or ``thread``'s) from its latest checkpoint.
+    """Verify every thread's chain (or ``thread``'s) through **every checkpoint** of its
+    history (:func:`verify_history`).
 
     ``source``: a SQLite checkpoint file path (opened read-only) or a checkpoint saver with a
-    synchronous ``list`` (for an async saver use :func:`averify_audit`). ``expected``: heads
-    exported before, per thread (:func:`read_heads`); a thread that has vanished is reported.
+    synchronous ``list`` (for an async saver or a PostgreSQL URL use :func:`averify_audit`).
+    ``expected``: heads exported before, per thread (:func:`read_heads`); a thread that has
+    vanished is reported. Threads of another graph sharing the store are left out
+    (:func:`algenta_graph.audit.split_threads`); a store holding none of ours raises
+    :class:`~algenta_graph.checkpointer.RecordsFileError`.
     """
-    if isinstance(source, str | os.PathLike):
-        latest = _read_sqlite(Path(source), thread)
-    else:
-        latest = {}
-        config: Any = {"configurable": {"thread_id": thread}} if thread else None
-        _latest_values(source.list(config), latest)
-    return _reports(latest, key, expected, thread)
+    from algenta_graph.checkpointer import read_history
+
+    history = read_history(source, thread, fields=RECORD_FIELDS)
+    return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
 
 
 async def averify_audit(
@@ -436,11 +658,65 @@ async def averify_audit(
     key: str | bytes | None = None,
     expected: Mapping[str, ChainHead] | None = None,
 ) -> dict[str, ChainReport]:
-    """:func:`verify_audit` for an async checkpoint saver (``alist``)."""
-    latest: dict[str, dict[str, Any]] = {}
-    config: Any = {"configurable": {"thread_id": thread}} if thread else None
-    _latest_values([item async for item in saver.alist(config)], latest)
-    return _reports(latest, key, expected, thread)
+    """:func:`verify_audit` for an async checkpoint saver (``alist``), a SQLite file, or a
+    ``postgresql://`` URL (opened without creating anything)."""
+    from algenta_graph.checkpointer import aread_history
+
+    history = await aread_history(saver, thread, fields=RECORD_FIELDS)
+    return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
+
+
+def _name(source: Any) -> str:
+    from algenta_graph.checkpointer import is_postgres_url, redact_url
+
+    if is_postgres_url(source):
+        return redact_url(str(source).strip())
+    if isinstance(source, str | os.PathLike):
+        return str(source)
+    return type(source).__name__
+
+
+def verify_threads(
+    history: Mapping[str, Sequence[StoredCheckpoint]],
+    where: str,
+    *,
+    key: str | bytes | None = None,
+    expected: Mapping[str, ChainHead] | None = None,
+    thread: str | None = None,
+) -> dict[str, ChainReport]:
+    """:func:`verify_history` for each algenta-graph thread of ``history`` (``{thread_id:
+    checkpoints}``, as :func:`algenta_graph.checkpointer.read_history` returns it; ``where``
+    names the store in errors). Threads of another graph are left out; a thread an exported
+    head names that is gone, or no longer looks like an algenta-graph thread, is reported."""
+    from algenta_graph.audit import no_thread_of_ours, split_threads
+
+    ours, foreign = split_threads(history)
+    if foreign and not ours:
+        raise no_thread_of_ours(where, foreign)
+    reports = {
+        tid: verify_history(history[tid], key=key, expected=(expected or {}).get(tid))
+        for tid in ours
+    }
+    return _gone(reports, expected, thread, foreign)
+
+
+def _gone(
+    reports: dict[str, ChainReport],
+    expected: Mapping[str, ChainHead] | None,
+    thread: str | None,
+    foreign: Mapping[str, str] | None = None,
+) -> dict[str, ChainReport]:
+    for tid, head in (expected or {}).items():
+        if tid not in reports and (thread is None or tid == thread) and head.seq > 0:
+            why = "the thread is gone (the exported head had it)"
+            if tid in (foreign or {}):
+                why = (
+                    "the thread no longer looks like an algenta-graph thread "
+                    f"({(foreign or {})[tid]}); the exported head had it"
+                )
+            gone = Broken(None, None, head.seq, why)
+            reports[tid] = ChainReport(False, 0, ChainHead(0, GENESIS), gone, (gone,))
+    return reports
 
 
 def _reports(
@@ -453,11 +729,7 @@ def _reports(
         tid: verify_chain(values, key=key, expected=(expected or {}).get(tid))
         for tid, values in sorted(latest.items())
     }
-    for tid, head in (expected or {}).items():
-        if tid not in reports and (thread is None or tid == thread) and head.seq > 0:
-            gone = Broken(None, None, head.seq, "the thread is gone (the exported head had it)")
-            reports[tid] = ChainReport(False, 0, ChainHead(0, GENESIS), gone, (gone,))
-    return reports
+    return _gone(reports, expected, thread)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,18 +755,14 @@ def export_jsonl(
     for tid, values in threads.items():
         rows = sorted(
             _records(values),
-            key=lambda r: (
-                r[2].get("seq") if isinstance(r[2].get("seq"), int) else 1 << 62,
-                RECORD_FIELDS.index(r[0]),
-                r[1],
-            ),
+            key=lambda r: (_sort_seq(r[2]), RECORD_FIELDS.index(r[0]), r[1]),
         )
         for name, _, record in rows:
             line: dict[str, Any] = {
                 "type": "record",
                 "thread_id": tid,
                 "field": name,
-                "record": dict(record),
+                "record": dict(record) if isinstance(record, Mapping) else record,
             }
             # ASCII only: a raw U+2028 in a record would split the line for some readers
             out.write(json.dumps(line, sort_keys=True) + "\n")
@@ -579,15 +847,26 @@ def verify_jsonl(
     return reports
 
 
+SHOWN_PROBLEMS = 20
+"""How many problems of one thread :func:`format_reports` lists (the rest are counted)."""
+
+
 def format_reports(reports: Mapping[str, ChainReport]) -> str:
-    """One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), then a
-    summary line; for ``algenta-graph receipts --verify``.
+    """One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), each
+    further problem of a broken thread indented under it (up to :data:`SHOWN_PROBLEMS`), then
+    a summary line; for ``algenta-graph receipts --verify``.
 
     >>> print(format_reports({"t1": verify_chain({})}))
     t1: ok: 0 record(s), head seq 0 0000000000000000
     1 thread(s), 0 record(s): all chains intact
     """
-    lines = [f"{tid}: {report}" for tid, report in reports.items()]
+    lines: list[str] = []
+    for tid, report in reports.items():
+        lines.append(f"{tid}: {report}")
+        more = report.problems[1:]
+        lines += [f"  also: {problem}" for problem in more[: SHOWN_PROBLEMS - 1]]
+        if len(more) > SHOWN_PROBLEMS - 1:
+            lines.append(f"  ... and {len(more) - SHOWN_PROBLEMS + 1} more problem(s)")
     broken = [tid for tid, report in reports.items() if not report.ok]
     count = sum(report.count for report in reports.values())
     lines.append(
@@ -604,8 +883,10 @@ def report_dict(report: ChainReport) -> dict[str, Any]:
 
 def records_in_order(values: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """``(field, record)`` for every record of ``values``, in ``seq`` order (unsealed last)."""
-    rows = sorted(
-        _records(values),
-        key=lambda r: (r[2].get("seq") if isinstance(r[2].get("seq"), int) else 1 << 62, r[1]),
-    )
+    rows = sorted(_records(values), key=lambda r: (_sort_seq(r[2]), r[1]))
     return [(name, record) for name, _, record in rows]
+
+
+def _sort_seq(record: Any) -> int:
+    seq = _seq_of(record)
+    return seq if seq is not None else 1 << 62

@@ -18,16 +18,23 @@ Example::
     async with open_checkpointer("postgresql://app@db.internal/agents") as saver:
         graph = await create_governed_agent(profile="execute", checkpointer=saver)
 
-:func:`read_thread_records` reads every thread's receipts, denials and operator decisions back
-from any saver (what ``algenta-graph receipts`` prints).
+Reading checkpoints back (read-only, from a SQLite checkpoint file or any saver) has one
+reader here: :func:`read_latest` / :func:`aread_latest` (each thread's latest root checkpoint)
+and :func:`read_history` / :func:`aread_history` (every root checkpoint of each thread, oldest
+first); :func:`read_thread_values`, :func:`read_thread_records` and the audit and chain modules
+are views of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
-from collections.abc import AsyncIterator
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,9 +46,18 @@ from algenta_graph.errors import AlgentaGraphError
 __all__ = [
     "RECORD_KINDS",
     "CheckpointerError",
+    "CheckpointerURLError",
+    "RecordsFileError",
+    "StoredCheckpoint",
+    "aread_history",
+    "aread_latest",
+    "aread_thread_values",
+    "check_postgres_url",
     "is_postgres_url",
     "open_checkpointer",
     "open_sqlite_read_only",
+    "read_history",
+    "read_latest",
     "read_thread_records",
     "read_thread_values",
     "redact_url",
@@ -69,6 +85,19 @@ class CheckpointerError(AlgentaGraphError):
     """
 
 
+class CheckpointerURLError(CheckpointerError, ValueError):
+    """A ``postgresql://`` URL that is not well formed (raised before anything connects).
+
+    The message says what is wrong with it (libpq's own words) and shows the URL without its
+    password.
+    """
+
+
+class RecordsFileError(AlgentaGraphError, ValueError):
+    """A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are
+    not an algenta-graph thread's (the message names the file or store and says why)."""
+
+
 def is_postgres_url(spec: object) -> bool:
     """Whether ``spec`` names a PostgreSQL database rather than a SQLite file.
 
@@ -81,10 +110,25 @@ def is_postgres_url(spec: object) -> bool:
 def redact_url(url: str) -> str:
     """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``.
 
+    The query (which may hold a ``password=``) is dropped. A URL too malformed to parse is
+    redacted as text, never raised on.
+
     >>> redact_url("postgresql://u:pw@h:5432/db?sslmode=require")
     'postgresql://u:***@h:5432/db'
+    >>> redact_url("postgresql://u:pw@[::1")
+    'postgresql://u:***@[::1'
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed IPv6 bracket: redact the text itself
+        head, sep, rest = url.partition("://")
+        rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+        if "@" in rest:
+            user, host = rest.rsplit("@", 1)
+            if ":" in user:
+                user = user.split(":", 1)[0] + ":***"
+            rest = f"{user}@{host}"
+        return f"{head}{sep}{rest}"
     netloc = parts.netloc
     if "@" in netloc:
         user, host = netloc.rsplit("@", 1)
@@ -92,6 +136,44 @@ def redact_url(url: str) -> str:
             user = user.split(":", 1)[0] + ":***"
         netloc = f"{user}@{host}"
     return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def check_postgres_url(url: str) -> None:
+    """Raise :class:`CheckpointerURLError` unless ``url`` is a well-formed PostgreSQL URL.
+
+    Parsed as libpq parses it (``psycopg.conninfo``, when the PostgreSQL extra is installed;
+    else only the URL syntax is checked), and every port must be a number from 1 to 65535.
+    Nothing connects. The error shows the URL without its password.
+
+    >>> check_postgres_url("postgresql://u@h1:5432,h2:5433/db")
+    >>> try:
+    ...     check_postgres_url("postgresql://[::1")
+    ... except CheckpointerURLError as exc:
+    ...     print(exc)  # doctest: +ELLIPSIS
+    postgresql://[::1 is not a valid PostgreSQL URL: end of string reached when looking for ...
+    """
+    shown = redact_url(url)
+
+    def bad(why: str) -> CheckpointerURLError:
+        why = " ".join(why.replace(url, shown).split())
+        why = re.sub(r'\s*in URI: "[^"]*"$', "", why)  # libpq repeats the URL: once is enough
+        return CheckpointerURLError(f"{shown} is not a valid PostgreSQL URL: {why}")
+
+    try:
+        from psycopg import conninfo
+    except ImportError:  # pragma: no cover - depends on the install
+        try:
+            urlsplit(url)
+        except ValueError as exc:
+            raise bad(str(exc)) from None
+        return
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
+        raise bad(str(exc)) from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise bad(f"the port {port!r} is not a number from 1 to 65535")
 
 
 @contextlib.asynccontextmanager
@@ -112,6 +194,7 @@ async def open_checkpointer(
         yield spec
         return
     if is_postgres_url(spec):
+        check_postgres_url(str(spec).strip())
         async with _open_postgres(str(spec).strip(), setup=setup, pool_size=pool_size) as saver:
             yield saver
         return
@@ -237,30 +320,329 @@ async def _setup_once(conn: Any, saver_type: Any) -> None:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
 
 
-async def read_thread_values(
-    saver: BaseCheckpointSaver[Any], thread: str | None = None
-) -> dict[str, dict[str, Any]]:
-    """Each thread's latest checkpointed state values, from any checkpoint saver.
+# ---------------------------------------------------------------------------------------------
+# reading checkpoints back: the one reader (read-only)
 
-    ``{thread_id: channel_values}`` from each thread's latest root checkpoint, sorted by thread
-    id; only ``thread`` when given (``{}`` when it has no checkpoint). Reads only.
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """One root checkpoint of a thread, as read back from a checkpoint file or a saver.
+
+    ``values``: its channel values (the state; only the fields asked for, when a reader was
+    given ``fields``); ``channels``: every channel it holds a value or a version of (its
+    ``channel_values`` and ``channel_versions``: each channel written so far); ``nodes``: the
+    nodes whose input it has seen (``versions_seen``); ``versions``: its ``channel_versions``
+    (a channel's version changes whenever LangGraph writes it); ``parent_id``: the checkpoint
+    it follows (``None`` for a thread's first); ``step``: the superstep its metadata names
+    (``None`` when it names none).
     """
-    if thread is not None:
-        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-        item = await saver.aget_tuple(config)
-        return {} if item is None else {thread: dict(item.checkpoint["channel_values"])}
-    latest: dict[str, dict[str, Any]] = {}
-    async for item in saver.alist(None):
-        conf = item.config["configurable"]
-        tid = str(conf["thread_id"])
-        if conf.get("checkpoint_ns") or tid in latest:
-            continue  # newest first: the first root checkpoint seen per thread is its latest
-        latest[tid] = dict(item.checkpoint["channel_values"])
+
+    thread_id: str
+    checkpoint_id: str
+    parent_id: str | None
+    step: int | None
+    values: dict[str, Any]
+    channels: frozenset[str] = field(default_factory=frozenset)
+    nodes: frozenset[str] = field(default_factory=frozenset)
+    versions: dict[str, Any] = field(default_factory=dict)
+
+
+def _stored(
+    thread_id: Any,
+    checkpoint_id: Any,
+    parent_id: Any,
+    metadata: Any,
+    checkpoint: Mapping[str, Any],
+    fields: Collection[str] | None,
+) -> StoredCheckpoint:
+    channel_values = checkpoint["channel_values"]
+    if not isinstance(channel_values, Mapping):
+        raise TypeError(f"channel_values is a {type(channel_values).__name__}")
+    if fields is None:
+        values = dict(channel_values)
+    else:
+        values = {k: channel_values[k] for k in fields if k in channel_values}
+    step = metadata.get("step") if isinstance(metadata, Mapping) else None
+    versions = checkpoint.get("channel_versions")
+    versions = dict(versions) if isinstance(versions, Mapping) else {}
+    return StoredCheckpoint(
+        thread_id=str(thread_id),
+        checkpoint_id=str(checkpoint_id),
+        parent_id=None if parent_id is None else str(parent_id),
+        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        values=values,
+        channels=frozenset(str(c) for c in (*channel_values, *versions)),
+        nodes=frozenset(str(n) for n in checkpoint.get("versions_seen") or ()),
+        versions={str(c): v for c, v in versions.items()},
+    )
+
+
+def _pick_latest(checkpoints: Iterable[StoredCheckpoint]) -> dict[str, StoredCheckpoint]:
+    """The one rule for "a thread's latest checkpoint": its root checkpoint with the greatest
+    ``checkpoint_id`` (LangGraph's ids sort in creation order); threads sorted by id."""
+    latest: dict[str, StoredCheckpoint] = {}
+    for cp in checkpoints:
+        have = latest.get(cp.thread_id)
+        if have is None or cp.checkpoint_id > have.checkpoint_id:
+            latest[cp.thread_id] = cp
     return dict(sorted(latest.items()))
 
 
+def _group_history(checkpoints: Iterable[StoredCheckpoint]) -> dict[str, list[StoredCheckpoint]]:
+    """Every root checkpoint per thread, oldest first (by ``checkpoint_id``); threads sorted."""
+    history: dict[str, list[StoredCheckpoint]] = {}
+    for cp in checkpoints:
+        history.setdefault(cp.thread_id, []).append(cp)
+    return {tid: sorted(cps, key=lambda c: c.checkpoint_id) for tid, cps in sorted(history.items())}
+
+
+# SQLite files are read with plain SQL over a read-only connection (a SqliteSaver would run its
+# setup(), a write); the rows are decoded with the serializer SqliteSaver writes with.
+_SQLITE_COLUMNS = (
+    "c.thread_id, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata"
+)
+_SQLITE_LATEST = f"""
+SELECT {_SQLITE_COLUMNS} FROM checkpoints AS c
+WHERE c.checkpoint_ns = '' {{thread}} AND c.checkpoint_id = (
+    SELECT max(checkpoint_id) FROM checkpoints
+    WHERE thread_id = c.thread_id AND checkpoint_ns = ''
+)
+ORDER BY c.thread_id
+"""
+_SQLITE_HISTORY = f"""
+SELECT {_SQLITE_COLUMNS} FROM checkpoints AS c
+WHERE c.checkpoint_ns = '' {{thread}}
+ORDER BY c.thread_id, c.checkpoint_id
+"""
+
+
+def _sqlite_metadata(raw: Any) -> Any:
+    try:
+        return json.loads(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None  # metadata only names the step: never a reason to refuse a checkpoint
+
+
+def _sqlite_checkpoints(
+    db: str | os.PathLike[str], thread: str | None, *, latest: bool, fields: Collection[str] | None
+) -> list[StoredCheckpoint]:
+    """Root checkpoints of a SQLite checkpoint file, read-only; errors name the file."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    path = Path(db)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint file at {path}")
+    if not path.is_file():
+        raise RecordsFileError(f"{path} is not a file")
+    serde = JsonPlusSerializer()  # what langgraph's SqliteSaver writes with by default
+    query = (_SQLITE_LATEST if latest else _SQLITE_HISTORY).format(
+        thread="AND c.thread_id = ?" if thread is not None else ""
+    )
+    out: list[StoredCheckpoint] = []
+    try:
+        with open_sqlite_read_only(path) as conn:
+            try:
+                tables = {
+                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
+            except sqlite3.DatabaseError as exc:
+                raise RecordsFileError(
+                    f"{path} is not a readable SQLite database ({exc})"
+                ) from None
+            if "checkpoints" not in tables:
+                raise RecordsFileError(
+                    f"{path} is not a LangGraph SQLite checkpoint file (no checkpoints table)"
+                )
+            try:
+                rows = conn.execute(query, (thread,) if thread is not None else ())
+                for thread_id, checkpoint_id, parent_id, kind, blob, metadata in rows:
+                    try:
+                        checkpoint = serde.loads_typed((kind, blob))
+                        cp = _stored(
+                            thread_id,
+                            checkpoint_id,
+                            parent_id,
+                            _sqlite_metadata(metadata),
+                            checkpoint,
+                            fields,
+                        )
+                    except Exception as exc:
+                        raise RecordsFileError(
+                            f"{path}: checkpoint {checkpoint_id} of thread {thread_id!r} cannot "
+                            f"be decoded ({type(exc).__name__}: {_short(str(exc), 120)})"
+                        ) from None
+                    out.append(cp)
+            except sqlite3.DatabaseError as exc:
+                raise RecordsFileError(
+                    f"{path} is not a readable LangGraph SQLite checkpoint file ({exc})"
+                ) from None
+    except sqlite3.Error as exc:  # e.g. the file cannot be opened at all
+        raise RecordsFileError(f"{path} cannot be read as a SQLite database ({exc})") from None
+    return out
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _from_tuple(item: Any, fields: Collection[str] | None) -> StoredCheckpoint | None:
+    """A saver's ``CheckpointTuple`` as a :class:`StoredCheckpoint` (``None``: not a root one)."""
+    conf = item.config["configurable"]
+    if conf.get("checkpoint_ns"):
+        return None
+    parent = ((item.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    return _stored(
+        conf["thread_id"], conf["checkpoint_id"], parent, item.metadata, item.checkpoint, fields
+    )
+
+
+def _saver_config(thread: str | None) -> Any:
+    return None if thread is None else {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def _is_file(source: Any) -> bool:
+    return isinstance(source, str | os.PathLike) and not is_postgres_url(source)
+
+
+def _saver_checkpoints(
+    saver: Any, thread: str | None, *, latest: bool, fields: Collection[str] | None
+) -> Iterator[StoredCheckpoint]:
+    if is_postgres_url(saver):
+        raise TypeError(
+            "a PostgreSQL URL is read through the async readers (aread_latest, aread_history)"
+        )
+    items: Iterable[Any]
+    if latest and thread is not None:
+        item = saver.get_tuple(_saver_config(thread))
+        items = () if item is None else (item,)
+    else:
+        items = saver.list(_saver_config(thread))
+    for item in items:
+        cp = _from_tuple(item, fields)
+        if cp is not None:
+            yield cp
+
+
+async def _asaver_checkpoints(
+    saver: Any, thread: str | None, *, latest: bool, fields: Collection[str] | None
+) -> list[StoredCheckpoint]:
+    out: list[StoredCheckpoint] = []
+    if latest and thread is not None:
+        item = await saver.aget_tuple(_saver_config(thread))
+        items = [] if item is None else [item]
+    else:
+        items = [item async for item in saver.alist(_saver_config(thread))]
+    for item in items:
+        cp = _from_tuple(item, fields)
+        if cp is not None:
+            out.append(cp)
+    return out
+
+
+async def _acheckpoints(
+    source: Any, thread: str | None, *, latest: bool, fields: Collection[str] | None
+) -> list[StoredCheckpoint]:
+    if _is_file(source):
+        return await asyncio.to_thread(
+            _sqlite_checkpoints, source, thread, latest=latest, fields=fields
+        )
+    if is_postgres_url(source):
+        async with open_checkpointer(str(source), setup=False) as saver:
+            return await _asaver_checkpoints(saver, thread, latest=latest, fields=fields)
+    return await _asaver_checkpoints(source, thread, latest=latest, fields=fields)
+
+
+def read_latest(
+    source: str | os.PathLike[str] | BaseCheckpointSaver[Any],
+    thread: str | None = None,
+    *,
+    fields: Collection[str] | None = None,
+) -> dict[str, StoredCheckpoint]:
+    """Each thread's latest root checkpoint: ``{thread_id: StoredCheckpoint}``, sorted by id.
+
+    ``source``: a SQLite checkpoint file (opened read-only: never written, never created) or a
+    saver with a synchronous ``list`` (for an async saver or a PostgreSQL URL use
+    :func:`aread_latest`). Only ``thread`` when given (``{}`` when it has no checkpoint);
+    ``fields``: keep only these state values. For a file, raises ``FileNotFoundError`` when
+    it does not exist and :class:`RecordsFileError` when it is not a SQLite database, not a
+    checkpoint file, or holds a checkpoint that cannot be decoded.
+    """
+    if _is_file(source):
+        rows: Iterable[StoredCheckpoint] = _sqlite_checkpoints(
+            source,  # type: ignore[arg-type]
+            thread,
+            latest=True,
+            fields=fields,
+        )
+    else:
+        rows = _saver_checkpoints(source, thread, latest=True, fields=fields)
+    return _pick_latest(rows)
+
+
+async def aread_latest(
+    source: str | os.PathLike[str] | BaseCheckpointSaver[Any],
+    thread: str | None = None,
+    *,
+    fields: Collection[str] | None = None,
+) -> dict[str, StoredCheckpoint]:
+    """:func:`read_latest` for any saver (``alist``), a SQLite file, or a ``postgresql://`` URL
+    (opened without creating anything: ``open_checkpointer(url, setup=False)``)."""
+    return _pick_latest(await _acheckpoints(source, thread, latest=True, fields=fields))
+
+
+def read_history(
+    source: str | os.PathLike[str] | BaseCheckpointSaver[Any],
+    thread: str | None = None,
+    *,
+    fields: Collection[str] | None = None,
+) -> dict[str, list[StoredCheckpoint]]:
+    """Every root checkpoint of each thread, oldest first: ``{thread_id: [StoredCheckpoint]}``.
+
+    Sources, ``thread``, ``fields`` and errors as in :func:`read_latest`. A thread's history
+    can branch (LangGraph's time travel): follow ``parent_id``, not the list order.
+    """
+    if _is_file(source):
+        rows: Iterable[StoredCheckpoint] = _sqlite_checkpoints(
+            source,  # type: ignore[arg-type]
+            thread,
+            latest=False,
+            fields=fields,
+        )
+    else:
+        rows = _saver_checkpoints(source, thread, latest=False, fields=fields)
+    return _group_history(rows)
+
+
+async def aread_history(
+    source: str | os.PathLike[str] | BaseCheckpointSaver[Any],
+    thread: str | None = None,
+    *,
+    fields: Collection[str] | None = None,
+) -> dict[str, list[StoredCheckpoint]]:
+    """:func:`read_history` for any saver, a SQLite file, or a ``postgresql://`` URL."""
+    return _group_history(await _acheckpoints(source, thread, latest=False, fields=fields))
+
+
+def read_thread_values(
+    source: str | os.PathLike[str] | BaseCheckpointSaver[Any], thread: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each thread's latest checkpointed state values: ``{thread_id: channel_values}``.
+
+    The values of :func:`read_latest` (same sources, same errors), threads sorted by id.
+    """
+    return {tid: cp.values for tid, cp in read_latest(source, thread).items()}
+
+
+async def aread_thread_values(
+    source: str | os.PathLike[str] | BaseCheckpointSaver[Any], thread: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """:func:`read_thread_values` for any saver, a SQLite file, or a ``postgresql://`` URL."""
+    return {tid: cp.values for tid, cp in (await aread_latest(source, thread)).items()}
+
+
 async def read_thread_records(
-    saver: BaseCheckpointSaver[Any], thread: str | None = None
+    saver: str | os.PathLike[str] | BaseCheckpointSaver[Any], thread: str | None = None
 ) -> dict[str, dict[str, list[Any]]]:
     """Every thread's receipts, denials and operator decisions, from any checkpoint saver.
 
@@ -268,9 +650,10 @@ async def read_thread_records(
     from each thread's latest root checkpoint, sorted by thread id; only ``thread`` when given
     (``{}`` when it has no checkpoint). Reads only: nothing is written.
     """
+    latest = await aread_latest(saver, thread, fields=RECORD_KINDS)
     return {
-        tid: {kind: list(values.get(kind) or []) for kind in RECORD_KINDS}
-        for tid, values in (await read_thread_values(saver, thread)).items()
+        tid: {kind: list(cp.values.get(kind) or []) for kind in RECORD_KINDS}
+        for tid, cp in latest.items()
     }
 
 
@@ -281,8 +664,6 @@ def open_sqlite_read_only(path: str | Path) -> contextlib.closing[Any]:
     a missing file raises ``FileNotFoundError`` instead of being created. (``receipts`` reads
     through this; graphs write through :func:`open_checkpointer`.)
     """
-    import sqlite3
-
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"no SQLite file at {file}")

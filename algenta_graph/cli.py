@@ -11,16 +11,19 @@ Subcommands:
 The subcommands live in :mod:`algenta_graph.commands` and :mod:`algenta_graph.engine.cli`;
 this file parses and dispatches, and turns every error into one line on stderr and an exit
 code (2 a bad input, 1 a failure, 3 an escalation left pending, 130 Ctrl-C): never a traceback.
-Set ``ALGENTA_GRAPH_DEBUG=1`` to see the traceback of an unexpected error.
+Set ``ALGENTA_GRAPH_DEBUG=1`` to see the traceback of an unexpected error (and psycopg's own
+log lines, which are otherwise kept off stderr: a lost PostgreSQL store is reported in one line).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 PROG = "algenta-graph"
 
@@ -55,7 +58,39 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_receipts_parser(sub)
     add_engine_parser(sub)
+    for subparser in sub.choices.values():
+        _check_db_urls(subparser)
     return parser
+
+
+def _check_db_urls(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's ``--db`` refuses a malformed ``postgresql://`` URL as a usage error
+    (exit 2, naming ``--db``), before its own type (a path, for the engine) sees the value."""
+    from algenta_graph.commands import db_arg
+
+    for action in parser._actions:  # argparse keeps no public list of a parser's options
+        if "--db" in action.option_strings and action.type is not db_arg:
+            action.type = _url_checked(action.type)
+
+
+def _url_checked(inner: Any) -> Callable[[str], Any]:
+    from algenta_graph.commands import db_arg
+
+    def checked(text: str) -> Any:
+        db_arg(text)
+        return inner(text) if callable(inner) else text
+
+    return functools.wraps(inner)(checked) if callable(inner) else checked
+
+
+def _quiet_store_logs() -> None:
+    """Keep psycopg's log lines off stderr (its pool logs a warning per reconnection attempt
+    while a PostgreSQL server is down); the error that ends the command says it in one line."""
+    if os.environ.get("ALGENTA_GRAPH_DEBUG"):
+        return
+    log = logging.getLogger("psycopg")  # psycopg_pool logs as "psycopg.pool"
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
 
 
 def _fail(command: str | None, message: str, code: int) -> int:
@@ -71,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = getattr(args, "command", None)
+    _quiet_store_logs()
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:

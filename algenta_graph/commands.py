@@ -5,10 +5,13 @@
   decline, name, reason), or takes ``--resume '{"action": ..., "operator": ..., "reason": ...}'``.
   Without a prompt it resumes the thread: a pending escalation, or a step a killed run left
   unfinished.
-- ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl]``: every receipt, denial and
-  operator decision in a checkpoint file (read-only; no engine needed).
+- ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl | --verify]``: every
+  receipt, denial and operator decision in a checkpoint file or a ``postgresql://`` store
+  (read-only; no engine needed); ``--verify`` checks every checkpoint of each thread's history.
 - ``algenta-graph demo``: the offline walkthrough (:mod:`algenta_graph.demo`).
 
+A malformed ``postgresql://`` ``--db`` is refused by :func:`db_arg` before anything connects;
+a PostgreSQL store lost in the middle of a command is one line naming it and how to resume.
 Every bad input is a :class:`CommandError`: ``cli.main`` prints its one-line message and exits
 with its code (:data:`EXIT_USAGE` for a bad value, :data:`EXIT_FAILED` when the engine fails,
 :data:`EXIT_PENDING` when an escalation is left waiting, 130 on Ctrl-C).
@@ -35,6 +38,7 @@ __all__ = [
     "add_demo_parser",
     "add_receipts_parser",
     "add_run_parser",
+    "db_arg",
     "prepare_db",
 ]
 
@@ -132,6 +136,69 @@ def prepare_db(spec: str, option: str = "--db") -> str:
 
 def _db_error(spec: str, exc: BaseException) -> CommandError:
     return CommandError(f"--db {spec} is not a usable SQLite checkpoint file ({one_line(exc)})")
+
+
+def db_arg(text: str) -> str:
+    """A ``--db`` value: a PostgreSQL URL must be well formed (checked before anything
+    connects, so a malformed one is a usage error naming ``--db``); a path is kept as it is."""
+    from algenta_graph.checkpointer import (
+        CheckpointerURLError,
+        check_postgres_url,
+        is_postgres_url,
+    )
+
+    if is_postgres_url(text):
+        try:
+            check_postgres_url(text.strip())
+        except CheckpointerURLError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _store_name(spec: str) -> str:
+    """``spec`` as it may be shown: a PostgreSQL URL without its password."""
+    from algenta_graph.checkpointer import is_postgres_url, redact_url
+
+    return redact_url(spec.strip()) if is_postgres_url(spec) else spec
+
+
+def _postgres_failure(exc: BaseException) -> BaseException | None:
+    """The psycopg error (a lost, refused or timed-out PostgreSQL connection) that ``exc`` is,
+    was raised from, or groups; ``None`` when there is none."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - no PostgreSQL extra: no PostgreSQL store either
+        return None
+    stack, seen = [exc], set()
+    while stack:
+        error = stack.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, psycopg.Error):
+            return error
+        stack += list(getattr(error, "exceptions", None) or ())  # an exception group
+        if error.__cause__ is not None:
+            stack.append(error.__cause__)
+    return None
+
+
+def _pg_reason(error: BaseException) -> str:
+    """A psycopg error in a few words: its type and libpq's first line (the rest is hints)."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {one_line(Exception(first), 200)}"
+
+
+def _store_lost(db: str, thread: str, error: BaseException) -> CommandError:
+    where = _store_name(db)
+    return CommandError(
+        f"--db {where}: the PostgreSQL checkpoint store was lost during the run "
+        f"({_pg_reason(error)}); every step checkpointed "
+        f"before that is kept: once the server is back, `algenta-graph run --thread {thread} "
+        f"--db {where}` finishes the thread (a decision the engine executed meanwhile is "
+        "recovered from it, not sent again)",
+        EXIT_FAILED,
+    )
 
 
 def _resolve_model(spec: str | None) -> Any:
@@ -351,6 +418,11 @@ async def _run(args: argparse.Namespace) -> int:
         raise _db_error(db, exc) from None
     except AlgentaGraphError as exc:
         raise CommandError(one_line(exc), EXIT_FAILED) from None
+    except Exception as exc:
+        lost = _postgres_failure(exc)
+        if lost is None:
+            raise
+        raise _store_lost(db, thread, lost) from None
 
 
 def _run_handler(args: argparse.Namespace) -> int:
@@ -391,8 +463,9 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument(
         "--db",
         default=DEFAULT_DB,
+        type=db_arg,
         help=f"SQLite checkpoint file, its directory created if missing (default: {DEFAULT_DB}"
-        " in the working directory)",
+        " in the working directory), or a postgresql:// URL",
     )
     p.add_argument(
         "--base-url",
@@ -438,49 +511,71 @@ def add_run_parser(sub: Any) -> None:
 
 
 def _receipts_handler(args: argparse.Namespace) -> int:
-    from algenta_graph.audit import RecordsFileError, format_records, read_records
+    from algenta_graph.audit import RecordsFileError, format_records, thread_records
     from algenta_graph.chain import export_jsonl
-    from algenta_graph.checkpointer import is_postgres_url
 
+    where = _store_name(args.db)
     try:
-        if is_postgres_url(args.db):
-            records = asyncio.run(_postgres_records(args.db, args.thread))
-        else:
-            records = read_records(args.db, args.thread)
+        if args.verify:
+            return _verify(args, _read_store(args.db, args.thread, history=True), where)
+        latest = _read_store(args.db, args.thread, history=False)
+        records, foreign = thread_records(latest, where)
     except FileNotFoundError:
         raise CommandError(f"--db {args.db}: no checkpoint file there") from None
     except RecordsFileError as exc:
         raise CommandError(f"--db {exc}") from None
     if args.thread is not None and args.thread not in records:
-        raise CommandError(f"no thread {args.thread!r} in {args.db}")
-    if args.verify:
-        return _verify(args, records)
+        raise CommandError(f"no thread {args.thread!r} in {where}")
     if args.jsonl:
         export_jsonl(records, sys.stdout)  # records with their chain links, then each head
     else:
         print(format_records(records))
+    if foreign:
+        print(f"algenta-graph receipts: note: {_not_ours(foreign)}", file=sys.stderr)
     return 0
 
 
-async def _postgres_records(url: str, thread: str | None) -> Any:
-    """The records of a PostgreSQL checkpoint store, read-only (nothing is created)."""
-    from algenta_graph.audit import RECORD_KINDS
-    from algenta_graph.checkpointer import CheckpointerError, open_checkpointer, redact_url
-    from algenta_graph.checkpointer import read_thread_values as read_values
+def _not_ours(foreign: Mapping[str, str]) -> str:
+    names = ", ".join(repr(t) for t in list(foreign)[:5]) + (", ..." if len(foreign) > 5 else "")
+    return f"{len(foreign)} thread(s) of another graph left out ({names})"
 
+
+def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
+    """Each thread's latest checkpoint, or its whole history, from a SQLite file or a
+    PostgreSQL URL: the record lists only, read-only (nothing is created in either)."""
+    from algenta_graph.checkpointer import (
+        RECORD_KINDS,
+        CheckpointerError,
+        aread_history,
+        aread_latest,
+        is_postgres_url,
+        read_history,
+        read_latest,
+    )
+
+    if not is_postgres_url(db):
+        reader = read_history if history else read_latest
+        return reader(db, thread, fields=RECORD_KINDS)
+    areader = aread_history if history else aread_latest
     try:
-        async with open_checkpointer(url, setup=False) as saver:
-            values = await read_values(saver, thread)
+        return asyncio.run(areader(db.strip(), thread, fields=RECORD_KINDS))
     except CheckpointerError as exc:
-        raise CommandError(f"--db {redact_url(url)}: {one_line(exc)}", EXIT_FAILED) from None
-    return {
-        tid: {kind: list(v.get(kind) or []) for kind in RECORD_KINDS} for tid, v in values.items()
-    }
+        raise CommandError(f"--db {_store_name(db)}: {one_line(exc)}", EXIT_FAILED) from None
+    except Exception as exc:
+        lost = _postgres_failure(exc)
+        if lost is None:
+            raise
+        raise CommandError(
+            f"--db {_store_name(db)}: reading the PostgreSQL checkpoint store failed "
+            f"({_pg_reason(lost)})",
+            EXIT_FAILED,
+        ) from None
 
 
-def _verify(args: argparse.Namespace, records: Any) -> int:
-    """``receipts --verify``: recompute each thread's hash chain; exit 1 naming a break."""
-    from algenta_graph.chain import ChainHead, format_reports, read_heads, verify_chain
+def _verify(args: argparse.Namespace, history: Any, where: str) -> int:
+    """``receipts --verify``: every checkpoint of each thread's history; exit 1 naming a break."""
+    from algenta_graph.audit import no_thread_of_ours, split_threads
+    from algenta_graph.chain import ChainHead, format_reports, read_heads, verify_threads
 
     expected: dict[str, ChainHead] = {}
     if args.head is not None:
@@ -488,13 +583,25 @@ def _verify(args: argparse.Namespace, records: Any) -> int:
             expected = read_heads(args.head)
         except (OSError, ValueError) as exc:
             raise CommandError(f"--head {args.head}: {one_line(exc)}") from None
-    reports = {
-        tid: verify_chain(values, expected=expected.get(tid)) for tid, values in records.items()
-    }
+    ours, foreign = split_threads(history)
+    if foreign and not ours:
+        raise CommandError(f"--db {no_thread_of_ours(where, foreign)}")
+    if args.thread is not None and args.thread not in history:
+        raise CommandError(f"no thread {args.thread!r} in {where}")
     for tid, head in expected.items():
-        if tid not in reports and (args.thread is None or tid == args.thread) and head.seq > 0:
-            raise CommandError(f"thread {tid!r} of the exported heads is gone from {args.db}", 1)
+        if tid not in ours and (args.thread is None or tid == args.thread) and head.seq > 0:
+            other = ""
+            if tid in foreign:
+                other = f" (a thread of another graph has its id: {foreign[tid]})"
+            raise CommandError(
+                f"thread {tid!r} of the exported heads is gone from {where}{other}", EXIT_FAILED
+            )
+    reports = verify_threads(
+        {tid: history[tid] for tid in ours}, where, expected=expected, thread=args.thread
+    )
     print(format_reports(reports))
+    for tid, reason in foreign.items():
+        print(f"{tid}: left out: not an algenta-graph thread ({reason})")
     return 0 if all(r.ok for r in reports.values()) else EXIT_FAILED
 
 
@@ -502,16 +609,21 @@ def add_receipts_parser(sub: Any) -> None:
     """``algenta-graph receipts``."""
     p = sub.add_parser(
         "receipts",
-        help="list receipts, denials and operator decisions in a checkpoint file",
+        help="list receipts, denials and operator decisions in a checkpoint store",
         description=(
-            "Every receipt, denial and operator decision in a SQLite checkpoint file, from "
-            "each thread's latest checkpoint. Read-only: the file is never written or created."
+            "Every receipt, denial and operator decision in a checkpoint store (a SQLite "
+            "checkpoint file or a postgresql:// URL), from each thread's latest checkpoint. "
+            "Threads of another graph sharing the store are left out (and named on stderr); a "
+            "store with none of ours is an error. Read-only: the file is never written or "
+            "created, and nothing is created in a database."
         ),
     )
     p.add_argument(
         "--db",
         default=DEFAULT_DB,
-        help=f"SQLite checkpoint file (default: {DEFAULT_DB}, the one `run` writes)",
+        type=db_arg,
+        help=f"SQLite checkpoint file or postgresql:// URL (default: {DEFAULT_DB}, the one "
+        "`run` writes)",
     )
     p.add_argument("--thread", default=None, help="only this thread (default: every thread)")
     p.add_argument(
@@ -523,8 +635,14 @@ def add_receipts_parser(sub: Any) -> None:
     p.add_argument(
         "--verify",
         action="store_true",
-        help="recompute every thread's hash chain (ALGENTA_AUDIT_KEY if set) and name the first "
-        "broken record; exit 1 on a break",
+        help="recompute every thread's hash chain (ALGENTA_AUDIT_KEY if set) in every "
+        "checkpoint of its history, not only the latest, and compare each checkpoint with the "
+        "one it follows: a record edited, deleted, reordered or injected, or gone or changed "
+        "between two checkpoints, is named with the checkpoint it was found in; exit 1 on a "
+        "break. Not checked: the pending writes of a step that has not finished (checked once "
+        "its checkpoint is written) and subgraph checkpoints; a record deleted from every "
+        "checkpoint that holds it shows as a gap in the chain, unless it was the chain's last "
+        "record: only --head shows a truncated tail",
     )
     p.add_argument(
         "--head",
@@ -554,6 +672,15 @@ def _demo_handler(args: argparse.Namespace) -> int:
         raise _db_error(str(db), exc) from None
     except AlgentaGraphError as exc:
         raise CommandError(one_line(exc), EXIT_FAILED) from None
+    except Exception as exc:
+        lost = _postgres_failure(exc) if db is not None else None
+        if lost is None:
+            raise
+        raise CommandError(
+            f"--db {_store_name(db or '')}: the PostgreSQL checkpoint store failed "
+            f"({_pg_reason(lost)})",
+            EXIT_FAILED,
+        ) from None
 
 
 def add_demo_parser(sub: Any) -> None:
@@ -573,6 +700,7 @@ def add_demo_parser(sub: Any) -> None:
     p.add_argument(
         "--db",
         default=None,
+        type=db_arg,
         help="checkpoint file, its directory created if missing (default: a temporary file)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary checkpoint file")

@@ -4,7 +4,9 @@
 child process, so it is stopped by its own PID) in a temporary directory, on a free port,
 with ``fsync=off`` (a test database needs no durability across power loss; a SIGKILLed
 *client* is what the tests probe). As root, ``initdb`` refuses to run, so both run as the
-``postgres`` user; otherwise as the current user. About a second to start.
+``postgres`` user; otherwise as the current user. About a second to start. An outage is
+:meth:`PostgresServer.halt` (stopped by its PID, data kept) and :meth:`PostgresServer.restart`
+(the same databases back on the same port); a test that halts its server starts its own.
 
 Fixtures (import them into a test module: ``from postgres_support import postgres_server,
 postgres_url``):
@@ -119,7 +121,12 @@ class PostgresServer:
             cwd=self._root,
             **self._run_as,
         )
+        return self._launch()
+
+    def _launch(self) -> PostgresServer:
+        """Start the server binary on the data directory and wait until it accepts connections."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        start_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         try:
             self.proc = subprocess.Popen(
                 [
@@ -154,12 +161,31 @@ class PostgresServer:
                     f"postgres exited with {proc.returncode}: "
                     + self.log_path.read_text(errors="replace")[-2000:]
                 )
-            return port_open(self.port) and "ready to accept connections" in (
-                self.log_path.read_text(errors="replace")
-            )
+            with self.log_path.open("rb") as f:  # this start's lines only (see restart)
+                f.seek(start_at)
+                logged = f.read().decode(errors="replace")
+            return port_open(self.port) and "ready to accept connections" in logged
 
         wait_until(ready, timeout=60, interval=0.05, what=f"PostgreSQL on port {self.port}")
         return self
+
+    def halt(self) -> None:
+        """An outage: stop the server by its PID (immediate shutdown, SIGQUIT), keeping its data
+        directory, so :meth:`restart` brings the same databases back on the same port."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGQUIT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+    def restart(self) -> PostgresServer:
+        """Start the server again after :meth:`halt` (same data, same port)."""
+        if self.proc is not None:
+            raise RuntimeError("the server is running")
+        return self._launch()
 
     def _speed_settings(self) -> list[str]:
         if self.durable:
@@ -185,14 +211,7 @@ class PostgresServer:
     def stop(self) -> None:
         """Immediate shutdown (SIGQUIT to the postmaster's PID: its data is thrown away, so no
         shutdown checkpoint is written); SIGKILL if it does not go; then the directory goes."""
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGQUIT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        self.halt()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> PostgresServer:

@@ -26,10 +26,10 @@ from psycopg_pool import AsyncConnectionPool
 from algenta_graph._net import free_port
 from algenta_graph.checkpointer import (
     CheckpointerError,
+    aread_thread_values,
     is_postgres_url,
     open_checkpointer,
     read_thread_records,
-    read_thread_values,
     redact_url,
     server_checkpointer,
 )
@@ -152,7 +152,7 @@ async def test_a_governed_turn_on_postgres_is_read_back_by_another_opener(
         everything = await read_thread_records(saver)
         only_a = await read_thread_records(saver, "a")
         missing = await read_thread_records(saver, "nobody")
-        values = await read_thread_values(saver, "a")
+        values = await aread_thread_values(saver, "a")
     assert sorted(everything) == ["a", "b"]
     assert [r["decision_id"] for r in everything["a"]["receipts"]] == [decision_id]
     assert everything["a"]["denials"] == everything["a"]["operator_decisions"] == []
