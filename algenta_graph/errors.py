@@ -22,12 +22,17 @@ if TYPE_CHECKING:
 __all__ = [
     "AlgentaGraphError",
     "AuthFileError",
+    "CheckpointerError",
+    "CheckpointerURLError",
+    "CommandError",
+    "DemoError",
     "EngineAuthError",
     "EngineConnectionError",
     "EngineTimeoutError",
     "EscalationAlreadyDecided",
     "ModelPackageMissingError",
     "ModelSetupError",
+    "RecordsFileError",
     "RecordsWriteRefused",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
@@ -153,3 +158,44 @@ class ModelPackageMissingError(ModelSetupError, ImportError):
         )
         self.model = model
         self.package = package
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+class CheckpointerError(AlgentaGraphError):
+    """A checkpoint store could not be opened (unreachable, refused, or not a checkpoint store).
+
+    Raised by :func:`~algenta_graph.serving.checkpointer.open_checkpointer` and the readers;
+    the message names the store (a PostgreSQL URL without its password) and what to check.
+    """
+
+
+class CheckpointerURLError(CheckpointerError, ValueError):
+    """A ``postgresql://`` URL that is not well formed (raised before anything connects).
+
+    The message says what is wrong with it (libpq's own words) and shows the URL without its
+    password.
+    """
+
+
+class RecordsFileError(AlgentaGraphError, ValueError):
+    """A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are
+    not an algenta-graph thread's; the message names the file or store and says why."""
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+class CommandError(AlgentaGraphError):
+    """A bad input or a failed ``algenta-graph`` command: one line for the user, and the exit
+    code (2 a bad value, 1 a failure, 3 an escalation left pending)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class DemoError(AlgentaGraphError, RuntimeError):
+    """The ``algenta-graph demo`` walkthrough did not go as narrated (a step's expected outcome
+    did not happen)."""

@@ -217,7 +217,7 @@ async def create_governed_agent(
       over :data:`~algenta_graph.governance.gates.DEFAULT_POLICIES`; a run may only make them
       stricter.
     - ``checkpointer``: any ``BaseCheckpointSaver``, or a SQLite path / ``postgresql://`` URL
-      (opened here and closed with the graph; see :mod:`algenta_graph.checkpointer`).
+      (opened here and closed with the graph; see :mod:`algenta_graph.serving.checkpointer`).
     - ``durability``: the default checkpoint durability of every run (``"sync"``: a step's
       checkpoint is written before the next step starts); a run's own ``durability=`` wins.
     - ``step_limit``: the default ``recursion_limit``; a run that reaches it ends with
@@ -245,7 +245,7 @@ async def create_governed_agent(
     stack = contextlib.AsyncExitStack()
     try:
         if checkpointer is not None and not _is_saver(checkpointer):
-            from algenta_graph.checkpointer import open_checkpointer
+            from algenta_graph.serving.checkpointer import open_checkpointer
 
             checkpointer = await stack.enter_async_context(open_checkpointer(checkpointer))
         if connection is None:

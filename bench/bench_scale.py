@@ -116,10 +116,10 @@ async def _log_decisions(conn: Any, count: int, tag: str) -> list[str]:
 async def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
-    from algenta_graph.checkpointer import open_checkpointer
     from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.graph import create_governed_agent
     from algenta_graph.models import DemoChatModel
+    from algenta_graph.serving.checkpointer import open_checkpointer
 
     warmup = 2
     instant = spec["engine"] == "instant"
@@ -234,7 +234,7 @@ def run_config(
     turns: int,
     concurrency: int,
 ) -> dict[str, Any]:
-    from algenta_graph.checkpointer import open_checkpointer
+    from algenta_graph.serving.checkpointer import open_checkpointer
 
     async def setup() -> None:  # the tables exist before the workers start (setup once)
         async with open_checkpointer(db):

@@ -70,10 +70,10 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
     from langchain_core.messages import HumanMessage
     from langgraph.types import Command
 
-    from algenta_graph.checkpointer import open_checkpointer
     from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
+    from algenta_graph.serving.checkpointer import open_checkpointer
 
     def mark(event: str, **fields: Any) -> None:
         line = {"event": event, "pid": os.getpid(), "t": round(time.time(), 4), **fields}
@@ -176,12 +176,6 @@ def serve() -> None:
     import langgraph.checkpoint.postgres.aio
     import langgraph.checkpoint.sqlite.aio  # noqa: F401
     import psycopg_pool  # noqa: F401
-
-    import algenta_graph.checkpointer
-    import algenta_graph.connection.engine
-    import algenta_graph.graph
-    import algenta_graph.models
-    import algenta_graph.retrieval  # noqa: F401
 
     out = sys.stdout
 

@@ -1,8 +1,8 @@
-"""One reader of "a thread's latest values" (issue 20): ``algenta_graph.checkpointer``.
+"""One reader of "a thread's latest values" (issue 20): ``algenta_graph.serving.checkpointer``.
 
 ``audit.read_thread_values`` is ``checkpointer.read_thread_values``; the records, the audit
-verification and the CLI read through :func:`~algenta_graph.checkpointer.read_latest` /
-:func:`~algenta_graph.checkpointer.read_history`, and ``chain`` keeps no reader of its own.
+verification and the CLI read through :func:`~algenta_graph.serving.checkpointer.read_latest` /
+:func:`~algenta_graph.serving.checkpointer.read_history`, and ``chain`` keeps no reader of its own.
 Every way in (a SQLite path, a sync saver, an async saver, sync and async) gives the same
 values, and they are LangGraph's own idea of a thread's latest state: on a real file with
 several threads, several checkpoints each, a branched history (time travel), and a subgraph's
@@ -21,18 +21,17 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-import algenta_graph.audit as audit
-import algenta_graph.chain as chain
-import algenta_graph.checkpointer as checkpointer
-from algenta_graph.chain import averify_audit, seal, verify_audit
-from algenta_graph.checkpointer import (
-    RECORD_KINDS,
+import algenta_graph.audit.chain as chain
+import algenta_graph.audit.records as audit
+import algenta_graph.serving.checkpointer as checkpointer
+from algenta_graph.audit.chain import averify_audit, seal, verify_audit
+from algenta_graph.serving.checkpointer import (
     aread_thread_values,
     read_latest,
     read_thread_records,
     read_thread_values,
 )
-from algenta_graph.state import GovernedState
+from algenta_graph.state import RECORD_FIELDS, GovernedState
 
 
 def _tool(state: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +73,7 @@ def _cfg(thread: str) -> Any:
 def test_there_is_one_reader() -> None:
     assert audit.read_thread_values is checkpointer.read_thread_values
     assert audit.RecordsFileError is checkpointer.RecordsFileError
-    assert audit.RECORD_KINDS is checkpointer.RECORD_KINDS
+    assert audit.RECORD_FIELDS is checkpointer.RECORD_FIELDS
     for gone in ("_latest_values", "_read_sqlite"):
         assert not hasattr(chain, gone), gone
     assert "SELECT" not in inspect.getsource(audit)  # no SQL of its own
@@ -110,13 +109,13 @@ def test_every_way_in_gives_langgraphs_own_latest_state(tmp_path: Path) -> None:
     for values in (via_path, via_sync_saver, via_async_saver, via_async_path):
         assert sorted(values) == ["a", "b"]
         for thread in ("a", "b"):
-            for kind in (*RECORD_KINDS, "messages"):
+            for kind in (*RECORD_FIELDS, "messages"):
                 assert values[thread][kind] == truth[thread][kind], (thread, kind)
     assert only_a == {"a": via_path["a"]} and only_b == {"b": via_path["b"]}
 
     records = audit.read_records(db)
     assert records == async_records
-    assert records == {t: {k: truth[t][k] for k in RECORD_KINDS} for t in ("a", "b")}
+    assert records == {t: {k: truth[t][k] for k in RECORD_FIELDS} for t in ("a", "b")}
     latest = read_latest(db)
     assert {t: cp.values for t, cp in latest.items()} == via_path
     assert all(cp.checkpoint_id == truth_id(db, t) for t, cp in latest.items())

@@ -1,4 +1,4 @@
-"""The tamper-evident chain of governed records (``algenta_graph.chain``).
+"""The tamper-evident chain of governed records (``algenta_graph.audit.chain``).
 
 Clean chains are generated through :func:`seal` and the state's own append-only reducer, as the
 graph's nodes will produce them; each kind of tampering is then applied to a copy and must be
@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from algenta_graph.chain import (
+from algenta_graph.audit.chain import (
     ENV_AUDIT_KEY,
     GENESIS,
-    RECORD_FIELDS,
     ChainHead,
     averify_audit,
     chain_head,
@@ -35,7 +34,7 @@ from algenta_graph.chain import (
     verify_chain,
     verify_jsonl,
 )
-from algenta_graph.state import append_records
+from algenta_graph.state import RECORD_FIELDS, append_records
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """The chain on the real governed graph, wired the way the lead will wire it.
 
 The governed tool node's update and each denial handler's ``Command.update`` pass through
-:func:`algenta_graph.chain.seal` in the nodes themselves. A real reference engine; receipts,
+:func:`algenta_graph.audit.chain.seal` in the nodes themselves. A real reference engine; receipts,
 denials, an override and a decline; a resume in a fresh graph over the same checkpoint file; then
 :func:`verify_audit` from the file, with ``ALGENTA_AUDIT_KEY`` set, and a record forged past the
 nodes (no key) named.
@@ -15,7 +15,7 @@ import pytest
 from graph_support import agent, config, execute, log_decision, open_connection
 from langgraph.types import Command
 
-from algenta_graph.chain import ENV_AUDIT_KEY, chain_head, link_hash, verify_audit
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, chain_head, link_hash, verify_audit
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,7 +1,7 @@
 """``verify_history`` on hand-made histories: what it reports, once, and what it never does
 (raise on a history someone rewrote).
 
-Each history is a list of :class:`~algenta_graph.checkpointer.StoredCheckpoint`, as the one
+Each history is a list of :class:`~algenta_graph.serving.checkpointer.StoredCheckpoint`, as the one
 reader returns them, built from records sealed by :func:`seal` and the state's own reducer.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from algenta_graph.chain import ENV_AUDIT_KEY, seal, verify_history
-from algenta_graph.checkpointer import StoredCheckpoint
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, seal, verify_history
+from algenta_graph.serving.checkpointer import StoredCheckpoint
 from algenta_graph.state import append_records
 
 

@@ -1,4 +1,4 @@
-"""The chain's links recomputed without ``algenta_graph.chain``: from the rules its docstring
+"""The chain's links recomputed without ``algenta_graph.audit.chain``: from the rules its docstring
 states, with RFC 8785 from the ``rfc8785`` package and again by hand, and SHA-256 (or
 HMAC-SHA-256 with a key) from ``hashlib``.
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import rfc8785
 
-from algenta_graph.chain import ENV_AUDIT_KEY, GENESIS, seal, verify_chain
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, GENESIS, seal, verify_chain
 
 DOMAIN = b"algenta-graph/chain/v1\n"  # the docstring's link_bytes prefix
 FIELDS = ("receipts", "denials", "operator_decisions")  # the docstring's sealing order

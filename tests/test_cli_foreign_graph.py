@@ -23,8 +23,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 from typing_extensions import TypedDict
 
-from algenta_graph.audit import RecordsFileError, read_records
-from algenta_graph.chain import seal, verify_audit
+from algenta_graph.audit.chain import seal, verify_audit
+from algenta_graph.audit.records import read_records
+from algenta_graph.errors import RecordsFileError
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -191,7 +192,7 @@ async def test_another_graphs_threads_in_postgres_are_one_line_naming_the_store(
 ) -> None:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-    from algenta_graph.checkpointer import open_checkpointer, redact_url
+    from algenta_graph.serving.checkpointer import open_checkpointer, redact_url
 
     builder, payload, why = OTHER_GRAPHS["receipts-text"]
     async with open_checkpointer(postgres_url) as saver:

@@ -23,17 +23,17 @@ def _modules_after(statement: str) -> set[str]:
 
 
 def test_demo_imports_no_cli_module() -> None:
-    loaded = _modules_after("import algenta_graph.demo")
-    assert {"algenta_graph.audit", "algenta_graph.console"} <= loaded
-    assert not loaded & {"algenta_graph.commands", "algenta_graph.cli"}
+    loaded = _modules_after("import algenta_graph.cli.demo")
+    assert {"algenta_graph.audit.records", "algenta_graph.cli.console"} <= loaded
+    assert not loaded & {"algenta_graph.cli.common", "algenta_graph.cli"}
 
 
 def test_audit_and_console_need_no_graph() -> None:
-    loaded = _modules_after("import algenta_graph.audit, algenta_graph.console")
+    loaded = _modules_after("import algenta_graph.audit.records, algenta_graph.cli.console")
     assert not loaded & {
         "algenta_graph.graph",
         "algenta_graph.connection.engine",
-        "algenta_graph.demo",
+        "algenta_graph.cli.demo",
     }
 
 
@@ -75,7 +75,7 @@ def test_an_escalation_is_described_in_either_interrupt_shape() -> None:
 def test_the_operator_prompt_records_the_os_user_unless_told_otherwise() -> None:
     import getpass
 
-    from algenta_graph.commands import ask_operator
+    from algenta_graph.cli.run import ask_operator
 
     payload = {"gate": "confidence", "decision_id": "dec_1", "message": "low"}
     answers = iter(["override", "", "checked"])

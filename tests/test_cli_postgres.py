@@ -31,8 +31,8 @@ from mcp import ClientSession
 from postgres_support import PostgresServer, require_bindir
 
 from algenta_graph._net import free_port
-from algenta_graph.checkpointer import read_thread_records
 from algenta_graph.engine import ReferenceEngine
+from algenta_graph.serving.checkpointer import read_thread_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -20,7 +20,8 @@ from cli_support import assert_one_line_error, cli
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from algenta_graph.audit import RecordsFileError, read_records
+from algenta_graph.audit.records import read_records
+from algenta_graph.errors import RecordsFileError
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -27,8 +27,9 @@ from cli_support import assert_one_line_error, cli, cli_env, command
 from guarantee_support import async_wait_until, log_decision
 from mcp import ClientSession
 
-from algenta_graph.audit import read_records, read_thread_values
+from algenta_graph.audit.records import read_records
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.checkpointer import read_thread_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -18,11 +18,11 @@ import pytest
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
 
-from algenta_graph.checkpointer import open_checkpointer
-from algenta_graph.commands import run_thread
+from algenta_graph.cli.run import run_thread
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.graph import governed_agent
 from algenta_graph.models import DemoChatModel
+from algenta_graph.serving.checkpointer import open_checkpointer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -33,18 +33,18 @@ from graph_support import config, execute, log_decision, open_connection
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
-from algenta_graph.audit import GOVERNED_NODES
-from algenta_graph.chain import (
+from algenta_graph.audit.chain import (
     ENV_AUDIT_KEY,
     averify_audit,
     link_hash,
     verify_audit,
     verify_chain,
 )
-from algenta_graph.checkpointer import open_checkpointer, read_latest
+from algenta_graph.audit.records import GOVERNED_NODES
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
-from algenta_graph.models import ScriptedChatModel
+from algenta_graph.serving.checkpointer import open_checkpointer, read_latest
+from algenta_graph.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -29,8 +29,8 @@ from guarantee_support import log_decision as log_over_mcp
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
-from algenta_graph.audit import read_thread_values
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.checkpointer import read_thread_values
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -24,8 +24,11 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from algenta_graph._net import free_port
-from algenta_graph.checkpointer import (
-    CheckpointerError,
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.errors import CheckpointerError
+from algenta_graph.graph import governed_agent
+from algenta_graph.models import DemoChatModel
+from algenta_graph.serving.checkpointer import (
     aread_thread_values,
     is_postgres_url,
     open_checkpointer,
@@ -33,9 +36,6 @@ from algenta_graph.checkpointer import (
     redact_url,
     server_checkpointer,
 )
-from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.graph import governed_agent
-from algenta_graph.models import DemoChatModel
 
 
 def _tables(url: str) -> set[str]:

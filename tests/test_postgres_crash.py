@@ -42,8 +42,8 @@ from mcp import ClientSession
 from pg_worker import WorkerServer, read_progress
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
-from algenta_graph.checkpointer import open_checkpointer, read_thread_records
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
 
 pytestmark = pytest.mark.slow
 

@@ -33,8 +33,8 @@ from mcp.client.streamable_http import streamable_http_client
 from pg_worker import WorkerServer, read_progress
 from postgres_support import PostgresServer, postgres_server  # noqa: F401
 
-from algenta_graph.checkpointer import open_checkpointer, read_thread_records
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
 
 pytestmark = pytest.mark.slow
 

@@ -1,8 +1,8 @@
 """The served graph on PostgreSQL: ``langgraph dev`` with the server's own checkpointer
 configuration (``langgraph.json`` ``"checkpointer": {"path": ...}``) pointed at
-``algenta_graph.checkpointer.server_checkpointer``, and ``ALGENTA_CHECKPOINTER`` set to a real
-PostgreSQL database. A run through ``langgraph_sdk`` leaves its receipt in that database, where a
-reader outside the server finds it.
+``algenta_graph.serving.checkpointer.server_checkpointer``, and ``ALGENTA_CHECKPOINTER`` set to a
+real PostgreSQL database. A run through ``langgraph_sdk`` leaves its receipt in that database,
+where a reader outside the server finds it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from mcp import ClientSession
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 from test_server import CONFIG, langgraph_dev
 
-from algenta_graph.checkpointer import open_checkpointer, read_thread_records
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
 
 pytestmark = pytest.mark.slow
 
-SERVER_CHECKPOINTER = "algenta_graph.checkpointer.server_checkpointer"
+SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
 
 
 async def test_langgraph_dev_keeps_the_served_graphs_checkpoints_in_postgres(

@@ -42,7 +42,7 @@ from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
 from algenta_graph._langgraph import checkpointer_of
-from algenta_graph.chain import seal
+from algenta_graph.audit.chain import seal
 from algenta_graph.connection.engine import EXECUTE_TOOL
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt
 from algenta_graph.errors import EscalationAlreadyDecided

@@ -36,8 +36,8 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from algenta_graph.audit.chain import seal
 from algenta_graph.catalog import GovernedCatalog
-from algenta_graph.chain import seal
 from algenta_graph.connection.engine import EXECUTE_TOOL, SEARCH_TOOL
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.governance.gates import GATES

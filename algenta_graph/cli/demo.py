@@ -24,9 +24,12 @@ webhook receiver's log. ``--model openai:gpt-5`` swaps in a real model.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import secrets
 import shutil
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -36,17 +39,25 @@ from typing import Any, TextIO
 import httpx
 from langchain_core.messages import ToolMessage
 
-from algenta_graph.audit import format_records, read_records
+from algenta_graph.audit.records import format_records, read_records
+from algenta_graph.cli.common import (
+    EXIT_FAILED,
+    db_arg,
+    db_error,
+    model_arg,
+    one_line,
+    pg_reason,
+    postgres_failure,
+    prepare_db,
+    store_name,
+)
+from algenta_graph.cli.console import print_update
 from algenta_graph.connection.outcomes import tool_result_json
-from algenta_graph.console import print_update
+from algenta_graph.errors import CommandError, DemoError
 
 __all__ = ["DemoError", "run_demo"]
 
 OPERATOR = "ana.ops (demo operator)"
-
-
-class DemoError(RuntimeError):
-    """The walkthrough did not go as narrated (a step's expected outcome did not happen)."""
 
 
 def _tool_json(values: Mapping[str, Any], tool: str) -> dict[str, Any]:
@@ -144,10 +155,10 @@ async def run_demo(
     ``model``: a chat model, an ``init_chat_model`` string or ``None`` (the offline demo
     model); ``db``: the SQLite checkpoint file (default: a temporary one).
     """
-    from algenta_graph.checkpointer import open_checkpointer
     from algenta_graph.engine import ApiKey, ReferenceEngine, WebhookReceiver
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import resolve_model
+    from algenta_graph.serving.checkpointer import open_checkpointer
 
     out = out or sys.stdout
     agent_token, operator_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
@@ -320,3 +331,60 @@ async def run_demo(
     finally:
         if tmp is not None and not keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- the subcommand
+
+
+def _demo_handler(args: argparse.Namespace) -> int:
+    from algenta_graph.cli.demo import run_demo
+    from algenta_graph.errors import AlgentaGraphError
+
+    model = model_arg(args.model)
+    db = prepare_db(args.db) if args.db is not None else None
+    if args.webhook_log is not None:
+        prepare_db(args.webhook_log, "--webhook-log")
+    try:
+        return asyncio.run(
+            run_demo(model=model, db=db, keep=args.keep, webhook_log=args.webhook_log)
+        )
+    except sqlite3.DatabaseError as exc:
+        raise db_error(str(db), exc) from None
+    except AlgentaGraphError as exc:
+        raise CommandError(one_line(exc), EXIT_FAILED) from None
+    except Exception as exc:
+        lost = postgres_failure(exc) if db is not None else None
+        if lost is None:
+            raise
+        raise CommandError(
+            f"--db {store_name(db or '')}: the PostgreSQL checkpoint store failed "
+            f"({pg_reason(lost)})",
+            EXIT_FAILED,
+        ) from None
+
+
+def add_demo_parser(sub: Any) -> None:
+    """``algenta-graph demo``."""
+    p = sub.add_parser(
+        "demo",
+        help="offline walkthrough: reference engine, webhook receiver, the governed graph",
+        description=(
+            "Start a reference engine and a webhook receiver in-process and walk through "
+            "observe, plan, log, execute, a repeated execution, a low-confidence decision "
+            "(escalation, operator override) and a risky one (declined). Offline, no API key."
+        ),
+    )
+    p.add_argument(
+        "--model", default=None, help="init_chat_model string (default: the offline demo model)"
+    )
+    p.add_argument(
+        "--db",
+        default=None,
+        type=db_arg,
+        help="checkpoint file, its directory created if missing (default: a temporary file)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the temporary checkpoint file")
+    p.add_argument(
+        "--webhook-log", default=None, help="append every webhook POST to this JSONL file"
+    )
+    p.set_defaults(handler=_demo_handler)

@@ -41,10 +41,10 @@ from urllib.parse import urlsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from algenta_graph.errors import AlgentaGraphError
+from algenta_graph.errors import CheckpointerError, CheckpointerURLError, RecordsFileError
+from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
-    "RECORD_KINDS",
     "CheckpointerError",
     "CheckpointerURLError",
     "RecordsFileError",
@@ -66,8 +66,6 @@ __all__ = [
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
-RECORD_KINDS = ("receipts", "denials", "operator_decisions")
-"""The append-only governed records a thread's state holds."""
 
 ENV_CHECKPOINTER = "ALGENTA_CHECKPOINTER"
 """The served graph's checkpoint store (``server_checkpointer``): a ``postgresql://`` URL."""
@@ -76,26 +74,6 @@ _SETUP_LOCK_KEY = 0x616C67656E7461  # "algenta": the advisory lock that serialis
 DEFAULT_POOL_SIZE = 10
 CONNECT_TIMEOUT_SECONDS = 10
 SETUP_LOCK_TIMEOUT_SECONDS = 120
-
-
-class CheckpointerError(AlgentaGraphError):
-    """A checkpoint store could not be opened (unreachable, refused, or not a checkpoint store).
-
-    The message names the store (a PostgreSQL URL without its password) and what to check.
-    """
-
-
-class CheckpointerURLError(CheckpointerError, ValueError):
-    """A ``postgresql://`` URL that is not well formed (raised before anything connects).
-
-    The message says what is wrong with it (libpq's own words) and shows the URL without its
-    password.
-    """
-
-
-class RecordsFileError(AlgentaGraphError, ValueError):
-    """A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are
-    not an algenta-graph thread's (the message names the file or store and says why)."""
 
 
 def is_postgres_url(spec: object) -> bool:
@@ -265,7 +243,7 @@ async def server_checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
 
     Name it in ``langgraph.json`` (the server enters it once at start and closes it at exit)::
 
-        "checkpointer": {"path": "algenta_graph.checkpointer.server_checkpointer"}
+        "checkpointer": {"path": "algenta_graph.serving.checkpointer.server_checkpointer"}
 
     and set ``ALGENTA_CHECKPOINTER=postgresql://...`` in the server's environment. Every
     checkpoint of every thread then lives in that database, where any worker (and
@@ -650,9 +628,9 @@ async def read_thread_records(
     from each thread's latest root checkpoint, sorted by thread id; only ``thread`` when given
     (``{}`` when it has no checkpoint). Reads only: nothing is written.
     """
-    latest = await aread_latest(saver, thread, fields=RECORD_KINDS)
+    latest = await aread_latest(saver, thread, fields=RECORD_FIELDS)
     return {
-        tid: {kind: list(cp.values.get(kind) or []) for kind in RECORD_KINDS}
+        tid: {kind: list(cp.values.get(kind) or []) for kind in RECORD_FIELDS}
         for tid, cp in latest.items()
     }
 

@@ -3,14 +3,14 @@
 Every thread's ``receipts``, ``denials`` and ``operator_decisions`` live in its checkpointed
 state. This module reads them back **read-only** (nothing is ever written, and a missing file
 is never created), with no engine and no graph, through the one checkpoint reader of
-:mod:`algenta_graph.checkpointer`:
+:mod:`algenta_graph.serving.checkpointer`:
 
 - :func:`read_thread_values`: each thread's latest checkpointed state (the raw channel values);
 - :func:`read_records`: the three kinds of records per thread;
 - :func:`split_threads`: which threads are algenta-graph threads, and why the others are not
   (a store can be shared with other graphs);
 - :func:`format_records`: a plain-text table (the JSONL export with chain links is
-  :func:`algenta_graph.chain.export_jsonl`).
+  :func:`algenta_graph.audit.chain.export_jsonl`).
 
 A file that cannot be read as a checkpoint file, or whose checkpoints are another graph's,
 raises :class:`RecordsFileError`, whose message names the file and what is wrong with it.
@@ -22,19 +22,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from algenta_graph.chain import a_type
-from algenta_graph.checkpointer import (
-    RECORD_KINDS,
-    RecordsFileError,
-    StoredCheckpoint,
-    read_latest,
-    read_thread_values,
-)
-from algenta_graph.console import short
+from algenta_graph.audit.chain import a_type
+from algenta_graph.cli.console import short
+from algenta_graph.errors import RecordsFileError
+from algenta_graph.serving.checkpointer import StoredCheckpoint, read_latest, read_thread_values
+from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
     "GOVERNED_NODES",
-    "RECORD_KINDS",
+    "RECORD_FIELDS",
     "RecordsFileError",
     "foreign_reason",
     "format_records",
@@ -61,7 +57,7 @@ def _governed_nodes_ran(cp: StoredCheckpoint) -> bool:
 
 def _shape_problem(values: Mapping[str, Any]) -> str | None:
     """Why the record lists of ``values`` are not lists of records, or ``None``."""
-    for kind in RECORD_KINDS:
+    for kind in RECORD_FIELDS:
         listed = values.get(kind)
         if listed is None:
             continue
@@ -89,13 +85,13 @@ def foreign_reason(checkpoints: StoredCheckpoint | Sequence[StoredCheckpoint]) -
     shape = _shape_problem(latest.values)
     if shape is not None:
         return shape
-    if any(kind in latest.values for kind in RECORD_KINDS):
+    if any(kind in latest.values for kind in RECORD_FIELDS):
         return None
     channels = sorted(c for c in latest.channels if not c.startswith(_INTERNAL_CHANNELS))
     if not channels:
         return None  # no state yet: nothing to tell it by, and no records either way
     shown = ", ".join(channels[:6]) + (", ..." if len(channels) > 6 else "")
-    return f"its state has no {', '.join(RECORD_KINDS)}, only {shown}"
+    return f"its state has no {', '.join(RECORD_FIELDS)}, only {shown}"
 
 
 def split_threads(
@@ -140,7 +136,7 @@ def records_of(cp: StoredCheckpoint, where: str) -> dict[str, list[Any]]:
             f"{where}: thread {cp.thread_id!r}: {shape} (changed outside the graph? "
             "receipts --verify names every break)"
         )
-    return {kind: list(cp.values.get(kind) or []) for kind in RECORD_KINDS}
+    return {kind: list(cp.values.get(kind) or []) for kind in RECORD_FIELDS}
 
 
 def thread_records(
@@ -167,7 +163,7 @@ def read_records(db: str | Path, thread: str | None = None) -> Records:
     ``db`` does not exist, and :class:`RecordsFileError` when it is not a readable checkpoint
     file or none of its threads is an algenta-graph thread.
     """
-    latest = read_latest(db, thread, fields=RECORD_KINDS)
+    latest = read_latest(db, thread, fields=RECORD_FIELDS)
     return thread_records(latest, str(db))[0]
 
 

@@ -53,8 +53,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import rfc8785
 
+from algenta_graph.state import RECORD_FIELDS
+
 if TYPE_CHECKING:
-    from algenta_graph.checkpointer import StoredCheckpoint
+    from algenta_graph.serving.checkpointer import StoredCheckpoint
 
 __all__ = [
     "CHAIN_FIELDS",
@@ -83,7 +85,6 @@ __all__ = [
 ]
 
 ENV_AUDIT_KEY = "ALGENTA_AUDIT_KEY"
-RECORD_FIELDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions")
 """The governed record lists, in the order a node's new records are sealed."""
 CHAIN_FIELDS: tuple[str, ...] = ("seq", "prev", "hash")
 GENESIS = "0" * 64
@@ -574,7 +575,7 @@ def verify_history(
     missing from the history is a problem too (what it held cannot be compared).
 
     ``checkpoints``: the thread's root checkpoints
-    (:func:`algenta_graph.checkpointer.read_history`), in any order (LangGraph's ids sort in
+    (:func:`algenta_graph.serving.checkpointer.read_history`), in any order (LangGraph's ids sort in
     creation order; time travel branches the history, and each branch is checked along its
     own parents). ``count`` and ``head`` are those of the latest checkpoint, and ``expected``
     (a head exported before) is checked against it. Reads only.
@@ -643,9 +644,9 @@ def verify_audit(
     ``expected``: heads exported before, per thread (:func:`read_heads`); a thread that has
     vanished is reported. Threads of another graph sharing the store are left out
     (:func:`algenta_graph.audit.split_threads`); a store holding none of ours raises
-    :class:`~algenta_graph.checkpointer.RecordsFileError`.
+    :class:`~algenta_graph.serving.checkpointer.RecordsFileError`.
     """
-    from algenta_graph.checkpointer import read_history
+    from algenta_graph.serving.checkpointer import read_history
 
     history = read_history(source, thread, fields=RECORD_FIELDS)
     return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
@@ -660,14 +661,14 @@ async def averify_audit(
 ) -> dict[str, ChainReport]:
     """:func:`verify_audit` for an async checkpoint saver (``alist``), a SQLite file, or a
     ``postgresql://`` URL (opened without creating anything)."""
-    from algenta_graph.checkpointer import aread_history
+    from algenta_graph.serving.checkpointer import aread_history
 
     history = await aread_history(saver, thread, fields=RECORD_FIELDS)
     return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
 
 
 def _name(source: Any) -> str:
-    from algenta_graph.checkpointer import is_postgres_url, redact_url
+    from algenta_graph.serving.checkpointer import is_postgres_url, redact_url
 
     if is_postgres_url(source):
         return redact_url(str(source).strip())
@@ -685,10 +686,10 @@ def verify_threads(
     thread: str | None = None,
 ) -> dict[str, ChainReport]:
     """:func:`verify_history` for each algenta-graph thread of ``history`` (``{thread_id:
-    checkpoints}``, as :func:`algenta_graph.checkpointer.read_history` returns it; ``where``
+    checkpoints}``, as :func:`algenta_graph.serving.checkpointer.read_history` returns it; ``where``
     names the store in errors). Threads of another graph are left out; a thread an exported
     head names that is gone, or no longer looks like an algenta-graph thread, is reported."""
-    from algenta_graph.audit import no_thread_of_ours, split_threads
+    from algenta_graph.audit.records import no_thread_of_ours, split_threads
 
     ours, foreign = split_threads(history)
     if foreign and not ours:

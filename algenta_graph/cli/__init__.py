@@ -8,7 +8,7 @@ Subcommands:
 - ``receipts``: every receipt, denial and operator decision in a checkpoint file.
 - ``engine``: serve the local reference engine over MCP streamable HTTP.
 
-The subcommands live in :mod:`algenta_graph.commands` and :mod:`algenta_graph.engine.cli`;
+The subcommands live in :mod:`algenta_graph.cli.common` and :mod:`algenta_graph.engine.cli`;
 this file parses and dispatches, and turns every error into one line on stderr and an exit
 code (2 a bad input, 1 a failure, 3 an escalation left pending, 130 Ctrl-C): never a traceback.
 Set ``ALGENTA_GRAPH_DEBUG=1`` to see the traceback of an unexpected error (and psycopg's own
@@ -48,7 +48,9 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from algenta_graph.commands import add_demo_parser, add_receipts_parser, add_run_parser
+    from algenta_graph.cli.demo import add_demo_parser
+    from algenta_graph.cli.receipts import add_receipts_parser
+    from algenta_graph.cli.run import add_run_parser
     from algenta_graph.engine.cli import add_engine_parser
 
     parser = _Parser(prog=PROG, description="A governed LangGraph agent on an Algenta engine.")
@@ -66,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_db_urls(parser: argparse.ArgumentParser) -> None:
     """Every subcommand's ``--db`` refuses a malformed ``postgresql://`` URL as a usage error
     (exit 2, naming ``--db``), before its own type (a path, for the engine) sees the value."""
-    from algenta_graph.commands import db_arg
+    from algenta_graph.cli.common import db_arg
 
     for action in parser._actions:  # argparse keeps no public list of a parser's options
         if "--db" in action.option_strings and action.type is not db_arg:
@@ -74,7 +76,7 @@ def _check_db_urls(parser: argparse.ArgumentParser) -> None:
 
 
 def _url_checked(inner: Any) -> Callable[[str], Any]:
-    from algenta_graph.commands import db_arg
+    from algenta_graph.cli.common import db_arg
 
     def checked(text: str) -> Any:
         db_arg(text)
@@ -101,7 +103,8 @@ def _fail(command: str | None, message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``algenta-graph`` console script."""
-    from algenta_graph.commands import CommandError, one_line
+    from algenta_graph.cli.common import one_line
+    from algenta_graph.errors import CommandError
 
     parser = build_parser()
     args = parser.parse_args(argv)

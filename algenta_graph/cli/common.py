@@ -1,0 +1,192 @@
+"""What every ``algenta-graph`` subcommand shares: its errors, exit codes and argument checks.
+
+Every bad input is a :class:`~algenta_graph.errors.CommandError`: :func:`algenta_graph.cli.main`
+prints its one-line message and exits with its code (:data:`EXIT_USAGE` for a bad value,
+:data:`EXIT_FAILED` when the engine or the store fails, :data:`EXIT_PENDING` when an escalation
+is left waiting, 130 on Ctrl-C). A malformed ``postgresql://`` ``--db`` is refused by
+:func:`db_arg` before anything connects; a PostgreSQL store lost in the middle of a command is
+one line naming it and how to resume (:func:`store_lost`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from algenta_graph.errors import CommandError
+
+__all__ = [
+    "DEFAULT_DB",
+    "EXIT_FAILED",
+    "EXIT_PENDING",
+    "EXIT_USAGE",
+    "db_arg",
+    "model_arg",
+    "on_denial_arg",
+    "one_line",
+    "positive_int",
+    "prepare_db",
+    "resume_arg",
+    "store_lost",
+    "utf8_arg",
+]
+
+DEFAULT_DB = "algenta-graph.sqlite"
+"""The checkpoint file ``run`` writes and ``receipts`` reads when ``--db`` is not given."""
+
+
+EXIT_FAILED = 1
+
+
+EXIT_USAGE = 2
+
+
+EXIT_PENDING = 3
+
+
+def one_line(exc: BaseException, limit: int = 1000) -> str:
+    """An exception's message on one line (its type when it has none)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def on_denial_arg(text: str | None) -> dict[str, str]:
+    """``--on-denial``, through the one validator the library and the server use too."""
+    from algenta_graph.governance.gates import parse_on_denial
+
+    try:
+        return dict(parse_on_denial(text, "--on-denial"))
+    except ValueError as exc:
+        message = str(exc)  # name the value when the message names none (a wrong type)
+        raise CommandError(message if "'" in message else f"{message}: {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def utf8_arg(text: str, what: str) -> str:
+    """``text`` unchanged if it is valid UTF-8 (argv decodes bad bytes to surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape")[:60]
+        raise CommandError(f"{what} is not valid UTF-8: {shown!r}") from None
+    return text
+
+
+def resume_arg(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not valid JSON ({exc.msg} at character {exc.pos})"
+        ) from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a JSON object: {{action, operator, reason}}"
+        )
+    return value
+
+
+def prepare_db(spec: str, option: str = "--db") -> str:
+    """A ``--db`` value ready for ``open_checkpointer``: a SQLite file's directory is created.
+
+    (The engine creates its ``--db`` directory too.) A PostgreSQL URL is returned unchanged.
+    Also used for the other files the CLI writes (``option`` names the option in errors).
+    """
+    from algenta_graph.serving.checkpointer import is_postgres_url
+
+    if is_postgres_url(spec):
+        return spec
+    path = Path(spec)
+    if path.is_dir():
+        raise CommandError(f"{option} {spec}: is a directory, not a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            f"{option} {spec}: cannot create the directory {path.parent} ({exc.strerror})"
+        ) from None
+    return spec
+
+
+def db_error(spec: str, exc: BaseException) -> CommandError:
+    return CommandError(f"--db {spec} is not a usable SQLite checkpoint file ({one_line(exc)})")
+
+
+def db_arg(text: str) -> str:
+    """A ``--db`` value: a PostgreSQL URL must be well formed (checked before anything
+    connects, so a malformed one is a usage error naming ``--db``); a path is kept as it is."""
+    from algenta_graph.errors import CheckpointerURLError
+    from algenta_graph.serving.checkpointer import check_postgres_url, is_postgres_url
+
+    if is_postgres_url(text):
+        try:
+            check_postgres_url(text.strip())
+        except CheckpointerURLError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def store_name(spec: str) -> str:
+    """``spec`` as it may be shown: a PostgreSQL URL without its password."""
+    from algenta_graph.serving.checkpointer import is_postgres_url, redact_url
+
+    return redact_url(spec.strip()) if is_postgres_url(spec) else spec
+
+
+def postgres_failure(exc: BaseException) -> BaseException | None:
+    """The psycopg error (a lost, refused or timed-out PostgreSQL connection) that ``exc`` is,
+    was raised from, or groups; ``None`` when there is none."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - no PostgreSQL extra: no PostgreSQL store either
+        return None
+    stack, seen = [exc], set()
+    while stack:
+        error = stack.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, psycopg.Error):
+            return error
+        stack += list(getattr(error, "exceptions", None) or ())  # an exception group
+        if error.__cause__ is not None:
+            stack.append(error.__cause__)
+    return None
+
+
+def pg_reason(error: BaseException) -> str:
+    """A psycopg error in a few words: its type and libpq's first line (the rest is hints)."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {one_line(Exception(first), 200)}"
+
+
+def store_lost(db: str, thread: str, error: BaseException) -> CommandError:
+    where = store_name(db)
+    return CommandError(
+        f"--db {where}: the PostgreSQL checkpoint store was lost during the run "
+        f"({pg_reason(error)}); every step checkpointed "
+        f"before that is kept: once the server is back, `algenta-graph run --thread {thread} "
+        f"--db {where}` finishes the thread (a decision the engine executed meanwhile is "
+        "recovered from it, not sent again)",
+        EXIT_FAILED,
+    )
+
+
+def model_arg(spec: str | None) -> Any:
+    from algenta_graph.models import resolve_model
+
+    try:
+        return resolve_model(spec)
+    except Exception as exc:  # unknown provider, missing package or API key, ...
+        raise CommandError(f"--model {spec!r}: {one_line(exc)}") from None

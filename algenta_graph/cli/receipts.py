@@ -1,0 +1,173 @@
+"""``algenta-graph receipts``: the governed records of a checkpoint store, read-only.
+
+``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl | --verify]`` prints every
+receipt, denial and operator decision of a SQLite file or a ``postgresql://`` store (no engine
+needed); ``--verify`` checks every checkpoint of each thread's history
+(:func:`algenta_graph.audit.chain.verify_history`). Threads of another graph in the same store
+are left out by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from algenta_graph.cli.common import (
+    DEFAULT_DB,
+    EXIT_FAILED,
+    db_arg,
+    one_line,
+    pg_reason,
+    postgres_failure,
+    store_name,
+)
+from algenta_graph.errors import CommandError
+
+__all__ = ["add_receipts_parser"]
+
+
+def _receipts_handler(args: argparse.Namespace) -> int:
+    from algenta_graph.audit.chain import export_jsonl
+    from algenta_graph.audit.records import format_records, thread_records
+    from algenta_graph.errors import RecordsFileError
+
+    where = store_name(args.db)
+    try:
+        if args.verify:
+            return _verify(args, _read_store(args.db, args.thread, history=True), where)
+        latest = _read_store(args.db, args.thread, history=False)
+        records, foreign = thread_records(latest, where)
+    except FileNotFoundError:
+        raise CommandError(f"--db {args.db}: no checkpoint file there") from None
+    except RecordsFileError as exc:
+        raise CommandError(f"--db {exc}") from None
+    if args.thread is not None and args.thread not in records:
+        raise CommandError(f"no thread {args.thread!r} in {where}")
+    if args.jsonl:
+        export_jsonl(records, sys.stdout)  # records with their chain links, then each head
+    else:
+        print(format_records(records))
+    if foreign:
+        print(f"algenta-graph receipts: note: {_not_ours(foreign)}", file=sys.stderr)
+    return 0
+
+
+def _not_ours(foreign: Mapping[str, str]) -> str:
+    names = ", ".join(repr(t) for t in list(foreign)[:5]) + (", ..." if len(foreign) > 5 else "")
+    return f"{len(foreign)} thread(s) of another graph left out ({names})"
+
+
+def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
+    """Each thread's latest checkpoint, or its whole history, from a SQLite file or a
+    PostgreSQL URL: the record lists only, read-only (nothing is created in either)."""
+    from algenta_graph.errors import CheckpointerError
+    from algenta_graph.serving.checkpointer import (
+        aread_history,
+        aread_latest,
+        is_postgres_url,
+        read_history,
+        read_latest,
+    )
+    from algenta_graph.state import RECORD_FIELDS
+
+    if not is_postgres_url(db):
+        reader = read_history if history else read_latest
+        return reader(db, thread, fields=RECORD_FIELDS)
+    areader = aread_history if history else aread_latest
+    try:
+        return asyncio.run(areader(db.strip(), thread, fields=RECORD_FIELDS))
+    except CheckpointerError as exc:
+        raise CommandError(f"--db {store_name(db)}: {one_line(exc)}", EXIT_FAILED) from None
+    except Exception as exc:
+        lost = postgres_failure(exc)
+        if lost is None:
+            raise
+        raise CommandError(
+            f"--db {store_name(db)}: reading the PostgreSQL checkpoint store failed "
+            f"({pg_reason(lost)})",
+            EXIT_FAILED,
+        ) from None
+
+
+def _verify(args: argparse.Namespace, history: Any, where: str) -> int:
+    """``receipts --verify``: every checkpoint of each thread's history; exit 1 naming a break."""
+    from algenta_graph.audit.chain import ChainHead, format_reports, read_heads, verify_threads
+    from algenta_graph.audit.records import no_thread_of_ours, split_threads
+
+    expected: dict[str, ChainHead] = {}
+    if args.head is not None:
+        try:
+            expected = read_heads(args.head)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--head {args.head}: {one_line(exc)}") from None
+    ours, foreign = split_threads(history)
+    if foreign and not ours:
+        raise CommandError(f"--db {no_thread_of_ours(where, foreign)}")
+    if args.thread is not None and args.thread not in history:
+        raise CommandError(f"no thread {args.thread!r} in {where}")
+    for tid, head in expected.items():
+        if tid not in ours and (args.thread is None or tid == args.thread) and head.seq > 0:
+            other = ""
+            if tid in foreign:
+                other = f" (a thread of another graph has its id: {foreign[tid]})"
+            raise CommandError(
+                f"thread {tid!r} of the exported heads is gone from {where}{other}", EXIT_FAILED
+            )
+    reports = verify_threads(
+        {tid: history[tid] for tid in ours}, where, expected=expected, thread=args.thread
+    )
+    print(format_reports(reports))
+    for tid, reason in foreign.items():
+        print(f"{tid}: left out: not an algenta-graph thread ({reason})")
+    return 0 if all(r.ok for r in reports.values()) else EXIT_FAILED
+
+
+def add_receipts_parser(sub: Any) -> None:
+    """``algenta-graph receipts``."""
+    p = sub.add_parser(
+        "receipts",
+        help="list receipts, denials and operator decisions in a checkpoint store",
+        description=(
+            "Every receipt, denial and operator decision in a checkpoint store (a SQLite "
+            "checkpoint file or a postgresql:// URL), from each thread's latest checkpoint. "
+            "Threads of another graph sharing the store are left out (and named on stderr); a "
+            "store with none of ours is an error. Read-only: the file is never written or "
+            "created, and nothing is created in a database."
+        ),
+    )
+    p.add_argument(
+        "--db",
+        default=DEFAULT_DB,
+        type=db_arg,
+        help=f"SQLite checkpoint file or postgresql:// URL (default: {DEFAULT_DB}, the one "
+        "`run` writes)",
+    )
+    p.add_argument("--thread", default=None, help="only this thread (default: every thread)")
+    p.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="export: one JSON object per record (with its chain links), then each thread's "
+        "chain head (keep the heads elsewhere to detect a truncated tail later)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="recompute every thread's hash chain (ALGENTA_AUDIT_KEY if set) in every "
+        "checkpoint of its history, not only the latest, and compare each checkpoint with the "
+        "one it follows: a record edited, deleted, reordered or injected, or gone or changed "
+        "between two checkpoints, is named with the checkpoint it was found in; exit 1 on a "
+        "break. Not checked: the pending writes of a step that has not finished (checked once "
+        "its checkpoint is written) and subgraph checkpoints; a record deleted from every "
+        "checkpoint that holds it shows as a gap in the chain, unless it was the chain's last "
+        "record: only --head shows a truncated tail",
+    )
+    p.add_argument(
+        "--head",
+        default=None,
+        metavar="EXPORT.jsonl",
+        help="with --verify: an earlier --jsonl export whose chain heads must still be there",
+    )
+    p.set_defaults(handler=_receipts_handler)

@@ -1,0 +1,330 @@
+"""``algenta-graph run``: one turn of the governed graph against an engine, in a terminal.
+
+``algenta-graph run "PROMPT" --profile execute --thread t1 --db runs.sqlite`` sends one turn. On
+an escalation it asks the operator in the terminal (override or decline, name, reason), or takes
+``--resume '{"action": ..., "operator": ..., "reason": ...}'``. Without a prompt it resumes the
+thread: a pending escalation, or a step a killed run left unfinished (finished first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sqlite3
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from algenta_graph.cli.common import (
+    DEFAULT_DB,
+    EXIT_FAILED,
+    EXIT_PENDING,
+    EXIT_USAGE,
+    db_arg,
+    db_error,
+    model_arg,
+    on_denial_arg,
+    one_line,
+    positive_int,
+    postgres_failure,
+    prepare_db,
+    resume_arg,
+    store_lost,
+    utf8_arg,
+)
+from algenta_graph.errors import CommandError
+
+__all__ = ["add_run_parser", "ask_operator", "run_thread"]
+
+
+def _read_line(prompt: str, out: TextIO) -> str:
+    """One line from stdin. Ctrl-C raises ``KeyboardInterrupt`` at once; EOF and bad UTF-8
+    are :class:`CommandError`. Must run in the main thread (it owns SIGINT meanwhile)."""
+    out.write(prompt)
+    out.flush()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        raw = sys.stdin.buffer.readline()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if not raw:
+        raise CommandError(
+            "stdin ended at the operator prompt: nothing was decided, the escalation is still "
+            "pending (answer it with --resume JSON)",
+            EXIT_PENDING,
+        )
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise CommandError(
+            f"the operator's answer is not valid UTF-8: {raw[:60]!r}; nothing was decided, "
+            "the escalation is still pending",
+            EXIT_USAGE,
+        ) from None
+
+
+def ask_operator(
+    payload: Any, read: Callable[[str], str], out: TextIO | None = None
+) -> dict[str, Any]:
+    """Show one escalation and read the operator's answer: action, name, reason. An empty
+    name records the OS user running the command (the one identity a terminal knows)."""
+    from algenta_graph.cli.console import describe_escalation
+
+    out = out or sys.stdout
+    print(f"\nESCALATION: {describe_escalation(payload)}", file=out)
+    action = read("override or decline? ").strip().lower()
+    me = _os_user()
+    operator = read(f"operator name [{me}]: " if me else "operator name: ").strip() or me
+    reason = read("reason: ").strip()
+    return {"action": action, "operator": operator, "reason": reason}
+
+
+def _os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (e.g. a bare container)
+        return ""
+
+
+def _counts(values: Mapping[str, Any]) -> dict[str, int]:
+    from algenta_graph.state import RECORD_FIELDS
+
+    return {kind: len(values.get(kind) or []) for kind in RECORD_FIELDS}
+
+
+async def run_thread(
+    graph: Any,
+    thread: str,
+    *,
+    prompt: str | None,
+    resume: Mapping[str, Any] | None,
+    interactive: bool,
+    out: TextIO | None = None,
+    read: Callable[[str], str] | None = None,
+) -> int:
+    """Drive one thread of a compiled governed graph until it ends or waits for an operator.
+
+    In order: a pending escalation is answered (``resume``, else the operator at the
+    terminal), a step a killed run left unfinished is completed (``ainvoke(None)``), and then
+    ``prompt`` is sent. Returns an exit code.
+    """
+    from langgraph.types import Command
+
+    from algenta_graph.cli.console import StreamPrinter
+
+    out = out or sys.stdout
+    config: Any = {"configurable": {"thread_id": thread}}
+    snapshot = await graph.aget_state(config)
+    if resume is not None and not snapshot.interrupts:
+        raise CommandError(f"--resume: thread {thread!r} has no pending escalation to answer")
+    if prompt is None and not snapshot.created_at:
+        raise CommandError(f"no thread {thread!r} to resume: give a PROMPT to start it")
+    if prompt is None and not snapshot.next:
+        print(f"thread {thread}: nothing pending (no escalation, no unfinished step)", file=out)
+    start = _counts(snapshot.values)
+    printer = StreamPrinter(out)
+    resumed_from_option = False
+    while True:
+        payload: Any
+        if snapshot.interrupts and resumed_from_option:
+            errors = [
+                i.value["error"]
+                for i in snapshot.interrupts
+                if isinstance(i.value, Mapping) and i.value.get("error")
+            ]
+            if errors:
+                raise CommandError(f"--resume: the answer was rejected: {one_line(errors[0])}")
+        if snapshot.interrupts:
+            resumed_from_option = resume is not None
+            if resume is not None:
+                answers = [dict(resume) for _ in snapshot.interrupts]
+                resume = None
+            elif interactive:
+                answers = [
+                    ask_operator(i.value, read or (lambda p: _read_line(p, out)), out)
+                    for i in snapshot.interrupts
+                ]
+            else:
+                for item in snapshot.interrupts:
+                    print(json.dumps({"pending_escalation": item.value}, default=str), file=out)
+                raise CommandError(
+                    f"thread {thread!r} waits for an operator and there is no terminal: answer "
+                    "with --resume JSON or --interactive",
+                    EXIT_PENDING,
+                )
+            if len(answers) == 1:
+                payload = Command(resume=answers[0])
+            else:
+                payload = Command(
+                    resume={i.id: a for i, a in zip(snapshot.interrupts, answers, strict=True)}
+                )
+            if prompt is not None:
+                print("  (the thread waits for an operator: answering that first)", file=out)
+        elif snapshot.next:
+            print(
+                f"  [resume] thread {thread} stopped before {', '.join(snapshot.next)} "
+                "(a run was interrupted): finishing that step first",
+                file=out,
+            )
+            payload, resumed_from_option = None, False
+        elif prompt is not None:
+            payload = {"messages": [("user", prompt)]}
+            prompt, resumed_from_option = None, False
+        else:
+            break
+        before = snapshot.config
+        async for mode, item in graph.astream(payload, config, stream_mode=["updates", "messages"]):
+            printer.feed(mode, item)
+        printer.close()
+        snapshot = await graph.aget_state(config)
+        if payload is None and snapshot.config == before:  # never loop on a stuck step
+            raise CommandError(
+                f"thread {thread!r} did not advance past {', '.join(snapshot.next)}", EXIT_FAILED
+            )
+    end = _counts(snapshot.values)
+    new = ", ".join(f"{end[k] - start[k]} new {k.replace('_', ' ')}" for k in end)
+    recovered = [
+        r
+        for r in list(snapshot.values.get("receipts") or [])[start["receipts"] :]
+        if r.get("source") == "recovered"
+    ]
+    if recovered:
+        ids = ", ".join(str(r.get("decision_id")) for r in recovered)
+        new += f"; recovered from the engine: the receipt of {ids}"
+    print(
+        f"\nthread {thread}: {end['receipts']} receipts, {end['denials']} denials, "
+        f"{end['operator_decisions']} operator decisions ({new})",
+        file=out,
+    )
+    return 0
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from algenta_graph.errors import AlgentaGraphError
+    from algenta_graph.graph import governed_agent
+    from algenta_graph.serving.checkpointer import open_checkpointer
+
+    prompt = utf8_arg(args.prompt, "the PROMPT") if args.prompt is not None else None
+    thread = utf8_arg(args.thread, "--thread")
+    if not thread.strip():
+        raise CommandError("--thread must not be blank")
+    on_denial = on_denial_arg(args.on_denial)
+    model = model_arg(args.model)  # before anything connects
+    db = prepare_db(args.db)
+    try:
+        async with (
+            open_checkpointer(db) as saver,
+            governed_agent(
+                model,
+                base_url=args.base_url,
+                api_key=args.api_key,
+                profile=args.profile,
+                top_k=args.top_k,
+                on_denial=on_denial,
+                checkpointer=saver,
+            ) as graph,
+        ):
+            code = await run_thread(
+                graph,
+                thread,
+                prompt=prompt,
+                resume=args.resume,
+                interactive=args.interactive or bool(sys.stdin and sys.stdin.isatty()),
+            )
+            print(f"(checkpoints in {db})")
+            return code
+    except sqlite3.DatabaseError as exc:
+        raise db_error(db, exc) from None
+    except AlgentaGraphError as exc:
+        raise CommandError(one_line(exc), EXIT_FAILED) from None
+    except Exception as exc:
+        lost = postgres_failure(exc)
+        if lost is None:
+            raise
+        raise store_lost(db, thread, lost) from None
+
+
+def _run_handler(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        raise CommandError(
+            f"interrupted; `algenta-graph run --thread {args.thread} --db {args.db}` resumes "
+            "the thread",
+            130,
+        ) from None
+
+
+def add_run_parser(sub: Any) -> None:
+    """``algenta-graph run [PROMPT]``."""
+    from algenta_graph.governance.contract import DEFAULT_PROFILE, PROFILE_NAMES
+    from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, POLICIES
+
+    p = sub.add_parser(
+        "run",
+        help="run one turn of the governed agent against an engine, or resume a thread",
+        description=(
+            "Run one turn against an engine; an escalation asks the operator. Without PROMPT, "
+            "resume the thread: answer its pending escalation or finish the step a killed run "
+            "left unfinished. With PROMPT on such a thread, that comes first."
+        ),
+    )
+    p.add_argument(
+        "prompt", nargs="?", default=None, help="the user message (omit to resume the thread)"
+    )
+    p.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        choices=PROFILE_NAMES,
+        help=f"tool profile: {', '.join(PROFILE_NAMES)} (default: {DEFAULT_PROFILE})",
+    )
+    p.add_argument("--thread", default="cli", help="thread id (default: cli)")
+    p.add_argument(
+        "--db",
+        default=DEFAULT_DB,
+        type=db_arg,
+        help=f"SQLite checkpoint file, its directory created if missing (default: {DEFAULT_DB}"
+        " in the working directory), or a postgresql:// URL",
+    )
+    p.add_argument(
+        "--base-url",
+        default=None,
+        help="engine MCP URL (default: $ALGENTA_BASE_URL, else http://localhost:8000/mcp)",
+    )
+    p.add_argument("--api-key", default=None, help="engine token (default: $ALGENTA_API_KEY)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="init_chat_model string, e.g. openai:gpt-5 (default: the offline demo model)",
+    )
+    p.add_argument(
+        "--top-k", type=positive_int, default=5, help="tools retrieved per turn, >= 1 (default: 5)"
+    )
+    p.add_argument(
+        "--on-denial",
+        default=None,
+        metavar="POLICY|JSON",
+        help=(
+            f"a policy ({'|'.join(POLICIES)}) for every gate, or JSON {{gate: policy}}, e.g. "
+            f'\'{{"confidence": "report"}}\'; gates: {", ".join(GATE_NAMES)} '
+            f"(default: {', '.join(f'{g} {p}' for g, p in DEFAULT_POLICIES.items())})"
+        ),
+    )
+    p.add_argument(
+        "--resume",
+        type=resume_arg,
+        default=None,
+        metavar="JSON",
+        help='answer the pending escalation: {"action": "override"|"decline", '
+        '"operator": NAME, "reason": TEXT}',
+    )
+    p.add_argument(
+        "--interactive",
+        action="store_true",
+        help="ask the operator on stdin even when it is not a terminal",
+    )
+    p.set_defaults(handler=_run_handler)
