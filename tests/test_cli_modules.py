@@ -23,17 +23,17 @@ def _modules_after(statement: str) -> set[str]:
 
 
 def test_demo_imports_no_cli_module() -> None:
-    loaded = _modules_after("import algenta_graph.cli.demo")
-    assert {"algenta_graph.audit.records", "algenta_graph.cli.console"} <= loaded
+    loaded = _modules_after("import algenta_graph.demo")
+    assert {"algenta_graph.audit.records", "algenta_graph.console"} <= loaded
     assert not loaded & {"algenta_graph.cli.common", "algenta_graph.cli"}
 
 
 def test_audit_and_console_need_no_graph() -> None:
-    loaded = _modules_after("import algenta_graph.audit.records, algenta_graph.cli.console")
+    loaded = _modules_after("import algenta_graph.audit.records, algenta_graph.console")
     assert not loaded & {
         "algenta_graph.graph",
         "algenta_graph.connection.engine",
-        "algenta_graph.cli.demo",
+        "algenta_graph.demo",
     }
 
 

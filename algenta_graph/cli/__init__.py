@@ -121,7 +121,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("ALGENTA_GRAPH_DEBUG"):
             raise
         return _fail(command, f"{type(exc).__name__}: {one_line(exc)}", 1)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

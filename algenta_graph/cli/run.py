@@ -70,7 +70,7 @@ def ask_operator(
 ) -> dict[str, Any]:
     """Show one escalation and read the operator's answer: action, name, reason. An empty
     name records the OS user running the command (the one identity a terminal knows)."""
-    from algenta_graph.cli.console import describe_escalation
+    from algenta_graph.console import describe_escalation
 
     out = out or sys.stdout
     print(f"\nESCALATION: {describe_escalation(payload)}", file=out)
@@ -114,7 +114,7 @@ async def run_thread(
     """
     from langgraph.types import Command
 
-    from algenta_graph.cli.console import StreamPrinter
+    from algenta_graph.console import StreamPrinter
 
     out = out or sys.stdout
     config: Any = {"configurable": {"thread_id": thread}}
