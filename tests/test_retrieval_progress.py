@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from algenta_graph import retrieval
+from algenta_graph.retrieval import index as retrieval
 from algenta_graph.retrieval import ToolIndex
 
 
