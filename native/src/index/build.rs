@@ -9,7 +9,7 @@ use crate::tokenize::{is_stemmable, is_stopword, Kind, Tokenizer};
 use super::docs::doc_key;
 use super::postings::Posting;
 use super::scoring::scale_len;
-use super::stage::Staged;
+use super::stage::{Staged, StagedVector};
 use super::vocab::intern;
 use super::Index;
 
@@ -19,7 +19,6 @@ pub(super) const RESERVE_BATCH: usize = 64;
 pub(super) const MEMO_TEXT_LEN: usize = 256;
 
 impl Index {
-
     /// Add or replace (by name) every staged tool, in order.
     pub fn add_staged(&mut self, staged: &Staged) {
         self.add_staged_with(staged, usize::MAX, &mut |_, _| {});
@@ -142,7 +141,14 @@ impl Index {
         self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
         for (i, (tool, &(start, end, lens))) in staged.tools.iter().zip(&tools).enumerate() {
             let (from, to) = tool.key;
-            self.insert(&staged.arena[from..to], &all_terms[start..end], lens);
+            let vector = staged.vectors.get(i).copied().unwrap_or(StagedVector::None);
+            self.insert(
+                &staged.arena[from..to],
+                &all_terms[start..end],
+                lens,
+                vector,
+                staged,
+            );
             if (i + 1).is_multiple_of(every) {
                 progress("index", i + 1);
             }
@@ -153,12 +159,25 @@ impl Index {
     }
 
     /// Add or replace a tool given its distinct term ids with per-field counts.
-    fn insert(&mut self, name: &str, terms: &[(u32, [u8; NUM_FIELDS])], lens: [u32; NUM_FIELDS]) {
+    fn insert(
+        &mut self,
+        name: &str,
+        terms: &[(u32, [u8; NUM_FIELDS])],
+        lens: [u32; NUM_FIELDS],
+        vector: StagedVector,
+        staged: &Staged,
+    ) {
         // One probe of the name table for a new name: where it is absent is where it goes.
         let docs = &self.docs;
         self.by_name.reserve(1, |s| doc_key(docs, s));
+        let mut kept: Option<(Vec<f32>, u64)> = None;
         let bucket = match self.by_name.find(name.as_bytes(), |s| doc_key(docs, s)) {
-            Ok(_) => {
+            Ok(old) => {
+                if let StagedVector::Keep(key) = vector {
+                    if self.vectors.key(old) == Some(key) {
+                        kept = self.vectors.to_f32(old).map(|v| (v, key));
+                    }
+                }
                 self.remove(name);
                 let docs = &self.docs;
                 self.by_name
@@ -187,6 +206,27 @@ impl Index {
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
         self.docs.set(slot, name, lens, &mut ids);
         self.by_name.put_at(bucket, slot);
+        match vector {
+            StagedVector::New(i, key) => {
+                let d = staged.dim;
+                self.vectors
+                    .set(slot, &staged.vector_arena[i * d..(i + 1) * d], key);
+            }
+            StagedVector::Keep(_) => {
+                if let Some((v, key)) = kept {
+                    self.vectors.set(slot, &v, key);
+                }
+            }
+            StagedVector::None => {}
+        }
+    }
+
+    /// Whether `staged` can be added: its vectors have the dimension of the stored ones.
+    pub fn check_staged(&self, staged: &Staged) -> Result<(), String> {
+        if staged.dim != 0 {
+            self.vectors.check_dim(staged.dim)?;
+        }
+        Ok(())
     }
 
     /// Remove a tool; returns whether it was present.
@@ -206,6 +246,7 @@ impl Index {
             *total -= u64::from(len);
         }
         self.scaled_lens[slot as usize] = [0.0; NUM_FIELDS];
+        self.vectors.clear(slot);
         self.free_slots.push(slot);
         true
     }

@@ -11,13 +11,15 @@
 
 mod build;
 mod docs;
+pub mod fusion;
 mod postings;
 mod scoring;
 mod search;
 mod stage;
-mod vocab;
 #[cfg(test)]
 mod tests;
+pub mod vectors;
+mod vocab;
 
 use crate::table::IdTable;
 
@@ -27,7 +29,8 @@ use crate::tokenize::Analyzer;
 use docs::{doc_key, Docs};
 use postings::PostingList;
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
-pub use stage::{split_name, Staged};
+pub use stage::{split_name, Staged, StagedVector};
+use vectors::{Precision, Vectors};
 use vocab::Vocab;
 
 /// The index. Not internally synchronised: the binding wraps it in a `RwLock`.
@@ -43,6 +46,8 @@ pub struct Index {
     /// Slots of the tools, keyed by their names in `docs`.
     by_name: IdTable,
     sum_len: [u64; NUM_FIELDS],
+    /// The tools' embeddings, by slot.
+    vectors: Vectors,
 }
 
 thread_local! {
@@ -61,6 +66,28 @@ impl Index {
             params,
             ..Default::default()
         })
+    }
+
+    /// An empty index whose vectors are stored with `precision`.
+    pub fn with_precision(params: Params, precision: Precision) -> Result<Self, String> {
+        let mut ix = Index::new(params)?;
+        ix.vectors = Vectors::new(precision);
+        Ok(ix)
+    }
+
+    pub fn vectors(&self) -> &Vectors {
+        &self.vectors
+    }
+
+    /// The slot of the tool called `name`.
+    pub fn slot_of(&self, name: &str) -> Option<u32> {
+        self.by_name
+            .get(name.as_bytes(), |s| doc_key(&self.docs, s))
+    }
+
+    /// The key of the vector stored for `name` (what its text was), if it has one.
+    pub fn vector_key(&self, name: &str) -> Option<u64> {
+        self.vectors.key(self.slot_of(name)?)
     }
 
     pub fn params(&self) -> Params {
@@ -113,6 +140,7 @@ impl Index {
             + docs
             + names
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
+            + self.vectors.heap_bytes()
     }
 
     /// Bitset over slots of the allowed tool names (unknown names are ignored).
@@ -124,5 +152,35 @@ impl Index {
             }
         }
         mask
+    }
+}
+
+impl Index {
+    /// The `k` tools whose vectors are nearest the query (cosine), best first; ties by name.
+    pub fn search_vector(
+        &self,
+        q: &vectors::QueryVec,
+        k: usize,
+        allow: Option<&[u64]>,
+    ) -> Vec<(f32, u32)> {
+        if k == 0 || self.vectors.is_empty() {
+            return Vec::new();
+        }
+        let mut hits: Vec<(f32, u32)> = Vec::new();
+        let mut heap_floor = f32::NEG_INFINITY;
+        // A cheap pre-filter ahead of the exact heap: keep candidates in a buffer and cut it
+        // to the best k whenever it grows past 4k (the k-th score then bounds what can enter).
+        self.vectors.scan(q, allow, |s, slot| {
+            if s >= heap_floor {
+                hits.push((s, slot));
+                if hits.len() >= 4 * k.max(16) {
+                    hits = self.top_k_by(hits.drain(..), k);
+                    if hits.len() == k {
+                        heap_floor = hits[k - 1].0;
+                    }
+                }
+            }
+        });
+        self.top_k_by(hits.into_iter(), k)
     }
 }

@@ -69,7 +69,6 @@ impl Params {
     }
 }
 
-
 /// BM25F scoring of one posting, with the per-search constants.
 /// The field normalisation is `1 - b + b * (len / avglen) ^ e`, computed as
 /// `one_minus_b + norm_b * len ^ e` with `norm_b = b / avglen ^ e` and `len ^ e` stored per tool.

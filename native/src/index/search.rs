@@ -24,7 +24,6 @@ struct Scratch {
 }
 
 impl Index {
-
     /// The `k` best tools for a tokenized query, best first, as `(name, score)`.
     pub fn search_tokens(
         &self,
@@ -32,6 +31,23 @@ impl Index {
         k: usize,
         allow: Option<&[u64]>,
     ) -> Vec<(String, f32)> {
+        self.named(self.search_slots(tokens, k, allow))
+    }
+
+    /// `(score, slot)` hits as `(name, score)`.
+    pub fn named(&self, hits: Vec<(f32, u32)>) -> Vec<(String, f32)> {
+        hits.into_iter()
+            .map(|(s, slot)| (self.name_of(slot).to_owned(), s))
+            .collect()
+    }
+
+    /// [`Index::search_tokens`] as `(score, slot)`.
+    pub fn search_slots(
+        &self,
+        tokens: &[String],
+        k: usize,
+        allow: Option<&[u64]>,
+    ) -> Vec<(f32, u32)> {
         let n_docs = self.by_name.len();
         if k == 0 || n_docs == 0 || tokens.is_empty() {
             return Vec::new();
@@ -167,15 +183,26 @@ impl Index {
     }
 
     /// `a` ranks before `b`: higher score, then smaller name.
-    fn better(&self, a: (f32, u32), b: (f32, u32)) -> bool {
+    pub(super) fn better(&self, a: (f32, u32), b: (f32, u32)) -> bool {
         a.0 > b.0 || (a.0 == b.0 && self.name_of(a.1) < self.name_of(b.1))
     }
 
-    fn top_k(&self, scores: &[f32], touched: &[u32], k: usize) -> Vec<(String, f32)> {
+    fn top_k(&self, scores: &[f32], touched: &[u32], k: usize) -> Vec<(f32, u32)> {
+        self.top_k_by(touched.iter().map(|&slot| (scores[slot as usize], slot)), k)
+    }
+
+    /// The `k` best of `(score, slot)` candidates, best first (ties by name).
+    pub(super) fn top_k_by(
+        &self,
+        candidates: impl Iterator<Item = (f32, u32)>,
+        k: usize,
+    ) -> Vec<(f32, u32)> {
         // A min-heap (by `better`) of at most k candidates: the root is the worst kept.
-        let mut heap: Vec<(f32, u32)> = Vec::with_capacity(k.min(touched.len()));
-        for &slot in touched {
-            let cand = (scores[slot as usize], slot);
+        let mut heap: Vec<(f32, u32)> = Vec::with_capacity(k.min(1024));
+        if k == 0 {
+            return heap;
+        }
+        for cand in candidates {
             if heap.len() < k {
                 heap.push(cand);
                 let mut i = heap.len() - 1;
@@ -217,8 +244,6 @@ impl Index {
                 std::cmp::Ordering::Equal
             }
         });
-        heap.into_iter()
-            .map(|(s, slot)| (self.name_of(slot).to_owned(), s))
-            .collect()
+        heap
     }
 }

@@ -9,6 +9,22 @@ pub struct Staged {
     pub(super) arena: String,
     pub(super) texts: Vec<(usize, usize, Field)>,
     pub(super) tools: Vec<StagedTool>,
+    /// Per tool, when any tool of the batch has one: its vector (see [`StagedVector`]).
+    pub(super) vectors: Vec<StagedVector>,
+    /// The new vectors, unit length, one after the other.
+    pub(super) vector_arena: Vec<f32>,
+    pub(super) dim: usize,
+}
+
+/// What a staged tool brings for the vector side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StagedVector {
+    /// No vector (a tool re-added without one loses the one it had).
+    None,
+    /// Keep the vector the tool (same name) already has, if its key is this one.
+    Keep(u64),
+    /// A new vector: the `i`-th of the arena, with the key of the text it came from.
+    New(usize, u64),
 }
 
 #[derive(Debug)]
@@ -43,6 +59,32 @@ impl Staged {
         }
     }
 
+    /// The vector of the tool begun last (call once per tool, for every tool of a batch that
+    /// has vectors). A new vector is checked (finite, same dimension as the batch's others)
+    /// and scaled to unit length.
+    pub fn vector(&mut self, v: Option<&[f32]>, key: Option<u64>) -> Result<(), String> {
+        let entry = match (v, key) {
+            (Some(v), key) => {
+                if self.dim != 0 && v.len() != self.dim {
+                    return Err(format!(
+                        "vector has {} dimensions, the others of this add have {}",
+                        v.len(),
+                        self.dim
+                    ));
+                }
+                let u = super::vectors::unit(v)?;
+                self.dim = u.len();
+                let i = self.vector_arena.len() / self.dim;
+                self.vector_arena.extend_from_slice(&u);
+                StagedVector::New(i, key.unwrap_or(0))
+            }
+            (None, Some(key)) => StagedVector::Keep(key),
+            (None, None) => StagedVector::None,
+        };
+        self.vectors.push(entry);
+        Ok(())
+    }
+
     /// A text of the tool begun last.
     pub fn text(&mut self, field: Field, text: &str) {
         let start = self.arena.len();
@@ -66,7 +108,6 @@ impl Staged {
         self.tools.is_empty()
     }
 }
-
 
 /// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
 /// a letter or digit on both sides somewhere (`math.factorial` -> `math` + `factorial`,
