@@ -58,9 +58,13 @@ class Bm25Index:
         bm25_weight: float = ...,
         cosine_floor: float = ...,
         fusion_depth: int = ...,
+        approx_from: int = ...,
+        rescore: int = ...,
     ) -> Self:
         """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
-        ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``)."""
+        ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
+        from ``approx_from`` vectors on, vector searches rescore exactly the ``rescore``
+        tools nearest by Hamming distance of their sign bits (``src/index/vectors.rs``)."""
     def add(
         self,
         tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],
@@ -99,14 +103,20 @@ class Bm25Index:
     ) -> list[list[tuple[str, float]]]:
         """``search`` for every query (``vectors``: one per query, or float32 rows)."""
     def search_vector(
-        self, vector: _Vector, k: int = 5, allow: Iterable[str] | None = None
+        self,
+        vector: _Vector,
+        k: int = 5,
+        allow: Iterable[str] | None = None,
+        exact: bool = False,
     ) -> list[tuple[str, float]]:
-        """The ``k`` tools nearest ``vector`` by cosine, best first; ties by name."""
+        """The ``k`` tools nearest ``vector`` by cosine, best first; ties by name
+        (``exact``: the full scan, whatever the index's size)."""
     def vector_keys(self, names: Sequence[str]) -> list[int | None]:
         """Per name, the key stored with its vector (``None``: no vector)."""
     def stats(self) -> dict[str, int]: ...
     @property
-    def fusion(self) -> dict[str, float]: ...
+    def fusion(self) -> dict[str, float]:
+        """``bm25_weight``, ``cosine_floor``, ``depth``, ``approx_from``, ``rescore``."""
     @property
     def vector_precision(self) -> str: ...
     @property

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::index::fusion::{self, Fusion};
 use crate::index::vectors::{Precision, QueryVec};
-use crate::index::{analyze_query, Index, Params, Staged};
+use crate::index::{analyze_query, Index, Params, Staged, VectorSearch};
 use crate::project::{project_schema, Field, Json, JsonKind, ProjectError};
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -408,6 +408,7 @@ fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>
 struct PyIndex {
     inner: RwLock<Index>,
     fusion: Fusion,
+    how: VectorSearch,
 }
 
 impl PyIndex {
@@ -480,6 +481,8 @@ impl PyIndex {
         bm25_weight = fusion::DEFAULT_BM25_WEIGHT,
         cosine_floor = fusion::DEFAULT_COSINE_FLOOR,
         fusion_depth = fusion::DEFAULT_DEPTH,
+        approx_from = index::vectors::DEFAULT_APPROX_FROM,
+        rescore = index::vectors::DEFAULT_RESCORE,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -494,7 +497,12 @@ impl PyIndex {
         bm25_weight: f32,
         cosine_floor: f32,
         fusion_depth: usize,
+        approx_from: usize,
+        rescore: usize,
     ) -> PyResult<Self> {
+        if rescore == 0 {
+            return Err(PyValueError::new_err("rescore must be >= 1"));
+        }
         let fusion = Fusion {
             bm25_weight,
             cosine_floor,
@@ -521,6 +529,10 @@ impl PyIndex {
         Ok(PyIndex {
             inner: RwLock::new(index),
             fusion,
+            how: VectorSearch {
+                approx_from,
+                rescore,
+            },
         })
     }
 
@@ -658,6 +670,7 @@ impl PyIndex {
                             k,
                             mask.as_deref(),
                             &self.fusion,
+                            self.how,
                         ))
                     }
                 })
@@ -720,8 +733,14 @@ impl PyIndex {
                         None => index.search_tokens(&tokens, k, mask.as_deref()),
                         Some(vs) => {
                             let qv: QueryVec = index.vectors().prepare(&vs[i])?;
-                            let hits =
-                                index.search_hybrid(&tokens, &qv, k, mask.as_deref(), &self.fusion);
+                            let hits = index.search_hybrid(
+                                &tokens,
+                                &qv,
+                                k,
+                                mask.as_deref(),
+                                &self.fusion,
+                                self.how,
+                            );
                             index.named(hits)
                         }
                     });
@@ -738,13 +757,14 @@ impl PyIndex {
     }
 
     /// The `k` tools whose vectors are nearest `vector` (cosine), best first; ties by name.
-    #[pyo3(signature = (vector, k = 5, allow = None))]
+    #[pyo3(signature = (vector, k = 5, allow = None, exact = false))]
     fn search_vector(
         &self,
         py: Python<'_>,
         vector: &Bound<'_, PyAny>,
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
+        exact: bool,
     ) -> PyResult<Vec<(String, f32)>> {
         not_building().map_err(PyRuntimeError::new_err)?;
         let v = floats(vector, "vector")?;
@@ -756,7 +776,7 @@ impl PyIndex {
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
-                Ok(index.named(index.search_vector(&q, k, mask.as_deref())))
+                Ok(index.named(index.search_vector_with(&q, k, mask.as_deref(), self.how, exact)))
             })
         })
     }
@@ -781,6 +801,8 @@ impl PyIndex {
         d.set_item("bm25_weight", as_py_float(self.fusion.bm25_weight))?;
         d.set_item("cosine_floor", as_py_float(self.fusion.cosine_floor))?;
         d.set_item("depth", self.fusion.depth)?;
+        d.set_item("approx_from", self.how.approx_from)?;
+        d.set_item("rescore", self.how.rescore)?;
         Ok(d)
     }
 

@@ -101,13 +101,14 @@ impl Index {
         k: usize,
         allow: Option<&[u64]>,
         fusion: &Fusion,
+        how: super::VectorSearch,
     ) -> Vec<(f32, u32)> {
         if k == 0 {
             return Vec::new();
         }
         let depth = fusion.depth.max(k);
         let bm25 = self.search_slots(tokens, depth, allow);
-        let cosine = self.search_vector(q, depth, allow);
+        let cosine = self.search_vector_with(q, depth, allow, how, false);
         self.top_k_by(fusion.fuse(&bm25, &cosine).into_iter(), k)
     }
 }

@@ -51,6 +51,7 @@ pub struct Index {
 }
 
 thread_local! {
+    static HAMMING: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
     static QUERY_ANALYZER: std::cell::RefCell<Analyzer> = std::cell::RefCell::new(Analyzer::new());
 }
 
@@ -152,6 +153,85 @@ impl Index {
             }
         }
         mask
+    }
+}
+
+/// How vector searches run: exactly below `approx_from` vectors, else the `rescore` nearest
+/// by Hamming distance of the sign bits are rescored exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorSearch {
+    pub approx_from: usize,
+    pub rescore: usize,
+}
+
+impl Default for VectorSearch {
+    fn default() -> Self {
+        VectorSearch {
+            approx_from: vectors::DEFAULT_APPROX_FROM,
+            rescore: vectors::DEFAULT_RESCORE,
+        }
+    }
+}
+
+impl Index {
+    /// The `k` tools whose vectors are nearest the query (cosine), best first; ties by name.
+    /// Exact below `how.approx_from` vectors; above, the `how.rescore` candidates nearest by
+    /// Hamming distance of the sign bits (ties by slot) are scored exactly (`exact` forces the
+    /// full scan).
+    pub fn search_vector_with(
+        &self,
+        q: &vectors::QueryVec,
+        k: usize,
+        allow: Option<&[u64]>,
+        how: VectorSearch,
+        exact: bool,
+    ) -> Vec<(f32, u32)> {
+        if k == 0 || self.vectors.is_empty() {
+            return Vec::new();
+        }
+        if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= how.rescore {
+            return self.search_vector(q, k, allow);
+        }
+        let r = how.rescore.max(k);
+        let code = self.vectors.code_of(q);
+        let bits = self.vectors.dim() + 1;
+        // Distances are small integers: a histogram finds the cut, then one pass collects
+        // the candidates in slot order (ties at the cut: the lower slots).
+        let mut hist = vec![0usize; bits + 1];
+        let mut candidates: Vec<(f32, u32)> = Vec::with_capacity(r);
+        HAMMING.with(|dist| {
+            let mut dist = dist.borrow_mut();
+            self.vectors.hamming_all(&code, &mut dist);
+            let usable = |s: usize| {
+                self.vectors.key(s as u32).is_some()
+                    && allow.is_none_or(|m| m.get(s / 64).is_some_and(|w| w & (1 << (s % 64)) != 0))
+            };
+            for (s, &d) in dist.iter().enumerate() {
+                if usable(s) {
+                    hist[d as usize] += 1;
+                }
+            }
+            let (mut cut, mut below) = (0usize, 0usize);
+            while cut < hist.len() && below + hist[cut] < r {
+                below += hist[cut];
+                cut += 1;
+            }
+            let mut room_at_cut = r - below;
+            for (s, &d) in dist.iter().enumerate() {
+                let d = d as usize;
+                if d > cut || !usable(s) {
+                    continue;
+                }
+                if d == cut {
+                    if room_at_cut == 0 {
+                        continue;
+                    }
+                    room_at_cut -= 1;
+                }
+                candidates.push((self.vectors.score(q, s as u32), s as u32));
+            }
+        });
+        self.top_k_by(candidates.into_iter(), k)
     }
 }
 
