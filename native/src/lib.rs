@@ -655,17 +655,16 @@ impl PyIndex {
         };
         py.detach(|| {
             guarded(|| {
-                let tokens = analyze_query(query);
                 let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
                 Ok(match &vector {
-                    None => index.search_tokens(&tokens, k, mask.as_deref()),
+                    None => index.named(index.search_query(query, k, mask.as_deref())),
                     Some(v) => {
                         let q = index.vectors().prepare(v)?;
                         index.named(index.search_hybrid(
-                            &tokens,
+                            query,
                             &q,
                             k,
                             mask.as_deref(),
@@ -728,13 +727,12 @@ impl PyIndex {
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
                 let mut out = Vec::with_capacity(qs.len());
                 for (i, q) in qs.iter().enumerate() {
-                    let tokens = analyze_query(q);
                     out.push(match &vectors {
-                        None => index.search_tokens(&tokens, k, mask.as_deref()),
+                        None => index.named(index.search_query(q, k, mask.as_deref())),
                         Some(vs) => {
                             let qv: QueryVec = index.vectors().prepare(&vs[i])?;
                             let hits = index.search_hybrid(
-                                &tokens,
+                                q,
                                 &qv,
                                 k,
                                 mask.as_deref(),

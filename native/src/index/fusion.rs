@@ -96,7 +96,7 @@ impl Index {
     /// The `k` best tools for a tokenized query and its vector, by [`Fusion`].
     pub fn search_hybrid(
         &self,
-        tokens: &[String],
+        query: &str,
         q: &QueryVec,
         k: usize,
         allow: Option<&[u64]>,
@@ -107,9 +107,11 @@ impl Index {
             return Vec::new();
         }
         let depth = fusion.depth.max(k);
-        let bm25 = self.search_slots(tokens, depth, allow);
+        let ties = super::ties::Ties::new(query);
+        let tokens = super::analyze_query(query);
+        let bm25 = self.search_slots(&tokens, depth, allow, Some(&ties));
         let cosine = self.search_vector_with(q, depth, allow, how, false);
-        self.top_k_by(fusion.fuse(&bm25, &cosine).into_iter(), k)
+        self.top_k_with(fusion.fuse(&bm25, &cosine).into_iter(), k, Some(&ties))
     }
 }
 

@@ -18,6 +18,7 @@ mod search;
 mod stage;
 #[cfg(test)]
 mod tests;
+pub mod ties;
 pub mod vectors;
 mod vocab;
 

@@ -4,6 +4,7 @@ use std::cell::RefCell;
 
 use super::docs::doc_name;
 use super::scoring::Scorer;
+use super::ties::Ties;
 use super::Index;
 
 thread_local! {
@@ -31,7 +32,14 @@ impl Index {
         k: usize,
         allow: Option<&[u64]>,
     ) -> Vec<(String, f32)> {
-        self.named(self.search_slots(tokens, k, allow))
+        self.named(self.search_slots(tokens, k, allow, None))
+    }
+
+    /// The `k` best tools for a query text, best first; equal scores ordered by the evidence
+    /// of [`Ties`], then by name.
+    pub fn search_query(&self, query: &str, k: usize, allow: Option<&[u64]>) -> Vec<(f32, u32)> {
+        let tokens = super::analyze_query(query);
+        self.search_slots(&tokens, k, allow, Some(&Ties::new(query)))
     }
 
     /// `(score, slot)` hits as `(name, score)`.
@@ -47,6 +55,7 @@ impl Index {
         tokens: &[String],
         k: usize,
         allow: Option<&[u64]>,
+        ties: Option<&Ties>,
     ) -> Vec<(f32, u32)> {
         let n_docs = self.by_name.len();
         if k == 0 || n_docs == 0 || tokens.is_empty() {
@@ -164,13 +173,13 @@ impl Index {
                         }
                     }
                 }
-                let top = self.top_k(scores, &candidates, k);
+                let top = self.top_k(scores, &candidates, k, ties);
                 for &t in touched.iter() {
                     scores[t as usize] = 0.0;
                 }
                 return top;
             }
-            let top = self.top_k(scores, touched, k);
+            let top = self.top_k(scores, touched, k, ties);
             for &t in touched.iter() {
                 scores[t as usize] = 0.0;
             }
@@ -183,12 +192,32 @@ impl Index {
     }
 
     /// `a` ranks before `b`: higher score, then smaller name.
-    pub(super) fn better(&self, a: (f32, u32), b: (f32, u32)) -> bool {
-        a.0 > b.0 || (a.0 == b.0 && self.name_of(a.1) < self.name_of(b.1))
+    /// `better`, equal scores ordered first by `ties` evidence (more first) when given.
+    fn better_with(&self, a: (f32, u32), b: (f32, u32), ties: Option<&Ties>) -> bool {
+        if a.0 != b.0 {
+            return a.0 > b.0;
+        }
+        if let Some(t) = ties {
+            let (ea, eb) = (t.evidence(self.name_of(a.1)), t.evidence(self.name_of(b.1)));
+            if ea != eb {
+                return ea > eb;
+            }
+        }
+        self.name_of(a.1) < self.name_of(b.1)
     }
 
-    fn top_k(&self, scores: &[f32], touched: &[u32], k: usize) -> Vec<(f32, u32)> {
-        self.top_k_by(touched.iter().map(|&slot| (scores[slot as usize], slot)), k)
+    fn top_k(
+        &self,
+        scores: &[f32],
+        touched: &[u32],
+        k: usize,
+        ties: Option<&Ties>,
+    ) -> Vec<(f32, u32)> {
+        self.top_k_with(
+            touched.iter().map(|&slot| (scores[slot as usize], slot)),
+            k,
+            ties,
+        )
     }
 
     /// The `k` best of `(score, slot)` candidates, best first (ties by name).
@@ -197,6 +226,17 @@ impl Index {
         candidates: impl Iterator<Item = (f32, u32)>,
         k: usize,
     ) -> Vec<(f32, u32)> {
+        self.top_k_with(candidates, k, None)
+    }
+
+    /// The `k` best candidates, best first: ties by `ties` evidence, then by name.
+    pub(super) fn top_k_with(
+        &self,
+        candidates: impl Iterator<Item = (f32, u32)>,
+        k: usize,
+        ties: Option<&Ties>,
+    ) -> Vec<(f32, u32)> {
+        let better = |a, b| self.better_with(a, b, ties);
         // A min-heap (by `better`) of at most k candidates: the root is the worst kept.
         let mut heap: Vec<(f32, u32)> = Vec::with_capacity(k.min(1024));
         if k == 0 {
@@ -208,23 +248,23 @@ impl Index {
                 let mut i = heap.len() - 1;
                 while i > 0 {
                     let parent = (i - 1) / 2;
-                    if self.better(heap[parent], heap[i]) {
+                    if better(heap[parent], heap[i]) {
                         heap.swap(parent, i);
                         i = parent;
                     } else {
                         break;
                     }
                 }
-            } else if self.better(cand, heap[0]) {
+            } else if better(cand, heap[0]) {
                 heap[0] = cand;
                 let mut i = 0;
                 loop {
                     let (l, r) = (2 * i + 1, 2 * i + 2);
                     let mut worst = i;
-                    if l < heap.len() && self.better(heap[worst], heap[l]) {
+                    if l < heap.len() && better(heap[worst], heap[l]) {
                         worst = l;
                     }
-                    if r < heap.len() && self.better(heap[worst], heap[r]) {
+                    if r < heap.len() && better(heap[worst], heap[r]) {
                         worst = r;
                     }
                     if worst == i {
@@ -236,9 +276,9 @@ impl Index {
             }
         }
         heap.sort_by(|&a, &b| {
-            if self.better(a, b) {
+            if better(a, b) {
                 std::cmp::Ordering::Less
-            } else if self.better(b, a) {
+            } else if better(b, a) {
                 std::cmp::Ordering::Greater
             } else {
                 std::cmp::Ordering::Equal

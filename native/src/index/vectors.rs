@@ -65,7 +65,7 @@ pub struct Vectors {
 }
 
 /// Default: from this many vectors on, searches go through the binary codes.
-pub const DEFAULT_APPROX_FROM: usize = 4096;
+pub const DEFAULT_APPROX_FROM: usize = 16_384;
 /// Default: candidates by Hamming distance that are rescored exactly.
 pub const DEFAULT_RESCORE: usize = 1000;
 
@@ -282,7 +282,12 @@ impl Vectors {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt")]
-    unsafe fn hamming_popcnt(&self, code: &[u64], allow: Option<&[u64]>, f: &mut dyn FnMut(u32, u32)) {
+    unsafe fn hamming_popcnt(
+        &self,
+        code: &[u64],
+        allow: Option<&[u64]>,
+        f: &mut dyn FnMut(u32, u32),
+    ) {
         self.hamming_body(code, allow, f)
     }
 
@@ -293,7 +298,10 @@ impl Vectors {
             if key.is_none() || !allowed(allow, s) {
                 continue;
             }
-            f(hamming_body(code, &self.codes[s * w..(s + 1) * w]), s as u32);
+            f(
+                hamming_body(code, &self.codes[s * w..(s + 1) * w]),
+                s as u32,
+            );
         }
     }
 
@@ -373,7 +381,9 @@ impl Vectors {
 #[inline(always)]
 fn allowed(allow: Option<&[u64]>, s: usize) -> bool {
     match allow {
-        Some(mask) => mask.get(s / 64).is_some_and(|m| m & (1u64 << (s % 64)) != 0),
+        Some(mask) => mask
+            .get(s / 64)
+            .is_some_and(|m| m & (1u64 << (s % 64)) != 0),
         None => true,
     }
 }
