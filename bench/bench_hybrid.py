@@ -33,7 +33,6 @@ sys.path.insert(0, str(HERE))
 
 import apibench  # noqa: E402
 import bench_retrieval as br  # noqa: E402
-import bfcl  # noqa: E402
 
 
 def _model() -> Any:
@@ -103,7 +102,9 @@ def latency(model: Any, size: int, n_queries: int) -> dict[str, Any]:
         rows = [v.tobytes() for v in qv]
         runs = {
             "bm25": lambda i, index=index: index.search(queries[i], br.K),
-            "hybrid": lambda i, index=index: index.search(queries[i], br.K, vector=rows[i]),
+            "hybrid": lambda i, index=index, rows=rows: index.search(
+                queries[i], br.K, vector=rows[i]
+            ),
         }
         for label, run in runs.items():
             if label == "bm25" and precision != "f32":
