@@ -6,12 +6,14 @@ from typing import Any, Final, TypeAlias
 from typing_extensions import Self, final
 
 __all__ = [
+    "DEFAULT_APPROX_FROM",
     "DEFAULT_B",
     "DEFAULT_BM25_WEIGHT",
     "DEFAULT_COSINE_FLOOR",
     "DEFAULT_FUSION_DEPTH",
     "DEFAULT_K1",
     "DEFAULT_LENGTH_EXPONENT",
+    "DEFAULT_RESCORE",
     "DEFAULT_WEIGHTS",
     "FIELDS",
     "Bm25Index",
@@ -26,6 +28,10 @@ DEFAULT_COSINE_FLOOR: Final[float]
 """Fusion: cosines at or below this contribute nothing."""
 DEFAULT_FUSION_DEPTH: Final[int]
 """Fusion: hits read from each ranking."""
+DEFAULT_APPROX_FROM: Final[int]
+"""Vector search: from this many vectors on, approximate (sign-bit codes, then rescoring)."""
+DEFAULT_RESCORE: Final[int]
+"""Vector search: candidates by Hamming distance that are rescored."""
 DEFAULT_B: Final[dict[str, float]]
 DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]

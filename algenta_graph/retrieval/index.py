@@ -38,7 +38,14 @@ from mcp.types import Tool as McpTool
 from algenta_graph import _native
 from algenta_graph.retrieval.fusion import FUSION_BM25_WEIGHT, FUSION_COSINE_FLOOR, FUSION_DEPTH
 from algenta_graph.retrieval.tools import ToolLike, tool_parts
-from algenta_graph.retrieval.vectors import QueryVectors, check_vectors, embedding_text, text_key
+from algenta_graph.retrieval.vectors import (
+    VECTOR_APPROX_FROM,
+    VECTOR_RESCORE,
+    QueryVectors,
+    check_vectors,
+    embedding_text,
+    text_key,
+)
 
 __all__ = [
     "DEFAULT_B",
@@ -120,6 +127,10 @@ class ToolIndex:
             within about 0.01).
         bm25_weight, cosine_floor, depth: the fusion's constants (defaults
             ``FUSION_BM25_WEIGHT``, ``FUSION_COSINE_FLOOR``, ``FUSION_DEPTH``).
+        approx_from, rescore: from ``approx_from`` vectors on (default
+            ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the ``rescore``
+            tools (default ``VECTOR_RESCORE``) nearest by Hamming distance of their vectors'
+            sign bits are scored (int8, then the best exactly); below it, an exact scan.
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
@@ -143,6 +154,8 @@ class ToolIndex:
         bm25_weight: float = FUSION_BM25_WEIGHT,
         cosine_floor: float = FUSION_COSINE_FLOOR,
         depth: int = FUSION_DEPTH,
+        approx_from: int = VECTOR_APPROX_FROM,
+        rescore: int = VECTOR_RESCORE,
     ) -> None:
         if embeddings is not None and not isinstance(embeddings, Embeddings):
             raise TypeError(
@@ -165,6 +178,8 @@ class ToolIndex:
             bm25_weight=bm25_weight,
             cosine_floor=cosine_floor,
             fusion_depth=depth,
+            approx_from=approx_from,
+            rescore=rescore,
         )
 
     @property

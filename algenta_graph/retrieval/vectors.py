@@ -14,10 +14,21 @@ from langchain_core.embeddings import Embeddings
 
 from algenta_graph import _native
 
-__all__ = ["QUERY_CACHE_SIZE", "QueryVectors", "embedding_text", "text_key"]
+__all__ = [
+    "QUERY_CACHE_SIZE",
+    "VECTOR_APPROX_FROM",
+    "VECTOR_RESCORE",
+    "QueryVectors",
+    "embedding_text",
+    "text_key",
+]
 
 QUERY_CACHE_SIZE = 1024
 """Query vectors kept per index (least recently used first out)."""
+VECTOR_APPROX_FROM: int = _native.DEFAULT_APPROX_FROM
+"""From this many vectors on, the cosine ranking goes through the binary codes."""
+VECTOR_RESCORE: int = _native.DEFAULT_RESCORE
+"""Candidates (nearest by Hamming distance of the sign bits) scored for the cosine ranking."""
 
 
 def embedding_text(name: str, description: str, schema: Any) -> str:

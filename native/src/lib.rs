@@ -929,6 +929,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         as_py_float(fusion::DEFAULT_COSINE_FLOOR),
     )?;
     m.add("DEFAULT_FUSION_DEPTH", fusion::DEFAULT_DEPTH)?;
+    m.add("DEFAULT_APPROX_FROM", index::vectors::DEFAULT_APPROX_FROM)?;
+    m.add("DEFAULT_RESCORE", index::vectors::DEFAULT_RESCORE)?;
     m.add("DEFAULT_B", field_dict(m.py(), index::DEFAULT_B)?)?;
     m.add(
         "DEFAULT_LENGTH_EXPONENT",

@@ -157,8 +157,9 @@ impl Index {
     }
 }
 
-/// How vector searches run: exactly below `approx_from` vectors, else the `rescore` nearest
-/// by Hamming distance of the sign bits are rescored exactly.
+/// How vector searches run: exactly below `approx_from` vectors, else the nearest by Hamming
+/// distance of the sign bits (`rescore` of them, or one in [`vectors::RESCORE_SHARE`] if more)
+/// are scored with the int8 copy and the best `2k` of those exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VectorSearch {
     pub approx_from: usize,
@@ -193,8 +194,15 @@ impl Index {
         if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= how.rescore {
             return self.search_vector(q, k, allow);
         }
-        let r = how.rescore.max(k);
+        let r = how
+            .rescore
+            .max(self.vectors.len() / vectors::RESCORE_SHARE)
+            .max(k);
         let code = self.vectors.code_of(q);
+        let (q8, q8_scale) = match q {
+            vectors::QueryVec::F32(v) => vectors::quantize(v),
+            vectors::QueryVec::I8(v, s) => (v.clone(), *s),
+        };
         let bits = self.vectors.dim() + 1;
         // Distances are small integers: a histogram finds the cut, then one pass collects
         // the candidates in slot order (ties at the cut: the lower slots).
@@ -229,9 +237,23 @@ impl Index {
                     }
                     room_at_cut -= 1;
                 }
-                candidates.push((self.vectors.score(q, s as u32), s as u32));
+                candidates.push((self.vectors.score_i8(&q8, q8_scale, s as u32), s as u32));
             }
         });
+        // Rescored with int8 (a quarter of the bytes to read); with f32 vectors the best 4k of
+        // those are scored again exactly.
+        if let vectors::QueryVec::F32(_) = q {
+            let m = (2 * k).min(candidates.len());
+            if m < candidates.len() {
+                // A total order (score, then slot), so the cut is deterministic.
+                candidates
+                    .select_nth_unstable_by(m, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                candidates.truncate(m);
+            }
+            for c in candidates.iter_mut() {
+                c.0 = self.vectors.score(q, c.1);
+            }
+        }
         self.top_k_by(candidates.into_iter(), k)
     }
 }
