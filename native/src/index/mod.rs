@@ -225,19 +225,26 @@ impl Index {
                 below += hist[cut];
                 cut += 1;
             }
-            let mut room_at_cut = r - below;
+            let room_at_cut = r - below;
+            let mut at_cut: Vec<u32> = Vec::new();
             for (s, &d) in dist.iter().enumerate() {
                 let d = d as usize;
                 if d > cut || !usable(s) {
                     continue;
                 }
                 if d == cut {
-                    if room_at_cut == 0 {
-                        continue;
-                    }
-                    room_at_cut -= 1;
+                    at_cut.push(s as u32);
+                    continue;
                 }
                 candidates.push((self.vectors.score_i8(&q8, q8_scale, s as u32), s as u32));
+            }
+            // At the cut, by name: the candidates do not depend on which slot a tool got.
+            if at_cut.len() > room_at_cut {
+                at_cut.sort_unstable_by(|&a, &b| self.name_of(a).cmp(self.name_of(b)));
+                at_cut.truncate(room_at_cut);
+            }
+            for s in at_cut {
+                candidates.push((self.vectors.score_i8(&q8, q8_scale, s), s));
             }
         });
         // Rescored with int8 (a quarter of the bytes to read); with f32 vectors the best 4k of
@@ -245,9 +252,11 @@ impl Index {
         if let vectors::QueryVec::F32(_) = q {
             let m = (2 * k).min(candidates.len());
             if m < candidates.len() {
-                // A total order (score, then slot), so the cut is deterministic.
-                candidates
-                    .select_nth_unstable_by(m, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                // A total order (score, then name), so the cut is deterministic.
+                candidates.select_nth_unstable_by(m, |a, b| {
+                    b.0.total_cmp(&a.0)
+                        .then_with(|| self.name_of(a.1).cmp(self.name_of(b.1)))
+                });
                 candidates.truncate(m);
             }
             for c in candidates.iter_mut() {

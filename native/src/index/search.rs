@@ -187,7 +187,7 @@ impl Index {
         })
     }
 
-    fn name_of(&self, slot: u32) -> &str {
+    pub(super) fn name_of(&self, slot: u32) -> &str {
         doc_name(&self.docs, slot)
     }
 
