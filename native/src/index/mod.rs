@@ -240,7 +240,11 @@ impl Index {
             }
             // At the cut, by name: the candidates do not depend on which slot a tool got.
             if at_cut.len() > room_at_cut {
-                at_cut.sort_unstable_by(|&a, &b| self.name_of(a).cmp(self.name_of(b)));
+                if room_at_cut > 0 {
+                    at_cut.select_nth_unstable_by(room_at_cut - 1, |&a, &b| {
+                        self.name_of(a).cmp(self.name_of(b))
+                    });
+                }
                 at_cut.truncate(room_at_cut);
             }
             for s in at_cut {
