@@ -158,8 +158,8 @@ impl Index {
 }
 
 /// How vector searches run: exactly below `approx_from` vectors, else the nearest by Hamming
-/// distance of the sign bits (`rescore` of them, or one in [`vectors::RESCORE_SHARE`] if more)
-/// are scored with the int8 copy and the best `2k` of those exactly.
+/// distance of the sign bits (`rescore` of them) are scored with the int8 copy and the best `2k`
+/// of those exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VectorSearch {
     pub approx_from: usize,
@@ -194,10 +194,7 @@ impl Index {
         if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= how.rescore {
             return self.search_vector(q, k, allow);
         }
-        let r = how
-            .rescore
-            .max(self.vectors.len() / vectors::RESCORE_SHARE)
-            .max(k);
+        let r = how.rescore.max(k);
         let code = self.vectors.code_of(q);
         let (q8, q8_scale) = match q {
             vectors::QueryVec::F32(v) => vectors::quantize(v),

@@ -66,10 +66,8 @@ pub struct Vectors {
 
 /// Default: from this many vectors on, searches go through the binary codes.
 pub const DEFAULT_APPROX_FROM: usize = 8192;
-/// Default: candidates by Hamming distance that are rescored, at least (see [`RESCORE_SHARE`]).
-pub const DEFAULT_RESCORE: usize = 1000;
-/// Larger indexes rescore one vector in this many (recall@50 >= 0.98 at 10k-50k tools).
-pub const RESCORE_SHARE: usize = 25;
+/// Default: candidates by Hamming distance that are rescored.
+pub const DEFAULT_RESCORE: usize = 2000;
 
 /// `x` scaled to unit length (a zero vector stays zero); an error names what is wrong.
 pub fn unit(x: &[f32]) -> Result<Vec<f32>, String> {

@@ -1,0 +1,58 @@
+"""The offline static embedding model (the ``embeddings`` extra): loads from the wheel, no
+network, and bridges BFCL's vocabulary gaps through ``ToolIndex(embeddings=...)``."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from algenta_graph.retrieval import ToolIndex
+
+pytest.importorskip("wordllama", reason="the 'embeddings' extra is not installed")
+
+from algenta_graph.retrieval.static_embeddings import WordLlamaEmbeddings
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _bfcl() -> object:
+    spec = importlib.util.spec_from_file_location("bfcl", BENCH / "bfcl.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bfcl", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wordllama_loads_offline_and_embeds_deterministically(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import requests
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model must not download anything")
+
+    monkeypatch.setattr(requests, "get", no_network)
+    model = WordLlamaEmbeddings()
+    a = model.embed_query("convert 100 euro to dollars")
+    assert len(a) == 256 and a == model.embed_query("convert 100 euro to dollars")
+    docs = model.embed_documents(["currency exchange rates", "weather forecast"])
+    assert len(docs) == 2 and all(len(d) == 256 for d in docs)
+    assert model.embed_documents([]) == []
+
+
+def test_hybrid_bridges_a_vocabulary_gap_on_bfcl() -> None:
+    bfcl = _bfcl()
+    if not bfcl.bfcl_available():  # type: ignore[attr-defined]
+        pytest.skip("BFCL v3 data not found")
+    data = bfcl.load_bfcl()  # type: ignore[attr-defined]
+    query = next(q for q, gold in data.queries if gold == "currency_conversion" and "euro" in q)
+    plain = ToolIndex()
+    plain.add(data.tools)
+    hybrid = ToolIndex(embeddings=WordLlamaEmbeddings())
+    hybrid.add(data.tools)
+    assert "currency_conversion" not in [h.tool_id for h in plain.search(query, 5)]
+    assert "currency_conversion" in [h.tool_id for h in hybrid.search(query, 5)]
