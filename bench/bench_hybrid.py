@@ -109,13 +109,7 @@ def latency(model: Any, size: int, n_queries: int) -> dict[str, Any]:
         for label, run in runs.items():
             if label == "bm25" and precision != "f32":
                 continue
-            for i in range(20):
-                run(i)
-            lat = []
-            for i in range(len(queries)):
-                t0 = time.perf_counter_ns()
-                run(i)
-                lat.append((time.perf_counter_ns() - t0) / 1e6)
+            lat = br.latencies(run, len(queries))
             name = label if label == "bm25" else f"{label} {precision}"
             result[f"{name} p50_ms"] = round(br.pct(lat, 0.5), 4)
             result[f"{name} p95_ms"] = round(br.pct(lat, 0.95), 4)

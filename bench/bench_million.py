@@ -62,17 +62,6 @@ def near_duplicate_catalog(n: int, seed: int = br.SEED) -> tuple[list[dict[str, 
     return tools, intents
 
 
-def latencies(search: Any, queries: list[str]) -> list[float]:
-    for i in range(20):
-        search(i)
-    lat = []
-    for i in range(len(queries)):
-        t0 = time.perf_counter_ns()
-        search(i)
-        lat.append((time.perf_counter_ns() - t0) / 1e6)
-    return lat
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=1_000_000)
@@ -139,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     del vectors
     gc.collect()
     memory_mb = (br.rss_bytes() - before) / 2**20
-    lat = latencies(lambda i: index.search(queries[i], br.K), queries)
+    lat = br.latencies(lambda i: index.search(queries[i], br.K), len(queries))
     cpu = time.process_time()
     index.search_many(queries, br.K)
     many_ms = (time.process_time() - cpu) * 1000 / len(queries)
@@ -159,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if qv is not None:
         rows = qv
-        hyb = latencies(lambda i: index.search(queries[i], br.K, vector=rows[i]), queries)
+        hyb = br.latencies(lambda i: index.search(queries[i], br.K, vector=rows[i]), len(queries))
         result["embed_tools_s"] = round(embed_s, 1) if embed_s else None
         result["hybrid_p50_ms"] = round(br.pct(hyb, 0.5), 4)
         result["hybrid_p95_ms"] = round(br.pct(hyb, 0.95), 4)
