@@ -153,13 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         result["hybrid_p50_ms"] = round(br.pct(hyb, 0.5), 4)
         result["hybrid_p95_ms"] = round(br.pct(hyb, 0.95), 4)
         native = index._index
+        sample = min(200, len(rows))
         for k in (10, 50):
             got = 0
-            for row in rows[:200]:
+            for row in rows[:sample]:
                 exact = {n for n, _ in native.search_vector(row, k, None, True)}
                 approx = {n for n, _ in native.search_vector(row, k, None, False)}
                 got += len(exact & approx)
-            result[f"vector_recall_at_{k}"] = round(got / (k * 200), 4)
+            result[f"vector_recall_at_{k}"] = round(got / (k * sample), 4)
     print(json.dumps(result))
     return 0
 
