@@ -1,14 +1,19 @@
 """Type stub for the Rust extension ``algenta_graph._native`` (see ``native/README.md``)."""
 
-from collections.abc import Callable, Iterable
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, TypeAlias
 
 from typing_extensions import Self, final
 
 __all__ = [
+    "DEFAULT_APPROX_FROM",
     "DEFAULT_B",
+    "DEFAULT_BM25_WEIGHT",
+    "DEFAULT_COSINE_FLOOR",
+    "DEFAULT_FUSION_DEPTH",
     "DEFAULT_K1",
     "DEFAULT_LENGTH_EXPONENT",
+    "DEFAULT_RESCORE",
     "DEFAULT_WEIGHTS",
     "FIELDS",
     "Bm25Index",
@@ -17,10 +22,23 @@ __all__ = [
 ]
 
 DEFAULT_K1: Final[float]
+DEFAULT_BM25_WEIGHT: Final[float]
+"""Fusion: weight of the BM25 side (the cosine side has ``1 - w``)."""
+DEFAULT_COSINE_FLOOR: Final[float]
+"""Fusion: cosines at or below this contribute nothing."""
+DEFAULT_FUSION_DEPTH: Final[int]
+"""Fusion: hits read from each ranking."""
+DEFAULT_APPROX_FROM: Final[int]
+"""Vector search: from this many vectors on, approximate (sign-bit codes, then rescoring)."""
+DEFAULT_RESCORE: Final[int]
+"""Vector search: candidates by Hamming distance that are rescored."""
 DEFAULT_B: Final[dict[str, float]]
 DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]
 FIELDS: Final[tuple[str, ...]]
+
+_Vector: TypeAlias = Sequence[float] | bytes
+"""A vector: numbers, or ``bytes`` of native-endian float32."""
 
 def tokenize(text: str) -> list[str]:
     """The index's tokens for ``text``."""
@@ -42,28 +60,71 @@ class Bm25Index:
         description_weight: float = ...,
         param_name_weight: float = ...,
         param_text_weight: float = ...,
-    ) -> Self: ...
+        vector_precision: str = "f32",
+        bm25_weight: float = ...,
+        cosine_floor: float = ...,
+        fusion_depth: int = ...,
+        approx_from: int = ...,
+        rescore: int = ...,
+    ) -> Self:
+        """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
+        ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
+        from ``approx_from`` vectors on, vector searches rescore exactly the ``rescore``
+        tools nearest by Hamming distance of their sign bits (``src/index/vectors.rs``)."""
     def add(
         self,
         tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],
         progress: Callable[[str, int, int], object] | None = None,
         every: int = 50000,
+        vectors: Sequence[_Vector | None] | bytes | None = None,
+        vector_keys: Sequence[int | None] | None = None,
     ) -> None:
         """Add or replace tools, all or nothing: ``(name, description, schema)`` tuples or
         dicts with ``name``, ``description`` and ``input_schema`` / ``inputSchema`` /
         ``parameters`` / ``args_schema``; ``progress(phase, done, total)`` every ``every``
-        tools and at the end of each phase (``project``, ``tokenize``, ``index``)."""
+        tools and at the end of each phase (``project``, ``tokenize``, ``index``).
+
+        ``vectors``: one per tool (stored at unit length; ``None`` keeps the vector the tool
+        already has if its key is unchanged, else the tool has none), or ``bytes`` holding
+        one float32 row per tool. ``vector_keys``: per tool, the key of the text its vector
+        came from (see ``vector_keys``)."""
     def remove(self, name: str) -> bool: ...
     def __len__(self) -> int: ...
     def __contains__(self, name: object, /) -> bool: ...
     def names(self) -> list[str]: ...
     def search(
-        self, query: str, k: int = 5, allow: Iterable[str] | None = None
-    ) -> list[tuple[str, float]]: ...
+        self,
+        query: str,
+        k: int = 5,
+        allow: Iterable[str] | None = None,
+        vector: _Vector | None = None,
+    ) -> list[tuple[str, float]]:
+        """BM25F top ``k``; with the query's ``vector``, BM25 and cosine fused."""
     def search_many(
-        self, queries: Iterable[str], k: int = 5, allow: Iterable[str] | None = None
-    ) -> list[list[tuple[str, float]]]: ...
+        self,
+        queries: Iterable[str],
+        k: int = 5,
+        allow: Iterable[str] | None = None,
+        vectors: Sequence[_Vector] | bytes | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """``search`` for every query (``vectors``: one per query, or float32 rows)."""
+    def search_vector(
+        self,
+        vector: _Vector,
+        k: int = 5,
+        allow: Iterable[str] | None = None,
+        exact: bool = False,
+    ) -> list[tuple[str, float]]:
+        """The ``k`` tools nearest ``vector`` by cosine, best first; ties by name
+        (``exact``: the full scan, whatever the index's size)."""
+    def vector_keys(self, names: Sequence[str]) -> list[int | None]:
+        """Per name, the key stored with its vector (``None``: no vector)."""
     def stats(self) -> dict[str, int]: ...
+    @property
+    def fusion(self) -> dict[str, float]:
+        """``bm25_weight``, ``cosine_floor``, ``depth``, ``approx_from``, ``rescore``."""
+    @property
+    def vector_precision(self) -> str: ...
     @property
     def k1(self) -> float: ...
     @property

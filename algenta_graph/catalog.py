@@ -231,11 +231,14 @@ class GovernedCatalog:
         k = run.top_k + len(self.always_include)
         allow = self.allow_list(run)
         if self.usage is not None:
+            # With embeddings: the query's vector computed off the event loop, cached for the
+            # (synchronous) index search inside the usage signal.
+            await self.index.aembed_query(query)
             hits = await self.usage.asearch(
                 self.index, query, k, allow, profile=self.profile_name(run)
             )
         else:
-            hits = self.index.search(query, k=k, allow=allow)
+            hits = await self.index.asearch(query, k=k, allow=allow)
         names = [h.tool_id for h in hits if h.tool_id not in self.always_include]
         return names[: run.top_k]
 

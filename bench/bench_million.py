@@ -2,15 +2,22 @@
 
 Run from the repository root (figures in ``bench/RESULTS.md``)::
 
-    python bench/bench_million.py                    # 1,000,000 generated tools
+    python bench/bench_million.py                          # 1,000,000 generated tools
+    python bench/bench_million.py --catalog near-duplicate # the 50k catalog copied 20 times
     python bench/bench_million.py --size 50000
+    python bench/bench_million.py --hybrid                 # also vectors (embeddings extra)
 
-The catalog comes from ``bench_retrieval.generate_catalog`` (fixed seed): the same generator
-as the 1k-50k figures, whose long tail of product names grows with the catalog beyond 50k
-tools (one per 10 tools), so names, descriptions, schemas and the vocabulary vary as they do
-there. The build runs with ``progress=True`` (its lines go to stderr). Memory is the RSS growth
-of this process from building the index, after ``gc.collect()``; latency is measured on 1,000
-generated queries after 20 warm-up searches.
+The ``generated`` catalog comes from ``bench_retrieval.generate_catalog`` (fixed seed): the same
+generator as the 1k-50k figures, whose long tail of product names grows with the catalog beyond
+50k tools (one per 10 tools). The ``near-duplicate`` catalog is the 50k catalog copied until it
+has ``--size`` tools, each copy of a tool renamed (``<name>_c<copy>``) and its description
+given three extra words drawn from the catalog's own vocabulary (real registries are full of
+look-alike tools: every postings list of the query terms is long). The build runs with
+``progress=True`` (its lines go to stderr). Memory is the RSS growth of this process from
+building the index, after ``gc.collect()``; latency is measured on 1,000 generated queries
+after 20 warm-up searches. ``--hybrid`` embeds every tool with WordLlama (time reported
+apart), adds the vectors with the tools, and measures hybrid search with the query vectors
+precomputed, and the recall of the approximate vector search against the exact scan.
 """
 
 from __future__ import annotations
@@ -19,9 +26,12 @@ import argparse
 import gc
 import json
 import os
+import random
+import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -29,40 +39,102 @@ sys.path.insert(0, str(HERE))
 import bench_retrieval as br  # noqa: E402
 
 
+def near_duplicate_catalog(n: int, seed: int = br.SEED) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The 50k catalog copied until ``n`` tools, each copy with three extra words."""
+    base, intents = br.generate_catalog(50_000, seed)
+    vocab = sorted({w for t in base for w in re.findall(r"[a-z]{3,}", t["description"].lower())})
+    rng = random.Random(seed + 7)
+    tools: list[dict[str, Any]] = []
+    copy = 0
+    while len(tools) < n:
+        for t in base:
+            if len(tools) == n:
+                break
+            extra = " ".join(rng.choice(vocab) for _ in range(3))
+            tools.append(
+                {
+                    "name": f"{t['name']}_c{copy}",
+                    "description": f"{t['description']} {extra}",
+                    "input_schema": t["input_schema"],
+                }
+            )
+        copy += 1
+    return tools, intents
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--catalog", choices=("generated", "near-duplicate"), default="generated")
+    parser.add_argument("--hybrid", action="store_true")
+    parser.add_argument(
+        "--vectors-cache",
+        type=Path,
+        help="with --hybrid: load the tools' vectors from this .npy file, or save them there",
+    )
     ns = parser.parse_args(argv)
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     print(f"load average before the run: {load}; cores: {os.cpu_count()}", file=sys.stderr)
     start = time.perf_counter()
-    tools, intents = br.generate_catalog(ns.size)
+    if ns.catalog == "generated":
+        tools, intents = br.generate_catalog(ns.size)
+    else:
+        tools, intents = near_duplicate_catalog(ns.size)
     queries = br.generate_queries(intents, ns.queries)
     print(f"generated {len(tools):,} tools in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     from algenta_graph.retrieval import ToolIndex
+
+    vectors = qv = None
+    embed_s = 0.0
+    if ns.hybrid:
+        import numpy as np
+
+        from algenta_graph.retrieval.static_embeddings import WordLlamaEmbeddings
+        from algenta_graph.retrieval.vectors import embedding_text
+
+        model = WordLlamaEmbeddings()
+        start = time.perf_counter()
+        cache = ns.vectors_cache
+        if cache is not None and cache.exists():
+            array = np.load(cache)
+            print(f"vectors loaded from {cache} (embedding time not measured)", file=sys.stderr)
+        else:
+            texts = [embedding_text(t["name"], t["description"], t["input_schema"]) for t in tools]
+            array = np.concatenate(
+                [
+                    model.embed_documents_array(texts[i : i + 50_000])
+                    for i in range(0, len(texts), 50_000)
+                ]
+            )
+            del texts
+            embed_s = time.perf_counter() - start
+            if cache is not None:
+                np.save(cache, array)
+        if len(array) != len(tools):
+            raise SystemExit(f"{cache}: {len(array)} vectors for {len(tools)} tools")
+        vectors = array.astype(np.float32).tobytes()
+        del array
+        qv = [v.tobytes() for v in model.embed_documents_array(queries)]
+        print(f"embedded {len(tools):,} tools in {embed_s:.0f} s", file=sys.stderr)
 
     index = ToolIndex()
     gc.collect()
     before = br.rss_bytes()
     start, cpu = time.perf_counter(), time.process_time()
-    index.add(tools, progress=True)
+    index.add(tools, progress=True, vectors=vectors)
     build_s, build_cpu_s = time.perf_counter() - start, time.process_time() - cpu
+    del vectors
     gc.collect()
     memory_mb = (br.rss_bytes() - before) / 2**20
-    for q in queries[:20]:
-        index.search(q, br.K)
-    lat = []
-    for q in queries:
-        t0 = time.perf_counter_ns()
-        index.search(q, br.K)
-        lat.append((time.perf_counter_ns() - t0) / 1e6)
+    lat = br.latencies(lambda i: index.search(queries[i], br.K), len(queries))
     cpu = time.process_time()
     index.search_many(queries, br.K)
     many_ms = (time.process_time() - cpu) * 1000 / len(queries)
     stats = index.stats()
-    result = {
+    result: dict[str, Any] = {
+        "catalog": ns.catalog,
         "tools": len(index),
         "build_s": round(build_s, 2),
         "build_cpu_s": round(build_cpu_s, 2),
@@ -74,6 +146,21 @@ def main(argv: list[str] | None = None) -> int:
         "p95_ms": round(br.pct(lat, 0.95), 4),
         "search_many_cpu_ms_per_query": round(many_ms, 4),
     }
+    if qv is not None:
+        rows = qv
+        hyb = br.latencies(lambda i: index.search(queries[i], br.K, vector=rows[i]), len(queries))
+        result["embed_tools_s"] = round(embed_s, 1) if embed_s else None
+        result["hybrid_p50_ms"] = round(br.pct(hyb, 0.5), 4)
+        result["hybrid_p95_ms"] = round(br.pct(hyb, 0.95), 4)
+        native = index._index
+        sample = min(200, len(rows))
+        for k in (10, 50):
+            got = 0
+            for row in rows[:sample]:
+                exact = {n for n, _ in native.search_vector(row, k, None, True)}
+                approx = {n for n, _ in native.search_vector(row, k, None, False)}
+                got += len(exact & approx)
+            result[f"vector_recall_at_{k}"] = round(got / (k * sample), 4)
     print(json.dumps(result))
     return 0
 

@@ -443,6 +443,18 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def latencies(run: Callable[[int], object], n: int, warmup: int = 20) -> list[float]:
+    """Milliseconds of ``run(i)`` for ``i`` in ``range(n)``, after ``warmup`` calls."""
+    for i in range(min(warmup, n)):
+        run(i)
+    lat = []
+    for i in range(n):
+        t0 = time.perf_counter_ns()
+        run(i)
+        lat.append((time.perf_counter_ns() - t0) / 1e6)
+    return lat
+
+
 def query_budget(engine: str, size: int) -> int:
     """Queries per engine and size: the slow peers are bounded (and the report says so)."""
     if engine == "rank_bm25":

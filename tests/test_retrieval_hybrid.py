@@ -1,14 +1,16 @@
-"""ToolIndex(embeddings=...): tools embedded once, incrementally; BM25 and cosine fused by RRF."""
+"""ToolIndex(embeddings=...): tools embedded once, incrementally, their vectors kept in the native
+index; BM25 and cosine fused by a convex combination of normalised scores."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import tool
 
-from algenta_graph.retrieval import RRF_K, ToolIndex
+from algenta_graph.retrieval import FUSION_BM25_WEIGHT, ToolIndex
 
 # A tiny deterministic "semantic" embedding: one dimension per concept, a word counts for
 # the concepts it belongs to. Enough to bridge vocabulary BM25 cannot.
@@ -55,23 +57,40 @@ def test_fusion_finds_what_bm25_alone_misses() -> None:
     hybrid.add(TOOLS)
     hits = hybrid.search(query, 2)
     assert hits[0].tool_id == "currency_conversion"
-    assert hits[0].score == pytest.approx(1 / (RRF_K + 1))  # first in the cosine ranking only
+    # Only the cosine side matched: its whole weight, the best cosine normalised to 1.
+    assert hits[0].score == pytest.approx(1 - FUSION_BM25_WEIGHT)
 
 
-def test_rrf_sums_reciprocal_ranks_of_both_rankings() -> None:
-    index = ToolIndex(embeddings=ConceptEmbeddings(), rrf_k=10)
+def test_fused_score_is_the_convex_combination_of_both_normalised_scores() -> None:
+    query = "send the weather forecast by email"
+    emb = ConceptEmbeddings()
+    index = ToolIndex(embeddings=emb)
     index.add(TOOLS)
-    hits = index.search("send the weather forecast by email", 4)
-    by_name = {h.tool_id: h.score for h in hits}
-    bm25 = [h.tool_id for h in ToolIndex().search("send the weather forecast by email", 50)]
-    for name, score in by_name.items():
-        expected = 0.0
-        if name in bm25:
-            expected += 1 / (10 + bm25.index(name) + 1)
-        assert score >= expected  # plus its cosine rank's share
-    assert [h.tool_id for h in hits][:2] == sorted(
-        ["get_forecast", "send_email"], key=lambda n: (-by_name[n], n)
-    )
+    plain = ToolIndex()
+    plain.add(TOOLS)
+    bm25 = {h.tool_id: h.score for h in plain.search(query, 50)}
+    q = emb._vector(query)
+    cos = {}
+    for spec in TOOLS:
+        v = emb._vector(f"{spec['name']}: {spec['description']}")
+        nq, nv = math.sqrt(sum(x * x for x in q)), math.sqrt(sum(x * x for x in v))
+        cos[spec["name"]] = sum(a * b for a, b in zip(q, v, strict=True)) / (nq * nv or 1)
+    top_b, top_c = max(bm25.values()), max(cos.values())
+    for hit in index.search(query, 4):
+        want = FUSION_BM25_WEIGHT * bm25.get(hit.tool_id, 0.0) / top_b
+        want += (1 - FUSION_BM25_WEIGHT) * max(cos[hit.tool_id], 0.0) / top_c
+        assert hit.score == pytest.approx(want, rel=1e-5), hit
+    names = [h.tool_id for h in index.search(query, 4)]
+    assert names[:2] == ["send_email", "get_forecast"] or names[:2] == [
+        "get_forecast",
+        "send_email",
+    ]
+    # BM25 alone (weight 1) is exactly the BM25 order, whatever the vectors say.
+    only_bm25 = ToolIndex(embeddings=ConceptEmbeddings(), bm25_weight=1.0)
+    only_bm25.add(TOOLS)
+    assert [h.tool_id for h in only_bm25.search(query, 4)] == [
+        h.tool_id for h in plain.search(query, 4)
+    ]
 
 
 def test_each_tool_is_embedded_once_and_again_only_when_it_changes() -> None:
@@ -122,7 +141,13 @@ def test_a_failing_embedding_leaves_the_index_unchanged() -> None:
 
 
 def test_bad_fusion_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="rrf_k"):
-        ToolIndex(rrf_k=-1)
+    with pytest.raises(ValueError, match="bm25_weight"):
+        ToolIndex(bm25_weight=1.5)
+    with pytest.raises(ValueError, match="cosine_floor"):
+        ToolIndex(cosine_floor=2.0)
     with pytest.raises(ValueError, match="depth"):
         ToolIndex(depth=0)
+    with pytest.raises(ValueError, match="vector_precision"):
+        ToolIndex(vector_precision="f16")
+    with pytest.raises(TypeError, match="Embeddings"):
+        ToolIndex(embeddings="model")  # type: ignore[arg-type]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from algenta_graph import retrieval
 from algenta_graph.retrieval import ToolIndex
+from algenta_graph.retrieval import index as retrieval
 
 
 def _tools(n: int) -> list[dict[str, Any]]:

@@ -16,10 +16,14 @@ use std::sync::{PoisonError, RwLock};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple,
+};
 use serde_json::Value;
 
-use crate::index::{analyze_query, Index, Params, Staged};
+use crate::index::fusion::{self, Fusion};
+use crate::index::vectors::{Precision, QueryVec};
+use crate::index::{analyze_query, Index, Params, Staged, VectorSearch};
 use crate::project::{project_schema, Field, Json, JsonKind, ProjectError};
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -236,6 +240,145 @@ fn stage_tool(item: &Bound<'_, PyAny>, staged: &mut Staged) -> Result<(), String
     project_py_schema(schema.as_ref(), &mut |f, t| staged.text(f, t)).map_err(with_name)
 }
 
+/// A vector given as a sequence of numbers or as `bytes` of native-endian `float32`s.
+fn floats(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<f32>> {
+    if let Some(bytes) = raw_bytes(obj) {
+        return f32s_of(&bytes, what);
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a sequence of numbers, not a string"
+        )));
+    }
+    let mut out = Vec::new();
+    for (i, x) in obj
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be a sequence of numbers, got {}",
+                type_name(obj)
+            ))
+        })?
+        .enumerate()
+    {
+        let x = x?;
+        if x.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "{what}[{i}] must be a number, got bool"
+            )));
+        }
+        let v: f64 = x.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}[{i}] must be a number, got {}",
+                type_name(&x)
+            ))
+        })?;
+        out.push(v as f32);
+    }
+    Ok(out)
+}
+
+fn raw_bytes(obj: &Bound<'_, PyAny>) -> Option<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Some(b.as_bytes().to_vec());
+    }
+    obj.cast::<PyByteArray>().ok().map(|b| b.to_vec())
+}
+
+fn f32s_of(bytes: &[u8], what: &str) -> PyResult<Vec<f32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(PyValueError::new_err(format!(
+            "{what}: {} bytes is not a whole number of float32 values",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// The vectors argument of `add`: one row per tool, as a sequence (rows may be None) or as
+/// `bytes` holding `n_tools` rows of float32.
+enum VectorRows<'py> {
+    Flat(Vec<f32>, usize),
+    Rows(Bound<'py, PyAny>),
+}
+
+impl<'py> VectorRows<'py> {
+    fn new(obj: &Bound<'py, PyAny>, n: usize) -> PyResult<Self> {
+        if let Some(bytes) = raw_bytes(obj) {
+            let flat = f32s_of(&bytes, "vectors")?;
+            if n == 0 || flat.is_empty() || !flat.len().is_multiple_of(n) {
+                return Err(PyValueError::new_err(format!(
+                    "vectors: {} float32 values do not make one row for each of {n} tools",
+                    flat.len()
+                )));
+            }
+            let dim = flat.len() / n;
+            return Ok(VectorRows::Flat(flat, dim));
+        }
+        let len = obj.len().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "vectors must be a sequence (one vector or None per tool) or bytes, got {}",
+                type_name(obj)
+            ))
+        })?;
+        if len != n {
+            return Err(PyValueError::new_err(format!(
+                "vectors has {len} entries for {n} tools"
+            )));
+        }
+        Ok(VectorRows::Rows(obj.clone()))
+    }
+
+    fn row(&self, i: usize) -> PyResult<Option<Vec<f32>>> {
+        match self {
+            VectorRows::Flat(flat, dim) => Ok(Some(flat[i * dim..(i + 1) * dim].to_vec())),
+            VectorRows::Rows(obj) => {
+                let item = obj.get_item(i)?;
+                if item.is_none() {
+                    Ok(None)
+                } else {
+                    floats(&item, &format!("vectors[{i}]")).map(Some)
+                }
+            }
+        }
+    }
+}
+
+fn optional_keys(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Option<Vec<Option<u64>>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let mut keys = Vec::with_capacity(n);
+    for item in obj.try_iter()? {
+        let item = item?;
+        keys.push(if item.is_none() {
+            None
+        } else {
+            Some(item.extract::<u64>().map_err(|_| {
+                PyTypeError::new_err("vector_keys must hold integers in 0..2**64 or None")
+            })?)
+        });
+    }
+    if keys.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "vector_keys has {} entries for {n} tools",
+            keys.len()
+        )));
+    }
+    Ok(Some(keys))
+}
+
+/// The name of a staged item, for messages.
+fn staged_name(item: &Bound<'_, PyAny>) -> String {
+    tool_parts(item)
+        .ok()
+        .and_then(|(n, _, _)| n.extract::<String>().ok())
+        .unwrap_or_default()
+}
+
 fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
     let Some(allow) = allow else { return Ok(None) };
     if allow.is_none() {
@@ -264,6 +407,8 @@ fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>
 #[pyclass(frozen, module = "algenta_graph._native", name = "Bm25Index")]
 struct PyIndex {
     inner: RwLock<Index>,
+    fusion: Fusion,
+    how: VectorSearch,
 }
 
 impl PyIndex {
@@ -332,6 +477,12 @@ impl PyIndex {
         description_weight = index::DEFAULT_WEIGHTS[1],
         param_name_weight = index::DEFAULT_WEIGHTS[2],
         param_text_weight = index::DEFAULT_WEIGHTS[3],
+        vector_precision = "f32",
+        bm25_weight = fusion::DEFAULT_BM25_WEIGHT,
+        cosine_floor = fusion::DEFAULT_COSINE_FLOOR,
+        fusion_depth = fusion::DEFAULT_DEPTH,
+        approx_from = index::vectors::DEFAULT_APPROX_FROM,
+        rescore = index::vectors::DEFAULT_RESCORE,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -342,7 +493,22 @@ impl PyIndex {
         description_weight: f32,
         param_name_weight: f32,
         param_text_weight: f32,
+        vector_precision: &str,
+        bm25_weight: f32,
+        cosine_floor: f32,
+        fusion_depth: usize,
+        approx_from: usize,
+        rescore: usize,
     ) -> PyResult<Self> {
+        if rescore == 0 {
+            return Err(PyValueError::new_err("rescore must be >= 1"));
+        }
+        let fusion = Fusion {
+            bm25_weight,
+            cosine_floor,
+            depth: fusion_depth,
+        };
+        fusion.validate().map_err(PyValueError::new_err)?;
         let params = Params {
             k1,
             b: per_field(b, index::DEFAULT_B, "b")?,
@@ -358,9 +524,15 @@ impl PyIndex {
                 param_text_weight,
             ],
         };
-        let index = Index::new(params).map_err(PyValueError::new_err)?;
+        let precision = Precision::parse(vector_precision).map_err(PyValueError::new_err)?;
+        let index = Index::with_precision(params, precision).map_err(PyValueError::new_err)?;
         Ok(PyIndex {
             inner: RwLock::new(index),
+            fusion,
+            how: VectorSearch {
+                approx_from,
+                rescore,
+            },
         })
     }
 
@@ -371,24 +543,44 @@ impl PyIndex {
     /// of each phase: `"project"` (validating and projecting, with the GIL: an exception
     /// there aborts the add), then `"tokenize"` and `"index"` (the index is locked: the
     /// callback must not use it, and an exception it raises is raised after the add).
-    #[pyo3(signature = (tools, progress = None, every = 50_000))]
+    #[pyo3(signature = (tools, progress = None, every = 50_000, vectors = None, vector_keys = None))]
     fn add(
         &self,
         py: Python<'_>,
         tools: &Bound<'_, PyAny>,
         progress: Option<Py<PyAny>>,
         every: usize,
+        vectors: Option<&Bound<'_, PyAny>>,
+        vector_keys: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         not_building().map_err(PyRuntimeError::new_err)?;
         let every = every.max(1);
-        let total = match &progress {
-            Some(_) => tools.len().unwrap_or(0),
-            None => 0,
+        let vectors = vectors.filter(|v| !v.is_none());
+        let n_tools = if progress.is_some() || vectors.is_some() || vector_keys.is_some() {
+            tools.len().unwrap_or(0)
+        } else {
+            0
         };
+        let total = if progress.is_some() { n_tools } else { 0 };
+        let rows = vectors.map(|v| VectorRows::new(v, n_tools)).transpose()?;
+        let keys = optional_keys(vector_keys, n_tools)?;
         let mut staged = Staged::default();
-        for item in tools.try_iter()? {
+        for (i, item) in tools.try_iter()?.enumerate() {
             let item = item?;
             guarded(|| stage_tool(&item, &mut staged))?;
+            if rows.is_some() || keys.is_some() {
+                let row = match &rows {
+                    Some(r) => r.row(i)?,
+                    None => None,
+                };
+                let key = keys.as_ref().and_then(|k| k[i]);
+                let name = staged_name(&item);
+                guarded(|| {
+                    staged
+                        .vector(row.as_deref(), key)
+                        .map_err(|e| format!("tool '{name}': {e}"))
+                })?;
+            }
             if let Some(callback) = &progress {
                 let done = staged.len();
                 if done.is_multiple_of(every) {
@@ -409,6 +601,7 @@ impl PyIndex {
         py.detach(|| {
             guarded(|| {
                 let mut index = self.write()?;
+                index.check_staged(&staged)?;
                 BUILDING.with(|b| b.set(true));
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     index.add_staged_with(&staged, every, &mut |phase, done| {
@@ -445,36 +638,54 @@ impl PyIndex {
     }
 
     /// The `k` best tools for `query` as `(name, score)`, best first; ties by name.
-    #[pyo3(signature = (query, k = 5, allow = None))]
+    #[pyo3(signature = (query, k = 5, allow = None, vector = None))]
     fn search(
         &self,
         py: Python<'_>,
         query: &str,
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
+        vector: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<(String, f32)>> {
         not_building().map_err(PyRuntimeError::new_err)?;
         let allow = allow_names(allow)?;
+        let vector = match vector.filter(|v| !v.is_none()) {
+            Some(v) => Some(floats(v, "vector")?),
+            None => None,
+        };
         py.detach(|| {
             guarded(|| {
-                let tokens = analyze_query(query);
                 let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
-                Ok(index.search_tokens(&tokens, k, mask.as_deref()))
+                Ok(match &vector {
+                    None => index.named(index.search_query(query, k, mask.as_deref())),
+                    Some(v) => {
+                        let q = index.vectors().prepare(v)?;
+                        index.named(index.search_hybrid(
+                            query,
+                            &q,
+                            k,
+                            mask.as_deref(),
+                            &self.fusion,
+                            self.how,
+                        ))
+                    }
+                })
             })
         })
     }
 
     /// `search` for many queries in one call (one GIL release, one lock).
-    #[pyo3(signature = (queries, k = 5, allow = None))]
+    #[pyo3(signature = (queries, k = 5, allow = None, vectors = None))]
     fn search_many(
         &self,
         py: Python<'_>,
         queries: &Bound<'_, PyAny>,
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
+        vectors: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Vec<(String, f32)>>> {
         if queries.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err(
@@ -493,16 +704,77 @@ impl PyIndex {
         }
         not_building().map_err(PyRuntimeError::new_err)?;
         let allow = allow_names(allow)?;
+        let vectors = match vectors.filter(|v| !v.is_none()) {
+            None => None,
+            Some(v) => {
+                let rows = VectorRows::new(v, qs.len())?;
+                let mut out = Vec::with_capacity(qs.len());
+                for i in 0..qs.len() {
+                    out.push(rows.row(i)?.ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "vectors[{i}] is None: every query needs one"
+                        ))
+                    })?);
+                }
+                Some(out)
+            }
+        };
         py.detach(|| {
             guarded(|| {
                 let index = self.read()?;
                 let mask = allow
                     .as_ref()
                     .map(|a| index.allow_mask(a.iter().map(String::as_str)));
-                Ok(qs
-                    .iter()
-                    .map(|q| index.search_tokens(&analyze_query(q), k, mask.as_deref()))
-                    .collect())
+                let mut out = Vec::with_capacity(qs.len());
+                for (i, q) in qs.iter().enumerate() {
+                    out.push(match &vectors {
+                        None => index.named(index.search_query(q, k, mask.as_deref())),
+                        Some(vs) => {
+                            let qv: QueryVec = index.vectors().prepare(&vs[i])?;
+                            let hits = index.search_hybrid(
+                                q,
+                                &qv,
+                                k,
+                                mask.as_deref(),
+                                &self.fusion,
+                                self.how,
+                            );
+                            index.named(hits)
+                        }
+                    });
+                }
+                Ok(out)
+            })
+        })
+    }
+
+    /// The keys given with the stored vectors of `names` (None: no vector).
+    fn vector_keys(&self, names: Vec<String>) -> PyResult<Vec<Option<u64>>> {
+        let index = self.read_py()?;
+        Ok(names.iter().map(|n| index.vector_key(n)).collect())
+    }
+
+    /// The `k` tools whose vectors are nearest `vector` (cosine), best first; ties by name.
+    #[pyo3(signature = (vector, k = 5, allow = None, exact = false))]
+    fn search_vector(
+        &self,
+        py: Python<'_>,
+        vector: &Bound<'_, PyAny>,
+        k: usize,
+        allow: Option<&Bound<'_, PyAny>>,
+        exact: bool,
+    ) -> PyResult<Vec<(String, f32)>> {
+        not_building().map_err(PyRuntimeError::new_err)?;
+        let v = floats(vector, "vector")?;
+        let allow = allow_names(allow)?;
+        py.detach(|| {
+            guarded(|| {
+                let index = self.read()?;
+                let q = index.vectors().prepare(&v)?;
+                let mask = allow
+                    .as_ref()
+                    .map(|a| index.allow_mask(a.iter().map(String::as_str)));
+                Ok(index.named(index.search_vector_with(&q, k, mask.as_deref(), self.how, exact)))
             })
         })
     }
@@ -515,7 +787,27 @@ impl PyIndex {
         d.set_item("terms", index.num_terms())?;
         d.set_item("postings", index.num_postings())?;
         d.set_item("heap_bytes", index.heap_bytes())?;
+        d.set_item("vectors", index.vectors().len())?;
+        d.set_item("vector_dim", index.vectors().dim())?;
         Ok(d)
+    }
+
+    /// The fusion's constants: `bm25_weight`, `cosine_floor`, `depth`.
+    #[getter]
+    fn fusion<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("bm25_weight", as_py_float(self.fusion.bm25_weight))?;
+        d.set_item("cosine_floor", as_py_float(self.fusion.cosine_floor))?;
+        d.set_item("depth", self.fusion.depth)?;
+        d.set_item("approx_from", self.how.approx_from)?;
+        d.set_item("rescore", self.how.rescore)?;
+        Ok(d)
+    }
+
+    /// How vectors are stored: `"f32"` or `"int8"`.
+    #[getter]
+    fn vector_precision(&self) -> PyResult<&'static str> {
+        Ok(self.read_py()?.vectors().precision().key())
     }
 
     #[getter]
@@ -628,6 +920,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(project_tool, m)?)?;
     m.add("DEFAULT_K1", as_py_float(index::DEFAULT_K1))?;
+    m.add(
+        "DEFAULT_BM25_WEIGHT",
+        as_py_float(fusion::DEFAULT_BM25_WEIGHT),
+    )?;
+    m.add(
+        "DEFAULT_COSINE_FLOOR",
+        as_py_float(fusion::DEFAULT_COSINE_FLOOR),
+    )?;
+    m.add("DEFAULT_FUSION_DEPTH", fusion::DEFAULT_DEPTH)?;
+    m.add("DEFAULT_APPROX_FROM", index::vectors::DEFAULT_APPROX_FROM)?;
+    m.add("DEFAULT_RESCORE", index::vectors::DEFAULT_RESCORE)?;
     m.add("DEFAULT_B", field_dict(m.py(), index::DEFAULT_B)?)?;
     m.add(
         "DEFAULT_LENGTH_EXPONENT",

@@ -26,8 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import math
-import operator
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,23 +36,27 @@ from langchain_core.tools import BaseTool
 from mcp.types import Tool as McpTool
 
 from algenta_graph import _native
+from algenta_graph.retrieval.fusion import FUSION_BM25_WEIGHT, FUSION_COSINE_FLOOR, FUSION_DEPTH
+from algenta_graph.retrieval.tools import ToolLike, tool_parts
+from algenta_graph.retrieval.vectors import (
+    VECTOR_APPROX_FROM,
+    VECTOR_RESCORE,
+    QueryVectors,
+    check_vectors,
+    embedding_text,
+    text_key,
+)
 
 __all__ = [
     "DEFAULT_B",
     "DEFAULT_K1",
     "DEFAULT_LENGTH_EXPONENT",
     "DEFAULT_WEIGHTS",
-    "FUSION_DEPTH",
     "PROGRESS_BATCH",
-    "RRF_K",
     "Hit",
     "Progress",
     "ToolIndex",
-    "ToolLike",
 ]
-
-ToolLike: TypeAlias = BaseTool | McpTool | Mapping[str, Any]
-"""What `ToolIndex.add` accepts: a LangChain tool, an MCP tool, or a dict."""
 
 DEFAULT_K1: float = _native.DEFAULT_K1
 DEFAULT_B: Mapping[str, float] = dict(_native.DEFAULT_B)
@@ -66,22 +68,15 @@ PerField: TypeAlias = float | Mapping[str, float]
 DEFAULT_WEIGHTS: Mapping[str, float] = dict(_native.DEFAULT_WEIGHTS)
 """Field weights: ``name``, ``description``, ``param_names``, ``param_text``."""
 
-RRF_K = 60
-"""Reciprocal rank fusion constant (Cormack, Clarke & Buettcher 2009): ``1 / (60 + rank)``."""
-FUSION_DEPTH = 50
-"""Hits of each ranking (BM25, embeddings) that reciprocal rank fusion reads."""
-
 Progress: TypeAlias = Callable[[str, int, int], object]
 """``progress(phase, done, total)``: ``phase`` is ``"project"``, ``"tokenize"``, ``"index"``."""
 PROGRESS_BATCH = 50_000
 """Tools per progress report in ``ToolIndex.add(progress=...)``."""
+Vector: TypeAlias = Sequence[float]
 
 
 def _print_progress(phase: str, done: int, total: int) -> None:
     print(f"tool index: {phase} {done:,} / {total:,}", file=sys.stderr, flush=True)
-
-
-_SCHEMA_KEYS = ("input_schema", "inputSchema", "parameters", "args_schema")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,55 +104,8 @@ def _hits(raw: list[tuple[str, float]]) -> list[Hit]:
     return hits
 
 
-def _describe(tool: object) -> str:
-    text = repr(tool)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _langchain_parts(tool: BaseTool) -> tuple[str, str, Any]:
-    name = tool.name
-    try:
-        schema: Any = tool.tool_call_schema
-        if schema is not None and not isinstance(schema, Mapping):
-            schema = schema.model_json_schema()
-    except Exception as exc:
-        raise ValueError(f"tool {name!r}: cannot read its input schema: {exc}") from exc
-    return name, tool.description or "", schema
-
-
-def _mapping_parts(tool: Mapping[str, Any]) -> tuple[str, str, Any]:
-    if "name" not in tool and isinstance(tool.get("function"), Mapping):
-        tool = tool["function"]  # OpenAI style: {"type": "function", "function": {...}}
-    name = tool.get("name")
-    if not isinstance(name, str):
-        raise ValueError(f"tool dict needs a string 'name', got {_describe(tool)}")
-    schema: Any = None
-    for key in _SCHEMA_KEYS:
-        if key in tool:
-            schema = tool[key]
-            break
-    if isinstance(schema, Mapping) and not isinstance(schema, dict):
-        schema = dict(schema)
-    return name, tool.get("description") or "", schema
-
-
-def _parts(tool: object) -> tuple[str, str, Any]:
-    """``(name, description, schema)`` of one tool, or a ValueError saying what is wrong."""
-    if isinstance(tool, BaseTool):
-        return _langchain_parts(tool)
-    if isinstance(tool, McpTool):
-        return tool.name, tool.description or "", tool.inputSchema
-    if isinstance(tool, Mapping):
-        return _mapping_parts(tool)
-    raise ValueError(
-        f"unsupported tool of type {type(tool).__name__}: expected a LangChain BaseTool, "
-        f"an mcp.types.Tool or a dict with 'name', 'description', 'input_schema' "
-        f"({_describe(tool)})"
-    )
-
-
 class ToolIndex:
-    """A BM25F index of tools, keyed by tool name.
+    """A BM25F index of tools, keyed by tool name, with an optional embedding side.
 
     Args:
         k1: term-frequency saturation (default ``DEFAULT_K1``).
@@ -169,20 +117,27 @@ class ToolIndex:
             weights (defaults in ``DEFAULT_WEIGHTS``): names and parameter names count more
             than prose.
 
-        embeddings: any LangChain ``Embeddings``: the index then also ranks tools by cosine
-            similarity to the query and fuses both rankings by reciprocal rank fusion
-            (``RRF_K``); see ``search``. Each tool is embedded once, when added (again only if
-            its text changes), from its name, description and parameter names. Nothing is
-            downloaded or called without it: the default index is BM25 alone, offline.
-        rrf_k: the RRF constant, ``score = sum 1 / (rrf_k + rank)`` (default ``RRF_K``).
-        depth: how many hits of each ranking are fused (default ``FUSION_DEPTH``).
+        embeddings: any LangChain ``Embeddings``. Each tool is then embedded once when added
+            (again only if its text changes), from its name, description and parameter names;
+            the vectors live in the native index next to the postings, and every search fuses
+            the BM25 ranking with the cosine ranking (:mod:`algenta_graph.retrieval.fusion`).
+            Query vectors are computed once per query and cached. Without it (the default)
+            the index is BM25 alone: offline, nothing embedded.
+        vector_precision: ``"f32"`` (default) or ``"int8"`` (a quarter of the memory, cosines
+            within about 0.01).
+        bm25_weight, cosine_floor, depth: the fusion's constants (defaults
+            ``FUSION_BM25_WEIGHT``, ``FUSION_COSINE_FLOOR``, ``FUSION_DEPTH``).
+        approx_from, rescore: from ``approx_from`` vectors on (default
+            ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the ``rescore``
+            tools (default ``VECTOR_RESCORE``) nearest by Hamming distance of their vectors'
+            sign bits are scored (int8, then the best exactly); below it, an exact scan.
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
     the GIL and may run from several threads at once.
     """
 
-    __slots__ = ("_depth", "_embeddings", "_index", "_rrf_k", "_vectors")
+    __slots__ = ("_index", "_queries")
 
     def __init__(
         self,
@@ -195,15 +150,22 @@ class ToolIndex:
         param_name_weight: float = DEFAULT_WEIGHTS["param_names"],
         param_text_weight: float = DEFAULT_WEIGHTS["param_text"],
         embeddings: Embeddings | None = None,
-        rrf_k: int = RRF_K,
+        vector_precision: str = "f32",
+        bm25_weight: float = FUSION_BM25_WEIGHT,
+        cosine_floor: float = FUSION_COSINE_FLOOR,
         depth: int = FUSION_DEPTH,
+        approx_from: int = VECTOR_APPROX_FROM,
+        rescore: int = VECTOR_RESCORE,
     ) -> None:
-        if rrf_k < 0 or depth < 1:
-            raise ValueError(f"rrf_k must be >= 0 and depth >= 1, got {rrf_k}, {depth}")
-        self._embeddings = embeddings
-        self._rrf_k = rrf_k
-        self._depth = depth
-        self._vectors: dict[str, tuple[str, list[float]]] = {}  # name -> (text, unit vector)
+        if embeddings is not None and not isinstance(embeddings, Embeddings):
+            raise TypeError(
+                f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}"
+            )
+        if isinstance(depth, bool) or not isinstance(depth, int):
+            raise TypeError(f"depth must be an integer, got {type(depth).__name__}")
+        if depth < 1:
+            raise ValueError(f"depth must be >= 1, got {depth}")
+        self._queries = QueryVectors(embeddings) if embeddings is not None else None
         self._index = _native.Bm25Index(
             k1=k1,
             b=_per_field(b),
@@ -212,9 +174,26 @@ class ToolIndex:
             description_weight=description_weight,
             param_name_weight=param_name_weight,
             param_text_weight=param_text_weight,
+            vector_precision=vector_precision,
+            bm25_weight=bm25_weight,
+            cosine_floor=cosine_floor,
+            fusion_depth=depth,
+            approx_from=approx_from,
+            rescore=rescore,
         )
 
-    def add(self, tools: Iterable[ToolLike], *, progress: Progress | bool | None = None) -> None:
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The embedding model, or ``None`` (BM25 alone)."""
+        return self._queries.embeddings if self._queries is not None else None
+
+    def add(
+        self,
+        tools: Iterable[ToolLike],
+        *,
+        progress: Progress | bool | None = None,
+        vectors: Sequence[Vector | None] | bytes | None = None,
+    ) -> None:
         """Add or replace tools. All or nothing: if any tool is bad, none is added.
 
         ``progress`` reports large builds: a callable ``progress(phase, done, total)`` called
@@ -224,8 +203,12 @@ class ToolIndex:
         locked: the callback must not use it, and an exception from it is raised once the add
         is complete). ``True`` prints a line on stderr instead.
 
+        ``vectors``: precomputed embeddings, one per tool (or ``None``), or ``bytes`` of
+        float32 rows; instead of the ``embeddings`` model (which is then not called).
+
         Raises:
-            ValueError: naming the tool (or describing the object) that cannot be indexed.
+            ValueError: naming the tool (or describing the object) that cannot be indexed, or
+                what is wrong with a vector.
         """
         if isinstance(tools, (str, bytes, Mapping, BaseTool, McpTool)):
             raise ValueError(
@@ -234,88 +217,101 @@ class ToolIndex:
             )
         # Plain dicts go to the native side as they are (it reads the same keys); anything else
         # is reduced to a (name, description, schema) tuple here.
-        items = [t if type(t) is dict and "name" in t else _parts(t) for t in tools]
-        vectors = self._embed(items) if self._embeddings is not None else {}
+        items = [t if type(t) is dict and "name" in t else tool_parts(t) for t in tools]
+        keys: list[int] | None = None
+        if vectors is None and self._queries is not None:
+            vectors, keys = self._embed(items)
+        extra: dict[str, Any] = {}
+        if vectors is not None:
+            extra = {"vectors": vectors, "vector_keys": keys}
         if not progress:
-            self._index.add(items)
+            self._index.add(items, **extra)
         else:
             report = _print_progress if progress is True else progress
-            self._index.add(items, report, PROGRESS_BATCH)
-        self._vectors.update(vectors)
+            self._index.add(items, report, PROGRESS_BATCH, **extra)
 
-    def _embed(self, items: list[Any]) -> dict[str, tuple[str, list[float]]]:
-        """Unit vectors of the tools whose embedding text is new or changed."""
-        assert self._embeddings is not None
-        texts: dict[str, str] = {}
+    def _embed(self, items: list[Any]) -> tuple[list[list[float] | None], list[int]]:
+        """One vector per tool whose embedding text is new or changed (``None``: keep the
+        stored one), and every tool's text key."""
+        assert self._queries is not None
+        texts: list[str] = []
+        names: list[str] = []
         for item in items:
-            name, description, schema = item if isinstance(item, tuple) else _parts(item)
-            texts[name] = _embedding_text(name, description, schema)
-        todo = [n for n, text in texts.items() if self._vectors.get(n, ("",))[0] != text]
-        if not todo:
-            return {}
-        raw = self._embeddings.embed_documents([texts[n] for n in todo])
-        if len(raw) != len(todo):
-            raise ValueError(f"embeddings returned {len(raw)} vectors for {len(todo)} texts")
-        return {n: (texts[n], _unit(v)) for n, v in zip(todo, raw, strict=True)}
+            if isinstance(item, tuple):
+                name, description, schema = item
+            else:
+                name, description, schema = tool_parts(item)
+            names.append(name)
+            texts.append(embedding_text(name, description, schema))
+        keys = [text_key(t) for t in texts]
+        stored = self._index.vector_keys(names) if len(self._index) else [None] * len(names)
+        todo = [i for i, (key, old) in enumerate(zip(keys, stored, strict=True)) if key != old]
+        out: list[list[float] | None] = [None] * len(items)
+        if todo:
+            raw = self._queries.embeddings.embed_documents([texts[i] for i in todo])
+            for i, vector in zip(todo, check_vectors(raw, len(todo)), strict=True):
+                out[i] = vector
+        return out, keys
 
     def remove(self, name: str) -> bool:
-        """Remove the tool called ``name``; returns whether it was indexed."""
-        self._vectors.pop(name, None)
+        """Remove the tool called ``name`` (and its vector); returns whether it was indexed."""
         return self._index.remove(name)
 
-    def search(self, query: str, k: int = 5, allow: Collection[str] | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        allow: Collection[str] | None = None,
+        *,
+        vector: Vector | None = None,
+    ) -> list[Hit]:
         """The ``k`` best tools for ``query``, best first; equal scores are ordered by name.
 
         ``allow`` restricts the hits to those tool names (unknown names are ignored). A query
-        with no indexed word gives ``[]``. With ``embeddings``, the BM25 ranking and the
-        cosine ranking (each cut to ``depth``) are fused by reciprocal rank fusion: a tool's
-        score is ``sum 1 / (rrf_k + rank)`` over the rankings it appears in (rank from 1).
+        with no indexed word gives ``[]`` (BM25 alone). With ``embeddings`` (or a precomputed
+        query ``vector``) the BM25 and cosine rankings are fused
+        (:mod:`algenta_graph.retrieval.fusion`); the query's vector is computed once and
+        cached (``embed_query``: in async code use :meth:`asearch`, or
+        :meth:`aembed_query` first).
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        _check_query(query)
         k = _check_k(k)
-        if self._embeddings is None:
-            return _hits(self._index.search(query, k, allow))
-        return self._fused(query, self._index.search(query, max(k, self._depth), allow), k, allow)
+        if vector is None and self._queries is not None:
+            vector = self._queries.get(query)
+        return _hits(self._index.search(query, k, allow, vector))
+
+    async def asearch(
+        self, query: str, k: int = 5, allow: Collection[str] | None = None
+    ) -> list[Hit]:
+        """``search``, with the query embedded through ``aembed_query`` (never blocking the
+        event loop on the model); the search itself is in memory, with the GIL released."""
+        _check_query(query)
+        k = _check_k(k)
+        vector = await self._queries.aget(query) if self._queries is not None else None
+        return _hits(self._index.search(query, k, allow, vector))
+
+    async def aembed_query(self, query: str) -> list[float] | None:
+        """Compute (through ``aembed_query``) and cache the vector of ``query``, so a later
+        ``search`` of it does not call the model; ``None`` without ``embeddings``."""
+        _check_query(query)
+        return await self._queries.aget(query) if self._queries is not None else None
 
     def search_many(
-        self, queries: Iterable[str], k: int = 5, allow: Collection[str] | None = None
+        self,
+        queries: Iterable[str],
+        k: int = 5,
+        allow: Collection[str] | None = None,
+        *,
+        vectors: Sequence[Vector] | bytes | None = None,
     ) -> list[list[Hit]]:
-        """``search`` for every query, in one native call."""
+        """``search`` for every query, in one native call (``vectors``: one per query)."""
         queries = list(queries)
         for query in queries:
             _check_query(query)
         k = _check_k(k)
-        if self._embeddings is None:
-            return [_hits(hits) for hits in self._index.search_many(queries, k, allow)]
-        depth = max(k, self._depth)
-        bm25 = self._index.search_many(queries, depth, allow)
-        return [self._fused(q, hits, k, allow) for q, hits in zip(queries, bm25, strict=True)]
-
-    def _fused(
-        self,
-        query: str,
-        bm25: list[tuple[str, float]],
-        k: int,
-        allow: Collection[str] | None,
-    ) -> list[Hit]:
-        assert self._embeddings is not None
-        depth = max(k, self._depth)
-        q = _unit(self._embeddings.embed_query(query))
-        allowed = None if allow is None else set(allow)
-        cosine = sorted(
-            (
-                (-_dot(q, vector), name)
-                for name, (_, vector) in self._vectors.items()
-                if allowed is None or name in allowed
-            ),
-        )[:depth]
-        fused: dict[str, float] = {}
-        for ranking in ([name for name, _ in bm25], [name for _, name in cosine]):
-            for rank, name in enumerate(ranking, 1):
-                fused[name] = fused.get(name, 0.0) + 1.0 / (self._rrf_k + rank)
-        best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
-        return [Hit(name, score) for name, score in best]
+        if vectors is None and self._queries is not None:
+            vectors = [self._queries.get(q) for q in queries]
+        return [_hits(hits) for hits in self._index.search_many(queries, k, allow, vectors)]
 
     @property
     def tool_names(self) -> list[str]:
@@ -323,7 +319,8 @@ class ToolIndex:
         return self._index.names()
 
     def stats(self) -> dict[str, int]:
-        """Sizes: ``tools``, ``terms``, ``postings``, ``heap_bytes`` (estimate)."""
+        """Sizes: ``tools``, ``terms``, ``postings``, ``heap_bytes`` (estimate), ``vectors``,
+        ``vector_dim``."""
         return self._index.stats()
 
     def __len__(self) -> int:
@@ -334,23 +331,6 @@ class ToolIndex:
 
     def __repr__(self) -> str:
         return f"ToolIndex({len(self)} tools)"
-
-
-def _embedding_text(name: str, description: str, schema: Any) -> str:
-    """What a tool's embedding is computed from: its name, description, parameter names."""
-    params = _native.project_tool(name, "", schema)["param_names"] if schema else []
-    text = f"{name}: {description}"
-    return f"{text} (parameters: {', '.join(params)})" if params else text
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    values = [float(x) for x in vector]
-    norm = math.sqrt(math.fsum(x * x for x in values))
-    return [x / norm for x in values] if norm > 0 else values
-
-
-def _dot(a: list[float], b: list[float]) -> float:
-    return sum(map(operator.mul, a, b)) if len(a) == len(b) else 0.0
 
 
 def _per_field(value: PerField | None) -> float | dict[str, float] | None:

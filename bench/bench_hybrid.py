@@ -1,0 +1,166 @@
+"""Hybrid retrieval (BM25F + embeddings, fused in Rust) against BM25 alone: quality on every dev
+set, latency at 10k and 50k generated tools, and the recall of the approximate vector search.
+
+Run from the repository root (needs the ``embeddings`` extra: ``pip install -e ".[embeddings]"``;
+the model is WordLlama's packaged 256-dimension ``l2_supercat``, nothing is downloaded)::
+
+    python bench/bench_hybrid.py                     # everything
+    python bench/bench_hybrid.py --no-latency        # dev sets only
+    python bench/bench_hybrid.py --sizes 10000
+
+Quality: recall@1 / recall@5 (MRR over the top 50) on APIBench (whole and per domain) and BFCL v3
+in both loadings (as ``bench/apibench.py``), for ``ToolIndex()`` and
+``ToolIndex(embeddings=WordLlamaEmbeddings())`` (f32 and int8 vectors). Latency: p50 / p95 of
+1,000 generated queries after 20 warm-up searches, each search through ``ToolIndex.search``
+with the query's vector precomputed (``vector=``), so embedding time is excluded; the time to
+embed one query is measured on its own. Recall of the approximate vector search: the share of
+the exact top 10 / top 50 (full scan) that the default search returns, over the same queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import apibench  # noqa: E402
+import bench_retrieval as br  # noqa: E402
+
+
+def _model() -> Any:
+    from algenta_graph.retrieval.static_embeddings import WordLlamaEmbeddings
+
+    return WordLlamaEmbeddings()
+
+
+def _texts(tools: list[dict[str, Any]]) -> list[str]:
+    from algenta_graph.retrieval.vectors import embedding_text
+
+    return [
+        embedding_text(t["name"], t.get("description") or "", t.get("input_schema")) for t in tools
+    ]
+
+
+def quality(model: Any) -> dict[str, dict[str, Any]]:
+    from algenta_graph.retrieval import ToolIndex
+
+    variants = {
+        "bm25": {},
+        "hybrid f32": {"embeddings": model},
+        "hybrid int8": {"embeddings": model, "vector_precision": "int8"},
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for label, kwargs in variants.items():
+
+        def search_for(tools: list[dict[str, Any]], kwargs: dict[str, Any] = kwargs) -> Any:
+            index = ToolIndex(**kwargs)
+            index.add(tools)
+            return lambda qs, k: [[h.tool_id for h in hits] for hits in index.search_many(qs, k)]
+
+        out[label] = {s: vars(r) for s, r in apibench.report(search_for).items()}
+    return out
+
+
+def latency(model: Any, size: int, n_queries: int) -> dict[str, Any]:
+    import numpy as np
+
+    from algenta_graph.retrieval import ToolIndex
+
+    tools, intents = br.generate_catalog(size)
+    queries = br.generate_queries(intents, n_queries)
+    start = time.perf_counter()
+    vectors = model.embed_documents_array(_texts(tools))
+    embed_docs_s = time.perf_counter() - start
+    qv = model.embed_documents_array(queries)
+    one = []
+    for q in queries[:300]:
+        t0 = time.perf_counter_ns()
+        model.embed_query(q)
+        one.append((time.perf_counter_ns() - t0) / 1e6)
+    result: dict[str, Any] = {
+        "size": size,
+        "embed_tools_s": round(embed_docs_s, 2),
+        "embed_query_p50_ms": round(br.pct(one, 0.5), 4),
+    }
+    for precision in ("f32", "int8"):
+        index = ToolIndex(vector_precision=precision)
+        gc.collect()
+        before = br.rss_bytes()
+        start = time.perf_counter()
+        index.add(tools, vectors=vectors.astype(np.float32).tobytes())
+        result[f"build_s {precision}"] = round(time.perf_counter() - start, 3)
+        gc.collect()
+        result[f"memory_mb {precision}"] = round((br.rss_bytes() - before) / 2**20, 1)
+        rows = [v.tobytes() for v in qv]
+        runs = {
+            "bm25": lambda i, index=index: index.search(queries[i], br.K),
+            "hybrid": lambda i, index=index, rows=rows: index.search(
+                queries[i], br.K, vector=rows[i]
+            ),
+        }
+        for label, run in runs.items():
+            if label == "bm25" and precision != "f32":
+                continue
+            lat = br.latencies(run, len(queries))
+            name = label if label == "bm25" else f"{label} {precision}"
+            result[f"{name} p50_ms"] = round(br.pct(lat, 0.5), 4)
+            result[f"{name} p95_ms"] = round(br.pct(lat, 0.95), 4)
+        native = index._index
+        for k in (10, 50):
+            got = 0
+            for row in rows[:300]:
+                exact = {n for n, _ in native.search_vector(row, k, None, True)}
+                approx = {n for n, _ in native.search_vector(row, k, None, False)}
+                got += len(exact & approx)
+            result[f"vector recall@{k} {precision}"] = round(got / (k * len(rows[:300])), 4)
+        del index, native
+        gc.collect()
+    result["hybrid/bm25 p50"] = round(result["hybrid f32 p50_ms"] / result["bm25 p50_ms"], 1)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 50_000])
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument("--json", type=Path)
+    ns = parser.parse_args(argv)
+    with open("/proc/loadavg") as fh:
+        print(f"load average before the run: {fh.read().split()[:3]}; cores: {os.cpu_count()}")
+    model = _model()
+    results: dict[str, Any] = {}
+    if not ns.no_quality:
+        q = results["quality"] = quality(model)
+        print("\nrecall@1 / recall@5 (MRR over the top 50)\n")
+        print("| ranking | " + " | ".join(apibench.SETS) + " |")
+        print("|---|" + "---|" * len(apibench.SETS))
+        for label, figures in q.items():
+            cells = [
+                f"{figures[s]['recall_at_1']:.3f} / {figures[s]['recall_at_5']:.3f} "
+                f"({figures[s]['mrr']:.3f})"
+                for s in apibench.SETS
+            ]
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    if not ns.no_latency:
+        results["latency"] = []
+        for size in ns.sizes:
+            r = latency(model, size, ns.queries)
+            results["latency"].append(r)
+            print("\n" + json.dumps(r))
+    if ns.json:
+        ns.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

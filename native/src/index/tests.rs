@@ -1,0 +1,408 @@
+use super::docs::Docs;
+use super::postings::{Posting, PostingList};
+use super::scoring::Scorer;
+use super::search::PRUNED;
+use super::*;
+use crate::project::{project_schema, Field};
+use serde_json::json;
+
+type Tool = (&'static str, &'static str, serde_json::Value);
+
+fn tool(name: &'static str, desc: &'static str, schema: serde_json::Value) -> Tool {
+    (name, desc, schema)
+}
+
+fn stage(tools: impl IntoIterator<Item = Tool>) -> Staged {
+    let mut staged = Staged::default();
+    for (name, desc, schema) in tools {
+        staged.begin(name);
+        staged.text(Field::Description, desc);
+        project_schema(Some(&&schema), &mut |f, t| staged.text(f, t)).unwrap();
+    }
+    staged
+}
+
+fn add(ix: &mut Index, tools: impl IntoIterator<Item = Tool>) {
+    ix.add_staged(&stage(tools));
+}
+
+fn catalog() -> Vec<Tool> {
+    vec![
+        tool(
+            "get_weather",
+            "Current weather for a city",
+            json!({"properties": {"city": {"description": "City name"},
+                   "unit": {"enum": ["celsius", "fahrenheit"]}}}),
+        ),
+        tool(
+            "send_email",
+            "Send an email message",
+            json!({"properties": {"to": {}}}),
+        ),
+        tool(
+            "list_files",
+            "List files in a directory",
+            json!({"properties": {"path": {}}}),
+        ),
+        tool("weather_alerts", "Severe weather alerts", json!({})),
+    ]
+}
+
+fn search(ix: &Index, q: &str, k: usize) -> Vec<(String, f32)> {
+    ix.search_tokens(&analyze_query(q), k, None)
+}
+
+#[test]
+fn ranks_by_name_and_params() {
+    let mut ix = Index::new(Params::default()).unwrap();
+    add(&mut ix, catalog());
+    assert_eq!(ix.len(), 4);
+    let hits = search(&ix, "weather in celsius", 5);
+    assert_eq!(hits[0].0, "get_weather");
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0].1 > hits[1].1);
+    assert_eq!(search(&ix, "email", 5)[0].0, "send_email");
+    assert!(search(&ix, "", 5).is_empty());
+    assert!(search(&ix, "the of and", 5).is_empty());
+    assert!(search(&ix, "weather", 0).is_empty());
+}
+
+#[test]
+fn incremental_equals_fresh() {
+    let mut inc = Index::new(Params::default()).unwrap();
+    for t in catalog() {
+        add(&mut inc, [t]);
+    }
+    add(
+        &mut inc,
+        [tool("zzz", "temporary weather thing", json!({}))],
+    );
+    assert!(inc.remove("send_email"));
+    assert!(!inc.remove("send_email"));
+    add(
+        &mut inc,
+        [tool(
+            "send_email",
+            "Send an email message",
+            json!({"properties": {"to": {}}}),
+        )],
+    );
+    assert!(inc.remove("zzz"));
+
+    let mut fresh = Index::new(Params::default()).unwrap();
+    add(&mut fresh, catalog());
+    for q in [
+        "weather",
+        "send email to",
+        "files directory",
+        "celsius alerts",
+    ] {
+        assert_eq!(search(&inc, q, 10), search(&fresh, q, 10), "query {q}");
+    }
+    assert_eq!(inc.num_postings(), fresh.num_postings());
+    assert_eq!(inc.sum_len, fresh.sum_len);
+}
+
+#[test]
+fn ties_break_by_name_and_heap_is_bounded() {
+    let mut ix = Index::new(Params::default()).unwrap();
+    for name in ["d_tool", "b_tool", "a_tool", "c_tool", "e_tool"] {
+        add(&mut ix, [tool(name, "shared words", json!({}))]);
+    }
+    let hits = search(&ix, "shared words", 3);
+    let names: Vec<_> = hits.iter().map(|h| h.0.as_str()).collect();
+    assert_eq!(names, ["a_tool", "b_tool", "c_tool"]);
+    let all = search(&ix, "shared", 100);
+    assert_eq!(all.len(), 5);
+    assert_eq!(all[4].0, "e_tool");
+}
+
+#[test]
+fn allow_mask_filters() {
+    let mut ix = Index::new(Params::default()).unwrap();
+    add(&mut ix, catalog());
+    let mask = ix.allow_mask(["weather_alerts", "unknown"]);
+    let hits = ix.search_tokens(&analyze_query("weather"), 5, Some(&mask));
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].0, "weather_alerts");
+    let none = ix.allow_mask(std::iter::empty());
+    assert!(ix
+        .search_tokens(&analyze_query("weather"), 5, Some(&none))
+        .is_empty());
+}
+
+#[test]
+fn posting_lists_keep_slot_order_inline_or_not() {
+    assert_eq!(
+        std::mem::size_of::<PostingList>(),
+        std::mem::size_of::<Vec<Posting>>()
+    );
+    let post = |slot| Posting {
+        slot,
+        tf: [1, 0, 0, 0],
+    };
+    let slots = |l: &PostingList| l.as_slice().iter().map(|p| p.slot).collect::<Vec<_>>();
+    let mut list = PostingList::default();
+    list.insert(post(7));
+    assert!(matches!(list, PostingList::One(_)) && list.heap_bytes() == 0);
+    for s in [3, 9, 1, 8] {
+        list.insert(post(s));
+    }
+    assert_eq!(slots(&list), [1, 3, 7, 8, 9]);
+    for s in [3, 42, 9, 1, 8] {
+        list.remove(s);
+    }
+    assert_eq!(slots(&list), [7]);
+    list.remove(7);
+    assert!(list.is_empty() && list.heap_bytes() == 0);
+    let mut one = PostingList::default();
+    one.reserve_exact(1);
+    one.insert(post(5));
+    assert!(matches!(one, PostingList::One(_)));
+    one.reserve_exact(3);
+    assert!(one.heap_bytes() >= 4 * std::mem::size_of::<Posting>());
+    for s in [6, 7, 8] {
+        one.insert(post(s));
+    }
+    assert_eq!(slots(&one), [5, 6, 7, 8]);
+}
+
+#[test]
+fn records_round_trip_and_compact() {
+    let mut docs = Docs::default();
+    let mut ids = vec![5, 0, 127, 128, 16_384, 70_000, u32::MAX - 1, 3];
+    let a = docs.push_free_slot();
+    docs.set(a, "caf\u{e9}.tool", [3, 0, 300, u32::MAX], &mut ids.clone());
+    ids.sort_unstable();
+    assert_eq!(docs.get(a).unwrap().name(), "caf\u{e9}.tool");
+    let (_, _, len) = docs.get(a).unwrap().decode();
+    assert!(len < "caf\u{e9}.tool".len() + 4 * 5 + ids.len() * 4);
+    // Many replaced records: the arena compacts and every live record survives.
+    let slots: Vec<u32> = (0..100).map(|_| docs.push_free_slot()).collect();
+    for round in 0..50u32 {
+        for &slot in &slots {
+            if round > 0 {
+                docs.take(slot).unwrap();
+            }
+            let name = format!("tool{slot}-{round}");
+            docs.set(slot, &name, [round, 1, 2, 3], &mut [slot, round + 1000]);
+        }
+    }
+    assert!(docs.bytes.len() <= 2 * 100 * 40 + (1 << 16) + 100);
+    for &slot in &slots {
+        let doc = docs.get(slot).unwrap();
+        assert_eq!(doc.name(), format!("tool{slot}-49"));
+        let (lens, terms, _) = doc.decode();
+        assert_eq!(lens, [49, 1, 2, 3]);
+        assert_eq!(terms, vec![slot, 1049]);
+    }
+    let (lens, terms) = docs.take(a).unwrap();
+    assert_eq!((lens, terms), ([3, 0, 300, u32::MAX], ids));
+    assert!(docs.get(a).is_none() && docs.take(a).is_none());
+    assert_eq!(docs.iter().count(), 100);
+}
+
+#[test]
+fn names_split_into_namespace_and_last_segment() {
+    assert_eq!(split_name("math.factorial"), (Some("math"), "factorial"));
+    assert_eq!(split_name("get_weather"), (None, "get_weather"));
+    assert_eq!(split_name("org/model-name"), (Some("org"), "model-name"));
+    assert_eq!(
+        split_name("hub.org/model:v2"),
+        (Some("hub.org/model"), "v2")
+    );
+    assert_eq!(split_name("trailing."), (None, "trailing."));
+    assert_eq!(split_name(".hidden"), (None, ".hidden"));
+    assert_eq!(split_name("a..b"), (Some("a."), "b"));
+    let staged = stage([tool("math.factorial", "n!", json!({}))]);
+    let texts: Vec<_> = staged.texts().collect();
+    assert_eq!(
+        texts,
+        [
+            (Field::Name, "factorial"),
+            (Field::ParamText, "math"),
+            (Field::Description, "n!")
+        ]
+    );
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&staged);
+    assert!(ix.contains("math.factorial"));
+    assert_eq!(search(&ix, "math", 1)[0].0, "math.factorial");
+}
+
+#[test]
+fn long_descriptions_count_sublinearly() {
+    // Same matches, one description 30 times longer: with the default exponent 0.6 the
+    // long one keeps more of its score than plain BM25 (exponent 1) leaves it.
+    let long = "image classification ".to_owned() + &"filler ".repeat(300);
+    let ratio = |e: f32| {
+        let mut ix = Index::new(Params {
+            length_exponent: [1.0, e, 1.0, 1.0],
+            ..Params::default()
+        })
+        .unwrap();
+        let mut staged = Staged::default();
+        staged.begin("long_tool");
+        staged.text(Field::Description, &long);
+        staged.begin("short_tool");
+        staged.text(Field::Description, "image classification model");
+        for i in 0..8 {
+            staged.begin(&format!("other{i}"));
+            staged.text(Field::Description, "something else entirely here");
+        }
+        ix.add_staged(&staged);
+        let hits = search(&ix, "image classification", 2);
+        assert_eq!(hits[0].0, "short_tool");
+        hits[1].1 / hits[0].1
+    };
+    assert!(
+        ratio(0.6) > ratio(1.0) * 2.0,
+        "{} {}",
+        ratio(0.6),
+        ratio(1.0)
+    );
+}
+
+#[test]
+fn params_validated() {
+    assert!(Index::new(Params {
+        k1: -1.0,
+        ..Params::default()
+    })
+    .is_err());
+    assert!(Index::new(Params {
+        b: [0.5, 1.5, 0.5, 0.5],
+        ..Params::default()
+    })
+    .is_err());
+    assert!(Index::new(Params {
+        weights: [0.0; NUM_FIELDS],
+        ..Params::default()
+    })
+    .is_err());
+    assert!(Index::new(Params {
+        k1: f32::NAN,
+        ..Params::default()
+    })
+    .is_err());
+    assert!(Index::new(Params {
+        length_exponent: [1.0, 1.5, 1.0, 1.0],
+        ..Params::default()
+    })
+    .is_err());
+}
+
+/// Every tool's full score, by brute force over all tools and terms (no pruning), in the
+/// same term order as `search_tokens`, ranked the same way.
+fn brute_force(ix: &Index, q: &str, k: usize) -> Vec<(String, f32)> {
+    let n = ix.len() as f64;
+    let scorer = Scorer::new(&ix.params, &ix.sum_len, n);
+    let mut terms: Vec<(u32, f32, f32)> = Vec::new();
+    for tok in analyze_query(q) {
+        if let Some(t) = ix.vocab.get(tok.as_str()) {
+            let df = ix.postings[t as usize].len() as f64;
+            if df == 0.0 || terms.iter().any(|x| x.0 == t) {
+                continue;
+            }
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+            terms.push((t, idf, idf * (ix.params.k1 + 1.0) * 1.001));
+        }
+    }
+    terms.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let mut all: Vec<(String, f32)> = Vec::new();
+    for (slot, doc) in ix.docs.iter() {
+        let slot = slot as usize;
+        let mut score = 0f32;
+        for &(t, idf, _) in &terms {
+            if let Some(p) = ix.postings[t as usize]
+                .as_slice()
+                .iter()
+                .find(|p| p.slot as usize == slot)
+            {
+                score += scorer.score(idf, p, &ix.scaled_lens[slot]);
+            }
+        }
+        if score > 0.0 {
+            all.push((doc.name().to_owned(), score));
+        }
+    }
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
+#[test]
+fn pruned_search_equals_brute_force() {
+    // A deterministic pseudo-random catalog with skewed word frequencies.
+    let words = [
+        "get",
+        "list",
+        "create",
+        "issue",
+        "repo",
+        "github",
+        "slack",
+        "message",
+        "open",
+        "closed",
+        "user",
+        "team",
+        "invoice",
+        "stripe",
+        "payment",
+        "refund",
+        "file",
+        "drive",
+        "share",
+        "folder",
+        "weather",
+        "city",
+        "forecast",
+        "alert",
+        "metric",
+        "dashboard",
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |m: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % m as u64) as usize
+    };
+    let mut staged = Staged::default();
+    for i in 0..600 {
+        let pick = |next: &mut dyn FnMut(usize) -> usize| {
+            // Square the draw: low-index words are much more frequent.
+            let r = next(words.len() * words.len());
+            words[(r as f64).sqrt() as usize]
+        };
+        let name = format!("{}_{}_{i}", pick(&mut next), pick(&mut next));
+        staged.begin(&name);
+        let desc: Vec<&str> = (0..next(12)).map(|_| pick(&mut next)).collect();
+        staged.text(Field::Description, &desc.join(" "));
+        for _ in 0..next(4) {
+            staged.text(Field::ParamNames, pick(&mut next));
+            staged.text(
+                Field::ParamText,
+                &format!("{} {}", pick(&mut next), pick(&mut next)),
+            );
+        }
+    }
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&staged);
+    let mut pruned_some = 0;
+    for _ in 0..400 {
+        let q: Vec<&str> = (0..1 + next(6)).map(|_| words[next(words.len())]).collect();
+        let q = q.join(" ");
+        for k in [1, 3, 5, 20] {
+            let got = ix.search_tokens(&analyze_query(&q), k, None);
+            assert_eq!(got, brute_force(&ix, &q, k), "query {q:?} k {k}");
+            pruned_some += usize::from(got.len() == k);
+        }
+    }
+    assert!(pruned_some > 100);
+    assert!(
+        PRUNED.with(|p| p.get()) > 100,
+        "pruning was never exercised"
+    );
+}

@@ -1,0 +1,633 @@
+//! Tool embeddings stored next to the postings, by slot: unit vectors as `f32`, or as `i8`
+//! with one scale per vector, and the exact scan over them.
+//!
+//! Every vector is normalised to unit length when stored, so a dot product is the cosine.
+//! The dot-product kernels sum in one fixed order (16 lanes, then the lanes in order) on every
+//! machine, with or without AVX2: the same vectors give the same scores bit for bit.
+
+/// How vectors are stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// 4 bytes a dimension, exact.
+    #[default]
+    F32,
+    /// 1 byte a dimension plus one `f32` scale per vector (symmetric, `max |x| -> 127`); the
+    /// query is quantized the same way and the dot product is an integer one.
+    I8,
+}
+
+impl Precision {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "int8" => Ok(Precision::I8),
+            _ => Err(format!(
+                "vector_precision must be \"f32\" or \"int8\", got {s:?}"
+            )),
+        }
+    }
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::I8 => "int8",
+        }
+    }
+}
+
+/// A vector as stored for one slot (borrowed).
+#[derive(Clone, Copy, Debug)]
+pub enum Stored<'a> {
+    F32(&'a [f32]),
+    I8(&'a [i8], f32),
+}
+
+/// A query vector prepared for the storage's precision.
+#[derive(Clone, Debug)]
+pub enum QueryVec {
+    F32(Vec<f32>),
+    I8(Vec<i8>, f32),
+}
+
+/// The vectors of an index, by slot.
+#[derive(Debug, Default)]
+pub struct Vectors {
+    precision: Precision,
+    dim: usize,
+    f32s: Vec<f32>,
+    i8s: Vec<i8>,
+    scales: Vec<f32>,
+    /// Per slot: the caller's key of the text the vector was computed from (`None`: no vector).
+    keys: Vec<Option<u64>>,
+    count: usize,
+    /// Per slot, the sign bits of its vector (`words()` u64s): the approximate index.
+    codes: Vec<u64>,
+}
+
+/// Default: from this many vectors on, searches go through the binary codes.
+pub const DEFAULT_APPROX_FROM: usize = 8192;
+/// Default: candidates by Hamming distance that are rescored.
+pub const DEFAULT_RESCORE: usize = 2000;
+
+/// `x` scaled to unit length (a zero vector stays zero); an error names what is wrong.
+pub fn unit(x: &[f32]) -> Result<Vec<f32>, String> {
+    if x.is_empty() {
+        return Err("a vector must have at least one dimension".into());
+    }
+    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        return Err(format!(
+            "vector component {i} is not a finite number ({})",
+            x[i]
+        ));
+    }
+    let norm = x
+        .iter()
+        .map(|&v| f64::from(v) * f64::from(v))
+        .sum::<f64>()
+        .sqrt();
+    Ok(if norm > 0.0 {
+        x.iter().map(|&v| (f64::from(v) / norm) as f32).collect()
+    } else {
+        x.to_vec()
+    })
+}
+
+/// Symmetric int8 quantization of a unit vector: `(values, scale)`, `x ~ values * scale`.
+pub fn quantize(x: &[f32]) -> (Vec<i8>, f32) {
+    let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 {
+        return (vec![0; x.len()], 0.0);
+    }
+    let scale = max / 127.0;
+    let q = x
+        .iter()
+        .map(|&v| (v / scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (q, scale)
+}
+
+impl Vectors {
+    pub fn new(precision: Precision) -> Self {
+        Vectors {
+            precision,
+            ..Default::default()
+        }
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// Dimension of the stored vectors (0 before the first).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of slots holding a vector.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The key of slot's vector, if it has one.
+    pub fn key(&self, slot: u32) -> Option<u64> {
+        self.keys.get(slot as usize).copied().flatten()
+    }
+
+    /// Whether `dim` fits the stored vectors (any dimension fits an empty store).
+    pub fn check_dim(&self, dim: usize) -> Result<(), String> {
+        if self.count > 0 && dim != self.dim {
+            return Err(format!(
+                "vector has {dim} dimensions, the index holds vectors of {}",
+                self.dim
+            ));
+        }
+        Ok(())
+    }
+
+    fn words(&self) -> usize {
+        self.dim.div_ceil(64)
+    }
+
+    fn ensure_slot(&mut self, slot: u32) {
+        let need = slot as usize + 1;
+        if self.keys.len() < need {
+            self.keys.resize(need, None);
+            self.codes.resize(need * self.words(), 0);
+            // int8 is kept in both precisions: the approximate search rescores with it.
+            self.i8s.resize(need * self.dim, 0);
+            self.scales.resize(need, 0.0);
+            if self.precision == Precision::F32 {
+                self.f32s.resize(need * self.dim, 0.0);
+            }
+        }
+    }
+
+    /// Store the unit vector `v` (already checked: finite, unit or zero) for `slot`.
+    pub fn set(&mut self, slot: u32, v: &[f32], key: u64) {
+        if self.count == 0 && self.dim != v.len() {
+            // First vector (or all were removed): (re)lay the store for this dimension.
+            self.dim = v.len();
+            let slots = self.keys.len();
+            self.f32s.clear();
+            self.i8s.clear();
+            self.scales.clear();
+            self.keys.clear();
+            self.codes.clear();
+            if slots > 0 {
+                self.ensure_slot(slots as u32 - 1);
+            }
+        }
+        debug_assert_eq!(v.len(), self.dim);
+        self.ensure_slot(slot);
+        let s = slot as usize;
+        let d = self.dim;
+        if self.precision == Precision::F32 {
+            self.f32s[s * d..(s + 1) * d].copy_from_slice(v);
+        }
+        let (q, scale) = quantize(v);
+        self.i8s[s * d..(s + 1) * d].copy_from_slice(&q);
+        self.scales[s] = scale;
+        let w = self.words();
+        let code = &mut self.codes[s * w..(s + 1) * w];
+        code.fill(0);
+        for (i, &x) in v.iter().enumerate() {
+            if x > 0.0 {
+                code[i / 64] |= 1u64 << (i % 64);
+            }
+        }
+        if self.keys[s].is_none() {
+            self.count += 1;
+        }
+        self.keys[s] = Some(key);
+    }
+
+    /// Drop the vector of `slot`, if any.
+    pub fn clear(&mut self, slot: u32) {
+        if let Some(k) = self.keys.get_mut(slot as usize) {
+            if k.take().is_some() {
+                self.count -= 1;
+            }
+        }
+    }
+
+    /// The stored vector of `slot`.
+    pub fn get(&self, slot: u32) -> Option<Stored<'_>> {
+        self.key(slot)?;
+        let (s, d) = (slot as usize, self.dim);
+        Some(match self.precision {
+            Precision::F32 => Stored::F32(&self.f32s[s * d..(s + 1) * d]),
+            Precision::I8 => Stored::I8(&self.i8s[s * d..(s + 1) * d], self.scales[s]),
+        })
+    }
+
+    /// A stored vector back as `f32` (dequantized for int8).
+    pub fn to_f32(&self, slot: u32) -> Option<Vec<f32>> {
+        Some(match self.get(slot)? {
+            Stored::F32(v) => v.to_vec(),
+            Stored::I8(v, scale) => v.iter().map(|&x| f32::from(x) * scale).collect(),
+        })
+    }
+
+    /// Sign bits of a query prepared by [`Vectors::prepare`].
+    pub fn code_of(&self, q: &QueryVec) -> Vec<u64> {
+        let mut code = vec![0u64; self.words()];
+        let mut put = |i: usize, pos: bool| {
+            if pos {
+                code[i / 64] |= 1u64 << (i % 64);
+            }
+        };
+        match q {
+            QueryVec::F32(v) => v.iter().enumerate().for_each(|(i, &x)| put(i, x > 0.0)),
+            QueryVec::I8(v, _) => v.iter().enumerate().for_each(|(i, &x)| put(i, x > 0)),
+        }
+        code
+    }
+
+    /// Hamming distance of every slot's code to `code`, into `out` (one per slot, slots
+    /// without a vector included: the caller skips them).
+    pub fn hamming_all(&self, code: &[u64], out: &mut Vec<u16>) {
+        out.clear();
+        out.resize(self.keys.len(), 0);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if has_vpopcnt() {
+                // SAFETY: the CPU has AVX-512 VPOPCNTDQ (checked at run time).
+                return unsafe { hamming_all_avx512(&self.codes, code, out) };
+            }
+            if has_popcnt() {
+                // SAFETY: the CPU has POPCNT (checked at run time).
+                return unsafe { hamming_all_popcnt(&self.codes, code, out) };
+            }
+        }
+        hamming_all_body(&self.codes, code, out)
+    }
+
+    /// Hamming distance of every slot with a vector (allowed by `allow`) to `code`:
+    /// `f(distance, slot)`.
+    pub fn hamming_scan(&self, code: &[u64], allow: Option<&[u64]>, mut f: impl FnMut(u32, u32)) {
+        #[cfg(target_arch = "x86_64")]
+        if has_popcnt() {
+            // SAFETY: the CPU has POPCNT (checked at run time).
+            return unsafe { self.hamming_popcnt(code, allow, &mut f) };
+        }
+        self.hamming_body(code, allow, &mut f)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn hamming_popcnt(
+        &self,
+        code: &[u64],
+        allow: Option<&[u64]>,
+        f: &mut dyn FnMut(u32, u32),
+    ) {
+        self.hamming_body(code, allow, f)
+    }
+
+    #[inline(always)]
+    fn hamming_body(&self, code: &[u64], allow: Option<&[u64]>, f: &mut dyn FnMut(u32, u32)) {
+        let w = self.words();
+        for (s, key) in self.keys.iter().enumerate() {
+            if key.is_none() || !allowed(allow, s) {
+                continue;
+            }
+            f(
+                hamming_body(code, &self.codes[s * w..(s + 1) * w]),
+                s as u32,
+            );
+        }
+    }
+
+    /// The query as the storage's precision wants it (unit length, quantized for int8).
+    pub fn prepare(&self, query: &[f32]) -> Result<QueryVec, String> {
+        if self.count > 0 && query.len() != self.dim {
+            return Err(format!(
+                "query vector has {} dimensions, the index holds vectors of {}",
+                query.len(),
+                self.dim
+            ));
+        }
+        let q = unit(query)?;
+        Ok(match self.precision {
+            Precision::F32 => QueryVec::F32(q),
+            Precision::I8 => {
+                let (v, s) = quantize(&q);
+                QueryVec::I8(v, s)
+            }
+        })
+    }
+
+    /// Cosine of the query with the vector of `slot` (which must have one).
+    #[inline]
+    pub fn score(&self, q: &QueryVec, slot: u32) -> f32 {
+        let (s, d) = (slot as usize, self.dim);
+        match q {
+            QueryVec::F32(q) => dot_f32(q, &self.f32s[s * d..(s + 1) * d]),
+            QueryVec::I8(q, qs) => {
+                dot_i8(q, &self.i8s[s * d..(s + 1) * d]) as f32 * (qs * self.scales[s])
+            }
+        }
+    }
+
+    /// The int8 cosine of a quantized query `(q, scale)` with the vector of `slot`.
+    #[inline]
+    pub fn score_i8(&self, q: &[i8], qs: f32, slot: u32) -> f32 {
+        let (s, d) = (slot as usize, self.dim);
+        dot_i8(q, &self.i8s[s * d..(s + 1) * d]) as f32 * (qs * self.scales[s])
+    }
+
+    /// Every slot with a vector, allowed by `allow`, with its cosine: `f(score, slot)`.
+    pub fn scan(&self, q: &QueryVec, allow: Option<&[u64]>, mut f: impl FnMut(f32, u32)) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU supports AVX2 (checked at run time).
+            return unsafe { self.scan_avx2(q, allow, &mut f) };
+        }
+        self.scan_body(q, allow, &mut f)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scan_avx2(&self, q: &QueryVec, allow: Option<&[u64]>, f: &mut dyn FnMut(f32, u32)) {
+        self.scan_body(q, allow, f)
+    }
+
+    #[inline(always)]
+    fn scan_body(&self, q: &QueryVec, allow: Option<&[u64]>, f: &mut dyn FnMut(f32, u32)) {
+        let d = self.dim;
+        for (s, key) in self.keys.iter().enumerate() {
+            if key.is_none() || !allowed(allow, s) {
+                continue;
+            }
+            let score = match q {
+                QueryVec::F32(q) => dot_f32_body(q, &self.f32s[s * d..(s + 1) * d]),
+                QueryVec::I8(q, qs) => {
+                    dot_i8_body(q, &self.i8s[s * d..(s + 1) * d]) as f32 * (qs * self.scales[s])
+                }
+            };
+            f(score, s as u32);
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.f32s.capacity() * 4
+            + self.i8s.capacity()
+            + self.scales.capacity() * 4
+            + self.keys.capacity() * std::mem::size_of::<Option<u64>>()
+            + self.codes.capacity() * 8
+    }
+}
+
+#[inline(always)]
+fn allowed(allow: Option<&[u64]>, s: usize) -> bool {
+    match allow {
+        Some(mask) => mask
+            .get(s / 64)
+            .is_some_and(|m| m & (1u64 << (s % 64)) != 0),
+        None => true,
+    }
+}
+
+const LANES: usize = 16;
+
+#[inline(always)]
+fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; LANES];
+    let mut ca = a.chunks_exact(LANES);
+    let mut cb = b.chunks_exact(LANES);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        let x: &[f32; LANES] = x.try_into().expect("a whole chunk");
+        let y: &[f32; LANES] = y.try_into().expect("a whole chunk");
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    for (i, (x, y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
+        acc[i] += x * y;
+    }
+    // A fixed reduction order, the same on every path.
+    let mut s = 0f32;
+    for v in acc {
+        s += v;
+    }
+    s
+}
+
+#[inline(always)]
+fn dot_i8_body(a: &[i8], b: &[i8]) -> i32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0i32; 32];
+    let mut ca = a.chunks_exact(32);
+    let mut cb = b.chunks_exact(32);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        let x: &[i8; 32] = x.try_into().expect("a whole chunk");
+        let y: &[i8; 32] = y.try_into().expect("a whole chunk");
+        for i in 0..32 {
+            acc[i] += i32::from(x[i]) * i32::from(y[i]);
+        }
+    }
+    let mut s: i32 = acc.iter().sum();
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        s += i32::from(*x) * i32::from(*y);
+    }
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_f32_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_f32_body(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
+    dot_i8_body(a, b)
+}
+
+#[inline(always)]
+fn hamming_body(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn hamming_popcnt(a: &[u64], b: &[u64]) -> u32 {
+    hamming_body(a, b)
+}
+
+/// Number of differing bits.
+#[inline]
+pub fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_popcnt() {
+        // SAFETY: the CPU has POPCNT (checked at run time).
+        return unsafe { hamming_popcnt(a, b) };
+    }
+    hamming_body(a, b)
+}
+
+#[inline(always)]
+fn hamming_all_body(codes: &[u64], code: &[u64], out: &mut [u16]) {
+    let w = code.len();
+    if w == 4 {
+        // 256 dimensions: the common case, unrolled so the compiler can vectorize it.
+        let q: [u64; 4] = [code[0], code[1], code[2], code[3]];
+        for (c, o) in codes.chunks_exact(4).zip(out.iter_mut()) {
+            let c: &[u64; 4] = c.try_into().expect("a whole code");
+            *o = ((c[0] ^ q[0]).count_ones()
+                + (c[1] ^ q[1]).count_ones()
+                + (c[2] ^ q[2]).count_ones()
+                + (c[3] ^ q[3]).count_ones()) as u16;
+        }
+        return;
+    }
+    for (c, o) in codes.chunks_exact(w).zip(out.iter_mut()) {
+        *o = hamming_body(c, code) as u16;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn hamming_all_popcnt(codes: &[u64], code: &[u64], out: &mut [u16]) {
+    hamming_all_body(codes, code, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,popcnt")]
+unsafe fn hamming_all_avx512(codes: &[u64], code: &[u64], out: &mut [u16]) {
+    hamming_all_body(codes, code, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_vpopcnt() -> bool {
+    use std::sync::OnceLock;
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_popcnt() -> bool {
+    use std::sync::OnceLock;
+    static POPCNT: OnceLock<bool> = OnceLock::new();
+    *POPCNT.get_or_init(|| std::arch::is_x86_feature_detected!("popcnt"))
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    use std::sync::OnceLock;
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+}
+
+/// `sum a[i] * b[i]` in a fixed order (no fused multiply-add: the same bits on every path).
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked at run time).
+        return unsafe { dot_f32_avx2(a, b) };
+    }
+    dot_f32_body(a, b)
+}
+
+/// Integer dot product (exact).
+#[inline]
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU supports AVX2 (checked at run time).
+        return unsafe { dot_i8_avx2(a, b) };
+    }
+    dot_i8_body(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_match_the_plain_sum_on_every_path() {
+        let a: Vec<f32> = (0..261)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 13.0)
+            .collect();
+        let b: Vec<f32> = (0..261)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 7.0)
+            .collect();
+        let plain: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum();
+        assert!((f64::from(dot_f32(&a, &b)) - plain).abs() < 1e-3 * plain.abs().max(1.0));
+        assert_eq!(dot_f32(&a, &b).to_bits(), dot_f32_body(&a, &b).to_bits());
+        let qa: Vec<i8> = (0..261).map(|i| (i * 37 % 255) as i32 as i8).collect();
+        let qb: Vec<i8> = (0..261).map(|i| (i * 11 % 255) as i32 as i8).collect();
+        let exact: i32 = qa
+            .iter()
+            .zip(&qb)
+            .map(|(x, y)| i32::from(*x) * i32::from(*y))
+            .sum();
+        assert_eq!(dot_i8(&qa, &qb), exact);
+        assert_eq!(dot_i8_body(&qa, &qb), exact);
+    }
+
+    #[test]
+    fn store_normalises_replaces_and_clears() {
+        let mut v = Vectors::new(Precision::F32);
+        v.set(3, &unit(&[3.0, 4.0]).unwrap(), 7);
+        assert_eq!(
+            (v.len(), v.dim(), v.key(3), v.key(0)),
+            (1, 2, Some(7), None)
+        );
+        assert_eq!(v.to_f32(3).unwrap(), vec![0.6, 0.8]);
+        let q = v.prepare(&[0.0, 2.0]).unwrap();
+        assert!((v.score(&q, 3) - 0.8).abs() < 1e-6);
+        assert!(v
+            .prepare(&[1.0, 2.0, 3.0])
+            .unwrap_err()
+            .contains("3 dimensions"));
+        assert!(v.check_dim(3).is_err() && v.check_dim(2).is_ok());
+        v.set(3, &unit(&[1.0, 0.0]).unwrap(), 8);
+        assert_eq!(v.len(), 1);
+        v.clear(3);
+        v.clear(3);
+        assert_eq!((v.len(), v.key(3)), (0, None));
+        assert!(v.check_dim(5).is_ok());
+        assert!(unit(&[f32::NAN]).unwrap_err().contains("not a finite"));
+        assert!(unit(&[]).is_err());
+    }
+
+    #[test]
+    fn int8_scores_close_to_f32() {
+        let mut f = Vectors::new(Precision::F32);
+        let mut q8 = Vectors::new(Precision::I8);
+        let docs: Vec<Vec<f32>> = (0..50)
+            .map(|d| {
+                (0..64)
+                    .map(|i| (((d * 31 + i * 17) % 23) as f32 - 11.0) / 5.0)
+                    .collect()
+            })
+            .collect();
+        for (s, x) in docs.iter().enumerate() {
+            let u = unit(x).unwrap();
+            f.set(s as u32, &u, 0);
+            q8.set(s as u32, &u, 0);
+        }
+        let query: Vec<f32> = (0..64).map(|i| ((i * 7 % 13) as f32) - 6.0).collect();
+        let (qf, qi) = (f.prepare(&query).unwrap(), q8.prepare(&query).unwrap());
+        for s in 0..50 {
+            assert!((f.score(&qf, s) - q8.score(&qi, s)).abs() < 0.02);
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! The vocabulary: every term's text in one arena, found through an [`IdTable`].
+
+use crate::table::IdTable;
+
+use super::postings::PostingList;
+
+/// The vocabulary: every term's text in one arena, looked up through an [`IdTable`].
+#[derive(Debug, Default)]
+pub(super) struct Vocab {
+    pub(super) text: String,
+    pub(super) ends: Vec<u32>, // term id -> end of its text in `text`; it starts where the previous ends
+    pub(super) table: IdTable,
+}
+
+impl Vocab {
+    pub(super) fn get(&self, term: &str) -> Option<u32> {
+        self.table
+            .get(term.as_bytes(), |id| term_bytes(&self.text, &self.ends, id))
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * 4 + self.table.heap_bytes()
+    }
+}
+
+/// The id of `term`, added to the vocabulary (with an empty postings list) if new.
+pub(super) fn intern(vocab: &mut Vocab, postings: &mut Vec<PostingList>, term: &str) -> u32 {
+    if let Some(id) = vocab.get(term) {
+        return id;
+    }
+    let id = postings.len() as u32;
+    postings.push(PostingList::default());
+    vocab.text.push_str(term);
+    vocab.ends.push(vocab.text.len() as u32);
+    let Vocab { text, ends, table } = vocab;
+    table.insert(id, |i| term_bytes(text, ends, i));
+    id
+}
+
+/// The text of term `id` in the vocabulary's arena.
+pub(super) fn term_bytes<'a>(text: &'a str, ends: &[u32], id: u32) -> &'a [u8] {
+    let i = id as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    &text.as_bytes()[start..ends[i] as usize]
+}
