@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "ToolNotInProfileError": "algenta_graph.errors",
     # parts
     "ToolIndex": "algenta_graph.retrieval",
-    "UsageSignal": "algenta_graph.usage",
+    "UsageSignal": "algenta_graph.retrieval.usage",
     "EngineConnection": "algenta_graph.connection.engine",
     "DemoChatModel": "algenta_graph.models",
     "RunContext": "algenta_graph.governance.run_settings",
@@ -122,6 +122,7 @@ if TYPE_CHECKING:
     from algenta_graph.models import DemoChatModel
     from algenta_graph.nodes.answers import EscalationRequest
     from algenta_graph.retrieval import ToolIndex
+    from algenta_graph.retrieval.usage import UsageSignal
     from algenta_graph.state import (
         DenialRecord,
         GovernedState,
@@ -130,7 +131,6 @@ if TYPE_CHECKING:
         ReceiptRecord,
     )
     from algenta_graph.sync import GovernedAgentSync, create_governed_agent_sync
-    from algenta_graph.usage import UsageSignal
 
 
 def __getattr__(name: str) -> Any:

@@ -46,7 +46,6 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
 
 from algenta_graph._langgraph import default_durability
-from algenta_graph.catalog import GovernedCatalog
 from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.governance.gates import (
     DEFAULT_POLICIES,
@@ -61,6 +60,7 @@ from algenta_graph.nodes.answers import AuthorizeOperator
 from algenta_graph.nodes.denial_handler import DenialHandler, route_pending_escalation
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.retrieval.catalog import GovernedCatalog
 from algenta_graph.state import GovernedInput, GovernedState
 from algenta_graph.topology import (
     GOVERNED_TOOL_NODE,
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
 
     from algenta_graph.connection.engine import EngineClient, EngineConnection
     from algenta_graph.retrieval import ToolIndex
-    from algenta_graph.usage import UsageSignal
+    from algenta_graph.retrieval.usage import UsageSignal
 
 __all__ = [
     "DEFAULT_STEP_LIMIT",
@@ -125,9 +125,10 @@ def build_governed_graph(
     checkpointer; consider ``durability="sync"`` when invoking (see :func:`create_governed_agent`).
     ``always_include``: tool names bound on every step whatever retrieval ranks (not counted
     in ``top_k``; still subject to the run's profile). ``usage``: a
-    :class:`~algenta_graph.usage.UsageSignal` (kept in a LangGraph store) that reranks retrieval
-    by what served similar queries and learns from each successful call. ``embeddings``: any
-    LangChain ``Embeddings``, fused with BM25 by reciprocal rank fusion (nothing is downloaded
+    :class:`~algenta_graph.retrieval.usage.UsageSignal` (kept in a LangGraph store) that reranks
+    retrieval by what served similar queries and learns from each successful call.
+    ``embeddings``: any LangChain ``Embeddings``, fused with BM25 in the native index
+    (:mod:`algenta_graph.retrieval.fusion`) (nothing is downloaded
     or called without it).
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:

@@ -1,4 +1,4 @@
-"""The usage signal's lift on APIBench (``algenta_graph.usage.UsageSignal``).
+"""The usage signal's lift on APIBench (``algenta_graph.retrieval.usage.UsageSignal``).
 
 Run from the repository root (figures in ``bench/RESULTS.md``)::
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from langgraph.store.memory import InMemoryStore
 
     from algenta_graph.retrieval import ToolIndex
-    from algenta_graph.usage import UsageSignal
+    from algenta_graph.retrieval.usage import UsageSignal
 
     data = apibench.load_apibench()
     index = ToolIndex()

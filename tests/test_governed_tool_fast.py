@@ -1269,7 +1269,7 @@ def test_a_failing_usage_store_costs_the_step_nothing(caplog: Any) -> None:
 def test_a_real_usage_signal_learns_only_what_served_the_turn() -> None:
     from langgraph.store.memory import InMemoryStore
 
-    from algenta_graph.usage import UsageSignal
+    from algenta_graph.retrieval.usage import UsageSignal
 
     node, conn, catalog = make_node()
     store = InMemoryStore()

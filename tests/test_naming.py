@@ -1,4 +1,4 @@
-"""Provider-safe tool names and parameter schemas (algenta_graph.naming)."""
+"""Provider-safe tool names and parameter schemas (algenta_graph.retrieval.naming)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from algenta_graph.errors import UnsupportedToolSchemaError
-from algenta_graph.naming import (
+from algenta_graph.retrieval.naming import (
     ToolNames,
     is_provider_safe,
     model_facing_name,
@@ -45,7 +45,7 @@ def test_trailing_newline_is_not_safe() -> None:
 
 def test_names_are_stable_across_processes() -> None:
     code = (
-        "from algenta_graph.naming import model_facing_name as m;"
+        "from algenta_graph.retrieval.naming import model_facing_name as m;"
         "print(m('weather.get_forecast'), m('files/read weather'))"
     )
     out = subprocess.run(

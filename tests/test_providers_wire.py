@@ -35,7 +35,7 @@ from provider_standins import (
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
-from algenta_graph.naming import model_facing_name
+from algenta_graph.retrieval.naming import model_facing_name
 
 require_module("langchain_openai")
 require_module("langchain_anthropic")

@@ -10,7 +10,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from algenta_graph.retrieval import Hit, ToolIndex
-from algenta_graph.usage import DEFAULT_NAMESPACE, UsageSignal
+from algenta_graph.retrieval.usage import DEFAULT_NAMESPACE, UsageSignal
 
 DAY = 86_400.0
 

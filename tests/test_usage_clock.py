@@ -1,4 +1,6 @@
-"""The usage history's cap and decay hold whatever clock a read uses (``algenta_graph.usage``).
+"""The usage history's cap and decay hold whatever clock a read uses.
+
+(``algenta_graph.retrieval.usage``.)
 
 Workers sharing one store do not share a clock: a read can come from a clock behind the one
 that wrote the history (``now`` earlier than the item's ``at``). Such a read must count the
@@ -14,7 +16,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from algenta_graph.retrieval import Hit, ToolIndex
-from algenta_graph.usage import UsageSignal
+from algenta_graph.retrieval.usage import UsageSignal
 
 QUERY = "categories for my bird images"
 WRITTEN_AT = 1_000.0

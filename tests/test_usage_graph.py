@@ -1,5 +1,5 @@
 """The usage signal inside the governed graph: only successful calls of the run's profile are
-learned, and retrieval goes through it (``algenta_graph.usage``).
+learned, and retrieval goes through it (``algenta_graph.retrieval.usage``).
 
 A real reference engine over HTTP and a LangGraph ``InMemoryStore``: a successful
 ``get_contract`` is recorded under the run's profile; a denied ``execute_decision`` and a tool
@@ -15,7 +15,7 @@ from graph_support import agent, call, config, execute, log_decision, open_conne
 from langgraph.store.memory import InMemoryStore
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.usage import DEFAULT_NAMESPACE, UsageSignal
+from algenta_graph.retrieval.usage import DEFAULT_NAMESPACE, UsageSignal
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from algenta_graph.catalog import GovernedCatalog
 from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.governance.run_settings import GraphSettings, RunContext, run_settings
 from algenta_graph.nodes.steps import latest_user_text
+from algenta_graph.retrieval.catalog import GovernedCatalog
 from algenta_graph.state import RECORD_FIELDS, GovernedState
 
 __all__ = ["STEP_LIMIT_MESSAGE", "AgentNodes"]

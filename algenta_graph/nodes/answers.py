@@ -26,10 +26,10 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from typing_extensions import NotRequired, TypedDict
 
-from algenta_graph.catalog import validation_problems
 from algenta_graph.connection.engine import EXECUTE_TOOL
 from algenta_graph.governance.gates import OVERRIDE_FLAGS
 from algenta_graph.nodes.steps import step_denials
+from algenta_graph.retrieval.catalog import validation_problems
 from algenta_graph.state import OperatorAction, escalation_id_of
 
 __all__ = [

@@ -37,7 +37,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from algenta_graph.audit.chain import seal
-from algenta_graph.catalog import GovernedCatalog
 from algenta_graph.connection.engine import EXECUTE_TOOL, SEARCH_TOOL
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.governance.gates import GATES
@@ -59,6 +58,7 @@ from algenta_graph.nodes.steps import (
     step_denials,
     tool_message,
 )
+from algenta_graph.retrieval.catalog import GovernedCatalog
 from algenta_graph.state import DenialRecord, GovernedState, ReceiptRecord
 
 __all__ = ["GovernedToolNode"]

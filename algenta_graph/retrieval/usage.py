@@ -49,7 +49,7 @@ from typing import Any
 from langgraph.store.base import BaseStore, GetOp, Item
 
 from algenta_graph import _native
-from algenta_graph.retrieval import Hit, ToolIndex
+from algenta_graph.retrieval.index import Hit, ToolIndex
 
 __all__ = ["DEFAULT_NAMESPACE", "UsageSignal"]
 

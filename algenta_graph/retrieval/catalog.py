@@ -6,8 +6,8 @@ One :class:`GovernedCatalog` is built per graph (never per turn) over an open
 its profile and scrubbed of ``force`` / ``override_safety``), their model-facing schemas
 converted once, and the BM25 index over them.
 
-What a provider sees is provider-valid (:mod:`algenta_graph.naming`): every tool is bound under
-its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique), with parameters whose top
+What a provider sees is provider-valid (:mod:`algenta_graph.retrieval.naming`): every tool is
+bound under its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique), with parameters whose top
 level is a plain object schema and whose top-level property keys providers accept;
 :meth:`GovernedCatalog.real_call` maps a model's call (name and argument keys) back to the real
 one. A tool whose schema the providers would reject is left out of binding, retrieval and
@@ -37,12 +37,12 @@ from pydantic import BaseModel, Field, ValidationError
 from algenta_graph.connection.engine import SEARCH_TOOL
 from algenta_graph.errors import UnsupportedToolSchemaError
 from algenta_graph.governance.run_settings import RunSettings
-from algenta_graph.naming import ToolNames, provider_parameters, safe_property_keys
+from algenta_graph.retrieval.naming import ToolNames, provider_parameters, safe_property_keys
 
 if TYPE_CHECKING:
     from algenta_graph.connection.engine import EngineClient
     from algenta_graph.retrieval import ToolIndex
-    from algenta_graph.usage import UsageSignal
+    from algenta_graph.retrieval.usage import UsageSignal
 
 __all__ = ["MAX_FOUND_TOOLS", "GovernedCatalog", "SearchToolsArgs"]
 
@@ -106,8 +106,8 @@ class GovernedCatalog:
         self.model = model
         self.index = index
         self.usage = usage
-        """Optional usage signal (:mod:`algenta_graph.usage`): reranks retrieval by what served
-        similar queries before, and learns from every successful call."""
+        """Optional usage signal (:mod:`algenta_graph.retrieval.usage`): reranks retrieval by
+        what served similar queries before, and learns from every successful call."""
         self.tools: dict[str, BaseTool] = {t.name: t for t in connection.tools}
         self.search_tool = _make_search_tool()
         self.names = ToolNames(
@@ -145,7 +145,7 @@ class GovernedCatalog:
     def real_call(self, name: str, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """A model's call as MCP sees it: the real tool name, and the real argument keys for
         the top-level keys renamed for providers (see
-        :func:`~algenta_graph.naming.safe_property_keys`)."""
+        :func:`~algenta_graph.retrieval.naming.safe_property_keys`)."""
         real = self.names.real(name)
         keys = self.arg_keys.get(real)
         if not keys:
