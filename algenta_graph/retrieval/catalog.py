@@ -7,8 +7,8 @@ its profile and scrubbed of ``force`` / ``override_safety``), their model-facing
 converted once, and the BM25 index over them.
 
 What a provider sees is provider-valid (:mod:`algenta_graph.retrieval.naming`): every tool is
-bound under its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique), with parameters whose top
-level is a plain object schema and whose top-level property keys providers accept;
+bound under its model-facing name (``^[a-zA-Z0-9_-]{1,64}$``, stable, unique), with parameters
+whose top level is a plain object schema and whose top-level property keys providers accept;
 :meth:`GovernedCatalog.real_call` maps a model's call (name and argument keys) back to the real
 one. A tool whose schema the providers would reject is left out of binding, retrieval and
 search (:attr:`GovernedCatalog.refused` says why) instead of failing every request.
