@@ -144,7 +144,9 @@ class StubCatalog:
             return True
         return run.profile.allows(name)
 
-    def search(self, args: Mapping[str, Any], run: RunSettings) -> tuple[str, list[str], bool]:
+    async def search(
+        self, args: Mapping[str, Any], run: RunSettings
+    ) -> tuple[str, list[str], bool]:
         self.searches.append(dict(args))
         self.search_runs.append(run)
         return self.search_result

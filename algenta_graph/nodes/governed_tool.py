@@ -104,7 +104,7 @@ class GovernedToolNode:
             # and receipts use the real ones (ToolMessages get the model's name back below)
             name, args = self.catalog.real_call(call["name"], call.get("args") or {})
             if name == SEARCH_TOOL:
-                body, hits, ok = self.catalog.search(args, run)
+                body, hits, ok = await self.catalog.search(args, run)
                 selected.extend(h for h in hits if h not in selected)
                 out_messages.append(
                     tool_message(

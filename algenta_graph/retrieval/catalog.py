@@ -242,7 +242,9 @@ class GovernedCatalog:
         names = [h.tool_id for h in hits if h.tool_id not in self.always_include]
         return names[: run.top_k]
 
-    def search(self, args: Mapping[str, Any], run: RunSettings) -> tuple[str, list[str], bool]:
+    async def search(
+        self, args: Mapping[str, Any], run: RunSettings
+    ) -> tuple[str, list[str], bool]:
         """Answer a ``search_tools`` call: (JSON body or error text, real names found, ok).
 
         Each tool found is listed under the name to call it by (``name``, model-facing) and,
@@ -251,7 +253,8 @@ class GovernedCatalog:
             parsed = SearchToolsArgs.model_validate(args)
         except ValidationError as exc:
             return f"Error: invalid search_tools arguments: {validation_problems(exc)}", [], False
-        hits = self.index.search(parsed.query, k=parsed.k, allow=self.allow_list(run))
+        # the query's embedding (if any) off the event loop, as for retrieve_tools
+        hits = await self.index.asearch(parsed.query, k=parsed.k, allow=self.allow_list(run))
         found: list[tuple[str, dict[str, Any]]] = []
         for h in hits:
             if h.tool_id not in self.tools:
