@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypeIs
 
 from algenta_graph._langgraph import default_durability
 from algenta_graph.governance.contract import resolve_profile
@@ -273,7 +275,7 @@ async def create_governed_agent(
             usage=usage,
             embeddings=embeddings,
         )
-        compiled = graph.compile(checkpointer=checkpointer, name=name)  # type: ignore[arg-type]
+        compiled = graph.compile(checkpointer=checkpointer, name=name)
         conf: dict[str, Any] = {}
         if profile is not None:
             conf["profile"] = resolve_profile(profile).name
@@ -281,10 +283,10 @@ async def create_governed_agent(
             # (without a checkpointer durability means nothing, and langgraph 1.2 fails on
             # "sync" there)
             conf.update(default_durability(durability))
-        with_config: dict[str, Any] = {"recursion_limit": step_limit}
+        with_config: RunnableConfig = {"recursion_limit": step_limit}
         if conf:
             with_config["configurable"] = conf
-        compiled = compiled.with_config(with_config)  # type: ignore[arg-type]
+        compiled = compiled.with_config(with_config)
     except BaseException:
         await stack.aclose()
         raise
@@ -292,7 +294,7 @@ async def create_governed_agent(
     return compiled
 
 
-def _is_saver(value: Any) -> bool:
+def _is_saver(value: object) -> TypeIs[BaseCheckpointSaver[Any]]:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     return isinstance(value, BaseCheckpointSaver)

@@ -41,7 +41,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
@@ -65,6 +65,9 @@ from algenta_graph.governance.contract import (
     resolve_profile,
 )
 from algenta_graph.governance.scrub import GovernanceInterceptor, scrub_schema, strip_graph_supplied
+
+if TYPE_CHECKING:
+    from langchain_mcp_adapters.sessions import Connection
 
 __all__ = [
     "ALGENTA_SERVER",
@@ -309,7 +312,8 @@ class EngineConnection:
             raise AlgentaGraphError("this EngineConnection was closed; create a new one")
         self._loop = asyncio.get_running_loop()
         specs = self._connection_specs()
-        client = MultiServerMCPClient(specs)  # type: ignore[arg-type]
+        # the adapters' connection dicts, built key by key (an extra server's is the caller's)
+        client = MultiServerMCPClient(cast("dict[str, Connection]", specs))
         for name, spec in specs.items():
             url = str(spec.get("url") or spec.get("command") or name)
             server = ServerSession(
@@ -334,6 +338,8 @@ class EngineConnection:
         algenta = self._servers[ALGENTA_SERVER]
         view = _SessionView(self, algenta, lambda t: self.profile.allows(t.name))
         tools = await load_mcp_tools(
+            # a third-party type too narrow: the adapters name mcp's ClientSession, and call
+            # only the list_tools / call_tool that the view implements
             view,  # type: ignore[arg-type]
             tool_interceptors=[GovernanceInterceptor(self.profile)],
             server_name=ALGENTA_SERVER,
@@ -348,7 +354,7 @@ class EngineConnection:
                 continue
             extra_view = _SessionView(self, server, lambda t: True)
             extra_tools = await load_mcp_tools(
-                extra_view,  # type: ignore[arg-type]
+                extra_view,  # type: ignore[arg-type]  # ClientSession, as above
                 tool_interceptors=[GovernanceInterceptor(None)],
                 server_name=name,
             )

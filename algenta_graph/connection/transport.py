@@ -24,7 +24,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -52,6 +52,7 @@ ALGENTA_SERVER = "algenta"
 OPERATOR_SERVER = "algenta-operator"
 """The operator path's own session to the engine, with the operator credential."""
 _CLOSE_TIMEOUT = 5.0
+_T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------- errors
@@ -372,7 +373,7 @@ class ServerSession:
             url=self.url,
         )
 
-    async def guard(self, what: str, call: Coroutine[Any, Any, Any]) -> Any:
+    async def guard(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
         """Await an MCP request; translate what the client raises into a typed error.
 
         The request runs as its own task raced against the session's holding task: when the

@@ -176,7 +176,7 @@ def _unnamed(supersteps: Any) -> bool:
     return any(as_node is None for _, as_node in _updates(supersteps))
 
 
-class _RecordGuardedGraph(CompiledStateGraph):
+class _RecordGuardedGraph(CompiledStateGraph[Any, Any, Any, Any]):
     """The compiled graph, whose ``update_state`` cannot write governed records, write as a
     governance node, or change a thread on which a governance node is due."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain.agents.middleware.human_in_the_loop import ActionRequest, ReviewConfig
 from langchain_core.runnables import RunnableConfig
@@ -206,15 +206,26 @@ def escalation_request(gate: str, denials: Sequence[Mapping[str, Any]]) -> Escal
         )
         for i in items
     ]
+    first = items[0]
+    # ``cast``, not the constructor: langchain marks ``args_schema`` ``typing.NotRequired``, which
+    # mypy's Python 3.10 target does not know, so it reads the key as required
+    review = cast(
+        ReviewConfig, {"action_name": EXECUTE_TOOL, "allowed_decisions": ["approve", "reject"]}
+    )
     return EscalationRequest(
         action_requests=requests,
-        review_configs=[
-            ReviewConfig(  # type: ignore[typeddict-item]
-                action_name=EXECUTE_TOOL, allowed_decisions=["approve", "reject"]
-            )
-        ],
+        review_configs=[review],
         escalations=items,
-        **items[0],
+        # the EscalationItem fields, repeating escalations[0]
+        gate=first["gate"],
+        code=first["code"],
+        message=first["message"],
+        override_hint=first["override_hint"],
+        decision_id=first["decision_id"],
+        webhook_url=first["webhook_url"],
+        override_flag=first["override_flag"],
+        tool_call_id=first["tool_call_id"],
+        escalation_id=first["escalation_id"],
         resume_with={
             "decisions": [{"type": "approve | reject", "message": "why"}] * len(items),
             "operator": "who decides (the authenticated identity when served with auth)",

@@ -187,7 +187,9 @@ def provider_parameters(schema: Any, *, tool: str = "?") -> dict[str, Any]:
         raise UnsupportedToolSchemaError(
             f"tool {tool!r}: its parameter schema's 'properties' is not an object"
         )
-    return _with_array_items(copy.deepcopy(fixed))
+    parameters = copy.deepcopy(fixed)
+    _with_array_items(parameters)
+    return parameters
 
 
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
