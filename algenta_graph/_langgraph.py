@@ -65,8 +65,11 @@ def infer_as_node(graph: Any, versions_seen: Mapping[str, Any]) -> str | None:
 
 
 def state_checkpointer(graph: Any, config: Any) -> Any:
-    """The checkpointer ``graph.update_state(config, ...)`` writes to (the graph's, or the one
-    the LangGraph server puts in ``config``); the graph's own when LangGraph has no resolver."""
+    """The checkpointer ``graph.update_state(config, ...)`` writes to.
+
+    The graph's, or the one the LangGraph server puts in ``config``; the graph's own when
+    LangGraph has no resolver.
+    """
     resolve = getattr(graph, "_state_checkpointer", None)
     if resolve is not None:
         return resolve(config)
