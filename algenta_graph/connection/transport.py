@@ -1,5 +1,7 @@
-"""The MCP transport of an engine connection: one persistent session per server, and the one
-translation of whatever the MCP client raises into a typed error naming the URL.
+"""The MCP transport of an engine connection: one persistent session per server.
+
+It also holds the one translation of whatever the MCP client raises into a typed error naming
+the URL.
 
 How failures surface through mcp 1.x's streamable-HTTP client (measured, and each one tested in
 ``tests/test_connection.py``): an ``httpx`` error on a POST (connection refused, HTTP 401 or
@@ -92,7 +94,7 @@ def _is_forgotten(exc: BaseException) -> bool:
 
 
 def _is_late_answer(exc: BaseException) -> bool:
-    """mcp's report of an answer to a request it no longer waits for (it timed out)."""
+    """The mcp client's report of an answer to a request it no longer waits for (timed out)."""
     return isinstance(exc, RuntimeError) and "unknown request ID" in str(exc)
 
 
@@ -194,8 +196,10 @@ class ServerSession:
         timeout: httpx.Timeout | None = None,
         auth: httpx.Auth | None = None,
     ) -> httpx.AsyncClient:
-        """The adapters' ``httpx_client_factory``: an ``AsyncClient`` whose POST responses are
-        watched, so a connection lost in the middle of an answer ends the session at once."""
+        """The adapters' ``httpx_client_factory``: an ``AsyncClient`` that watches its POSTs.
+
+        A connection lost in the middle of a POST's answer ends the session at once.
+        """
         return httpx.AsyncClient(
             headers=headers,
             timeout=timeout,
@@ -205,6 +209,7 @@ class ServerSession:
 
     @property
     def alive(self) -> bool:
+        """Whether there is a session and its holding task still runs."""
         return self.session_value is not None and self.task is not None and not self.task.done()
 
     async def session(self) -> ClientSession:
@@ -288,6 +293,7 @@ class ServerSession:
             self._stop.set()
 
     async def close(self) -> None:
+        """Let the holding task leave the session and wait for it (cancelled if it lingers)."""
         await self._finish_task()
 
     async def cause_of_death(self) -> BaseException | None:
@@ -307,6 +313,7 @@ class ServerSession:
         return f"MCP server {self.name!r}"
 
     def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
+        """The error of no answer within ``seconds`` while ``what``, naming ``option=``."""
         return EngineTimeoutError(
             f"timed out: {self.label} at {self.url} did not answer within {seconds:g} s while "
             f"{what} (raise {option}= if it is just slow).",
