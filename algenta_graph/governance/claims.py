@@ -77,6 +77,7 @@ class Claim:
 
     @property
     def operator(self) -> str:
+        """Who answered: the answer's ``operator`` (``"?"`` when it names none)."""
         return str(self.answer.get("operator", "?"))
 
     @property
@@ -87,6 +88,7 @@ class Claim:
 
     @property
     def summary(self) -> str:
+        """How: the answer's actions, comma-separated (``"?"`` when it lists none)."""
         actions = [str(d.get("action")) for d in self.answer.get("decisions", [])]
         return ", ".join(actions) or "?"
 
@@ -172,6 +174,7 @@ class ClaimStore:
             return True
 
     async def finish(self, claim: Claim) -> None:
+        """The answer's side effects finished: mark ``claim`` done (if it is still in force)."""
         with self._lock:
             current = self._claims.get(claim.key)
             if current is not None and current.token == claim.token:
