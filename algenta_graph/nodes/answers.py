@@ -114,6 +114,11 @@ class OperatorAnswer:
     decisions: tuple[tuple[OperatorAction, str], ...]
 
     def as_claim(self, operator: str, thread_id: Any = None) -> dict[str, Any]:
+        """The answer as its claim stores it (:func:`~algenta_graph.governance.claims.new_claim`).
+
+        ``operator`` (who answered), ``decisions`` (each an ``action`` and a ``reason``) and,
+        when given, ``thread_id`` (the thread the answer was given in).
+        """
         claim: dict[str, Any] = {
             "operator": operator,
             "decisions": [{"action": a, "reason": r} for a, r in self.decisions],

@@ -109,7 +109,7 @@ UNFINISHED_STEP = "unfinished step"
 
 
 def route_pending_escalation(state: Mapping[str, Any]) -> str:
-    """Where a new turn goes after retrieval, so that no run passes unfinished governance:
+    """Where a new turn goes after retrieval, so that no run passes unfinished governance.
 
     - ``"unfinished step"`` (to ``governed_tool``) when the latest tool step has calls without
       an answer: a run cancelled or killed in the middle of it, then a new message. The step is
@@ -135,7 +135,16 @@ def route_pending_escalation(state: Mapping[str, Any]) -> str:
 
 
 class DenialHandler:
-    """The denial handler node of one gate (see the module docs)."""
+    """The denial handler node of one gate (see the module docs).
+
+    Args:
+        gate: the gate whose denials it handles (its node is ``denial_handler_<gate>``).
+        executor: the graph's one :class:`~algenta_graph.nodes.executor.DecisionExecutor`,
+            which executes an override on the operator path.
+        authorize_operator: an app's own rule for who may answer an escalation of this gate
+            (:data:`~algenta_graph.nodes.answers.AuthorizeOperator`); an operator it refuses is
+            asked again, and the answer takes no effect.
+    """
 
     def __init__(
         self,
@@ -155,6 +164,16 @@ class DenialHandler:
         return handler_node_name(later[0]) if later else MODEL_NODE
 
     async def __call__(self, state: GovernedState, config: RunnableConfig) -> Command[Any]:
+        """Apply the gate's policy to the latest step's denials of this gate.
+
+        Returns:
+            Where the run goes next (the next gate's handler, the model, or ``END`` on
+            ``halt``) and, after an answer, its records and the model's messages.
+
+        Raises:
+            EscalationAlreadyDecided: a live claimant elsewhere is applying its answer to this
+                escalation.
+        """
         denials = step_denials(state)
         order = gate_order(denials)
         mine = [d for d in denials if d.get("gate") == self.gate]
@@ -371,8 +390,11 @@ class DenialHandler:
 
 
 async def _keep_alive(store: ClaimStore, claim: Claim) -> None:
-    """Refresh ``claim`` every :data:`~algenta_graph.governance.claims.HEARTBEAT_SECONDS`
-    until cancelled."""
+    """Refresh ``claim`` until cancelled.
+
+    Every :data:`~algenta_graph.governance.claims.HEARTBEAT_SECONDS`; a missed refresh is logged
+    (it only shortens the lease).
+    """
     while True:
         await asyncio.sleep(HEARTBEAT_SECONDS)
         try:

@@ -65,8 +65,10 @@ def last_step(messages: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[T
 
 
 def message_text(message: BaseMessage) -> str:
-    """A message's text: its text blocks joined by a space (``BaseMessage.text`` joins them with
-    nothing, which glues the words of separate blocks: ``["simulate", "the pricing"]``).
+    """A message's text: its text blocks joined by a space.
+
+    ``BaseMessage.text`` joins them with nothing, which glues the words of separate blocks:
+    ``["simulate", "the pricing"]``.
 
     >>> message_text(HumanMessage(["simulate", {"type": "text", "text": "the pricing"}]))
     'simulate the pricing'
@@ -113,8 +115,9 @@ def gate_order(denials: Sequence[Mapping[str, Any]]) -> list[str]:
 def in_place(
     messages: Sequence[BaseMessage], ai: AIMessage, answers: list[ToolMessage]
 ) -> list[BaseMessage]:
-    """The ``messages`` update that puts ``answers`` right after ``ai``'s call (and its earlier
-    answers), as every provider requires.
+    """The ``messages`` update that puts ``answers`` right after ``ai``'s call.
+
+    Right after the call and its earlier answers, as every provider requires.
 
     Normally that is ``answers`` themselves (appended). When a later turn's messages already
     follow the call (a step cut short by a cancel or a crash, finished by the next turn,
