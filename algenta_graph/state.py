@@ -76,8 +76,11 @@ DecisionResult = Literal["receipt", "failed", "denied", "declined"]
 
 
 class ReceiptRecord(TypedDict):
-    """A receipt in state: an :class:`~algenta_graph.connection.outcomes.ExecutionReceipt` and
-    where it came from. Written by :func:`receipt_record`."""
+    """A receipt in state: an execution receipt and where it came from.
+
+    An :class:`~algenta_graph.connection.outcomes.ExecutionReceipt`; written by
+    :func:`receipt_record`.
+    """
 
     kind: Literal["receipt"]
     """Always ``"receipt"``."""
@@ -140,9 +143,10 @@ class ReceiptRecord(TypedDict):
 
 
 class DenialRecord(TypedDict):
-    """A named-gate denial in state: an
-    :class:`~algenta_graph.connection.outcomes.ExecutionDenial`, its call and its policy.
-    Written by :func:`denial_record`.
+    """A named-gate denial in state: the denial, its call and its policy.
+
+    An :class:`~algenta_graph.connection.outcomes.ExecutionDenial`; written by
+    :func:`denial_record`.
 
     A denial with ``policy == "escalate"`` and no operator decision for its ``tool_call_id``
     is a **pending escalation**: a resume completes it from the state alone, whatever context
@@ -187,8 +191,10 @@ class DenialRecord(TypedDict):
 
 
 class OperatorDecisionRecord(TypedDict):
-    """An operator decision in state (:class:`OperatorDecision` dumped to JSON). Written by
-    :func:`operator_decision_record`."""
+    """An operator decision in state (:class:`OperatorDecision` dumped to JSON).
+
+    Written by :func:`operator_decision_record`.
+    """
 
     operator: str
     """Who decided: the authenticated identity when served with auth."""
@@ -400,8 +406,10 @@ def _now() -> str:
 
 
 class OperatorDecision(BaseModel):
-    """One human operator decision on an escalated denial, approved or declined (the validated
-    form of :class:`OperatorDecisionRecord`, whose fields it documents)."""
+    """One human operator decision on an escalated denial, approved or declined.
+
+    The validated form of :class:`OperatorDecisionRecord`, whose fields it documents.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
