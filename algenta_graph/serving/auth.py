@@ -111,12 +111,17 @@ def token_digest(token: str) -> str:
 
 
 class TokenTable:
-    """Token digests to principals; :meth:`lookup` compares against every entry."""
+    """Token digests to principals; :meth:`lookup` compares against every entry.
+
+    Args:
+        entries: ``{token digest (:func:`token_digest`): principal}``.
+    """
 
     def __init__(self, entries: Mapping[str, Principal]) -> None:
         self._entries = tuple(entries.items())
 
     def __len__(self) -> int:
+        """How many tokens the table knows."""
         return len(self._entries)
 
     def lookup(self, token: str) -> Principal | None:
@@ -559,8 +564,9 @@ _INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _stamp(resume: Any, identity: str) -> Any:
-    """``resume`` with ``operator`` set to the authenticated ``identity`` (403 if it names
-    someone else).
+    """``resume`` with ``operator`` set to the authenticated ``identity``.
+
+    Refused with HTTP 403 if it names someone else.
 
     The stamp travels with the answer into the checkpoint. LangGraph replays a node's earlier
     resume values when it is resumed again (a refused answer stays in the task's resume list),
