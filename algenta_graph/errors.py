@@ -201,16 +201,25 @@ class CheckpointerURLError(CheckpointerError, ValueError):
 
 
 class RecordsFileError(AlgentaGraphError, ValueError):
-    """A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are
-    not an algenta-graph thread's; the message names the file or store and says why."""
+    """Not a readable LangGraph SQLite checkpoint file, or checkpoints not an algenta-graph's.
+
+    A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are not
+    an algenta-graph thread's; the message names the file or store and says why.
+    """
 
 
 # --------------------------------------------------------------------------- the command line
 
 
 class CommandError(AlgentaGraphError):
-    """A bad input or a failed ``algenta-graph`` command: one line for the user, and the exit
-    code (2 a bad value, 1 a failure, 3 an escalation left pending)."""
+    """A bad input or a failed ``algenta-graph`` command.
+
+    One line for the user, and the exit code (kept as ``code``).
+
+    Args:
+        message: the line for the user.
+        code: the exit code: 2 a bad value, 1 a failure, 3 an escalation left pending.
+    """
 
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
@@ -218,5 +227,7 @@ class CommandError(AlgentaGraphError):
 
 
 class DemoError(AlgentaGraphError, RuntimeError):
-    """The ``algenta-graph demo`` walkthrough did not go as narrated (a step's expected outcome
-    did not happen)."""
+    """The ``algenta-graph demo`` walkthrough did not go as narrated.
+
+    A step's expected outcome did not happen.
+    """
