@@ -24,7 +24,8 @@ from langgraph.graph import END, START, StateGraph
 import algenta_graph.audit.chain as chain
 import algenta_graph.audit.records as audit
 import algenta_graph.serving.checkpointer as checkpointer
-from algenta_graph.audit.chain import averify_audit, seal, verify_audit
+from algenta_graph.audit.chain import seal
+from algenta_graph.audit.history import averify_audit, verify_audit
 from algenta_graph.serving.checkpointer import (
     aread_thread_values,
     read_latest,

@@ -23,17 +23,14 @@ from algenta_graph.audit.chain import (
     ENV_AUDIT_KEY,
     GENESIS,
     ChainHead,
-    averify_audit,
     chain_head,
-    export_jsonl,
     link_bytes,
     link_hash,
-    read_heads,
     seal,
-    verify_audit,
     verify_chain,
-    verify_jsonl,
 )
+from algenta_graph.audit.export import export_jsonl, read_heads, verify_jsonl
+from algenta_graph.audit.history import averify_audit, verify_audit
 from algenta_graph.state import RECORD_FIELDS, append_records
 
 

@@ -15,7 +15,8 @@ import pytest
 from graph_support import agent, config, execute, log_decision, open_connection
 from langgraph.types import Command
 
-from algenta_graph.audit.chain import ENV_AUDIT_KEY, chain_head, link_hash, verify_audit
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, chain_head, link_hash
+from algenta_graph.audit.history import verify_audit
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from algenta_graph.audit.chain import ENV_AUDIT_KEY, seal, verify_history
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, seal
+from algenta_graph.audit.history import verify_history
 from algenta_graph.serving.checkpointer import StoredCheckpoint
 from algenta_graph.state import append_records
 

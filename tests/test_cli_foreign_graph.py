@@ -23,7 +23,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 from typing_extensions import TypedDict
 
-from algenta_graph.audit.chain import seal, verify_audit
+from algenta_graph.audit.chain import seal
+from algenta_graph.audit.history import verify_audit
 from algenta_graph.audit.records import read_records
 from algenta_graph.errors import RecordsFileError
 

@@ -15,7 +15,7 @@ import pytest
 from cli_support import assert_one_line_error, cli
 from graph_support import agent, config, execute, log_decision, open_connection
 
-from algenta_graph.audit.chain import read_jsonl, verify_jsonl
+from algenta_graph.audit.export import read_jsonl, verify_jsonl
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 pytestmark = pytest.mark.timeout(180)
