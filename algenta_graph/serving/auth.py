@@ -71,8 +71,10 @@ __all__ = [
     "TokenTable",
     "auth",
     "auth_configured",
+    "forbidden",
     "is_operator",
     "load_auth_file",
+    "principal_of",
     "served_authorize_operator",
     "startup_check",
     "token_digest",
@@ -344,7 +346,8 @@ def served_authorize_operator(identity: str, gate: str, config: RunnableConfig) 
 auth = Auth()
 
 
-def _forbidden(detail: str) -> Auth.exceptions.HTTPException:
+def forbidden(detail: str) -> Auth.exceptions.HTTPException:
+    """The HTTP 403 a handler raises, with ``detail`` shown to the client."""
     return Auth.exceptions.HTTPException(status_code=403, detail=detail)
 
 
@@ -405,7 +408,7 @@ async def authenticate(
     if principal is None:
         raise _unauthorized("invalid token")
     if _is_mcp(path) and not _can_write(frozenset(principal.roles)):
-        raise _forbidden("an auditor cannot run the graph (the /mcp endpoint runs it)")
+        raise forbidden("an auditor cannot run the graph (the /mcp endpoint runs it)")
     return {
         "identity": principal.identity,
         "is_authenticated": True,
@@ -418,7 +421,7 @@ def _is_mcp(path: str | None) -> bool:
     return bool(path) and (path == "/mcp" or str(path).startswith("/mcp/"))
 
 
-def _principal(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None:
+def principal_of(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None:
     """``(identity, roles)`` of an authenticated request, ``None`` when the server runs open."""
     user = ctx.user
     if not auth_configured() and not getattr(user, "is_authenticated", True):
@@ -430,7 +433,7 @@ def _principal(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None
         *GATE_ROLES,
         OPERATOR,
     }:
-        raise _forbidden("not an authenticated algenta-graph user")
+        raise forbidden("not an authenticated algenta-graph user")
     return str(user.identity), roles
 
 
@@ -439,10 +442,10 @@ def _can_write(roles: frozenset[str]) -> bool:
 
 
 def _writer(ctx: Auth.types.AuthContext, doing: str) -> tuple[str, frozenset[str]] | None:
-    """:func:`_principal`, refused (403) unless it may write: an auditor cannot ``doing``."""
-    who = _principal(ctx)
+    """:func:`principal_of`, refused (403) unless it may write: an auditor cannot ``doing``."""
+    who = principal_of(ctx)
     if who is not None and not _can_write(who[1]):
-        raise _forbidden(f"an auditor cannot {doing}")
+        raise forbidden(f"an auditor cannot {doing}")
     return who
 
 
@@ -463,19 +466,19 @@ _ROLLBACK = (
 @auth.on
 async def _deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Default deny: crons, the store, assistant changes and anything not handled below."""
-    if _principal(ctx) is None:
+    if principal_of(ctx) is None:
         return None
-    raise _forbidden(f"{ctx.resource}.{ctx.action} is not allowed on this server")
+    raise forbidden(f"{ctx.resource}.{ctx.action} is not allowed on this server")
 
 
 @auth.on.assistants.read
 async def _assistants_read(ctx: Auth.types.AuthContext, value: Any) -> None:
-    _principal(ctx)
+    principal_of(ctx)
 
 
 @auth.on.assistants.search
 async def _assistants_search(ctx: Auth.types.AuthContext, value: Any) -> None:
-    _principal(ctx)
+    principal_of(ctx)
 
 
 @auth.on.threads.create
@@ -495,7 +498,7 @@ async def _threads_create(
 
 def _read_filter(ctx: Auth.types.AuthContext) -> Auth.types.FilterType | None:
     """Operators and auditors read every thread; anyone else only the threads they own."""
-    who = _principal(ctx)
+    who = principal_of(ctx)
     if who is None:
         return None
     identity, roles = who
@@ -528,9 +531,9 @@ async def _threads_update(
     identity, _ = who
     metadata = value.get("metadata")
     if isinstance(metadata, Mapping) and OWNER_KEY in metadata:
-        raise _forbidden(f"the thread metadata {OWNER_KEY!r} is set by the server")
+        raise forbidden(f"the thread metadata {OWNER_KEY!r} is set by the server")
     if value.get("action") == "rollback":
-        raise _forbidden(_ROLLBACK)
+        raise forbidden(_ROLLBACK)
     return _owned(identity)
 
 
@@ -540,10 +543,10 @@ async def _threads_delete(
 ) -> Auth.types.FilterType | None:
     # deleting a thread, or a run (which deletes the checkpoints it wrote), drops governed
     # records: not an API operation, for any role
-    if _principal(ctx) is None:
+    if principal_of(ctx) is None:
         return None
     what = "runs" if value.get("run_id") else "threads"
-    raise _forbidden(f"{what} cannot be deleted: their checkpoints hold governed records")
+    raise forbidden(f"{what} cannot be deleted: their checkpoints hold governed records")
 
 
 def _mentions_records(update: Any) -> bool:
@@ -580,7 +583,7 @@ def _stamp(resume: Any, identity: str) -> Any:
         return resume  # not an answer the graph accepts; it interrupts again with an error
     named = resume.get("operator")
     if isinstance(named, str) and named.strip() and named.strip() != identity:
-        raise _forbidden(
+        raise forbidden(
             f"operator {named.strip()!r} contradicts the authenticated identity {identity!r}"
         )
     return {**resume, "operator": identity}
@@ -603,7 +606,7 @@ async def _threads_create_run(
     if _mentions_records(kwargs.get("input")) or (
         isinstance(command, Mapping) and _mentions_records(command.get("update"))
     ):
-        raise _forbidden(
+        raise forbidden(
             f"governed records ({', '.join(RECORD_FIELDS)}) are written only by the graph"
         )
     who = _writer(ctx, "start runs")
@@ -611,23 +614,26 @@ async def _threads_create_run(
         return None
     identity, roles = who
     if value.get("multitask_strategy") == "rollback":
-        raise _forbidden(_ROLLBACK)
+        raise forbidden(_ROLLBACK)
     if _forks(kwargs):
-        raise _forbidden("runs from an earlier checkpoint are not allowed (they drop records)")
+        raise forbidden("runs from an earlier checkpoint are not allowed (they drop records)")
     metadata = value.get("metadata")
     if isinstance(metadata, dict):
         metadata[OWNER_KEY] = identity  # a thread this run creates belongs to the caller
     if command is not None:
         if not isinstance(command, dict) or set(command) - {"resume"}:
-            raise _forbidden("a run's command may only be a resume")
+            raise forbidden("a run's command may only be a resume")
         if not is_operator(roles):
-            raise _forbidden("only an operator may answer an escalation")
+            raise forbidden("only an operator may answer an escalation")
         command["resume"] = _stamp(command.get("resume"), identity)
         if kwargs.get("input") is None:
             # an operator answers escalations on any thread
             return None
     return _owned(identity)
 
+
+# the store's handlers live in their own module, registered on this same Auth object
+from algenta_graph.serving import store_auth  # noqa: E402, F401
 
 if "langgraph_api" in sys.modules:  # loaded by a LangGraph server
     startup_check()
