@@ -10,7 +10,8 @@ the adversarial pass did (``docs/ARCHITECTURE.md``, invariants 12 and 13):
 2. an operator's override in flight, its run cancelled, then a new message: the override is
    completed in the operator's name, nobody is asked again, a later decline changes nothing;
 3. a model's delivery in flight, its run cancelled, then a new message: the unfinished step is
-   finished first and its receipt recorded;
+   finished first and its receipt recorded; and an override in flight when a new message comes
+   with ``multitask_strategy="interrupt"`` (the server cancels the run itself);
 4. an answer to a copy while the original's answer is being applied: refused with a message
    naming who decides (not "An internal error occurred"), then completed as that answer.
 
@@ -150,7 +151,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
         alice: Any = get_client(url=server.url, headers=_bearer("tok-alice"))
         ana: Any = get_client(url=server.url, headers=_bearer("tok-ana"))
         olga: Any = get_client(url=server.url, headers=_bearer("tok-olga"))
-        copies = cancels = told = 0
+        copies = cancels = told = interrupted = 0
         for _ in range(ROUNDS):
             # 1. a copy, answered the other way: decline first in the original
             original = (await alice.threads.create())["thread_id"]
@@ -236,16 +237,36 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             assert messages[calls[-1] + 1]["type"] == "tool"  # answered before the new message
             cancels += 2
 
+            # 2b. an override in flight, then a new message sent with
+            # multitask_strategy="interrupt" (the server cancels the running run itself)
+            thread = (await alice.threads.create())["thread_id"]
+            decision = await _log_shaky_decision(alice, thread)
+            await _escalate(alice, thread, decision, webhook.url_for_delay(3))
+            await ana.runs.create(thread, "governed_agent", command={"resume": APPROVE})
+            await _in_flight(engine, decision)
+            await alice.runs.wait(
+                thread,
+                "governed_agent",
+                input=_user("anything new?"),
+                multitask_strategy="interrupt",
+            )
+            state = await alice.threads.get_state(thread)
+            assert state["next"] == [] and not state["interrupts"]  # nobody asked again
+            [values] = await ledger.check(alice, decision, [thread])
+            _one(values, "ana", "override", "receipt")
+            interrupted += 1
+
     line = figure(
         "escalation_integrity",
         rounds=ledger.rounds,
         copies=copies,
         cancels=cancels,
+        multitask_interrupts=interrupted,
         losers_told=told,
         contradicting_records=ledger.contradicting,
         unrecorded_deliveries=ledger.unrecorded,
     )
-    assert ledger.rounds == 5 * ROUNDS and told == ROUNDS, line
+    assert ledger.rounds == 6 * ROUNDS and told == interrupted == ROUNDS, line
     assert ledger.contradicting == 0 and ledger.unrecorded == 0, line
 
 
