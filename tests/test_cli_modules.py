@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-from algenta_graph import console
+from algenta_graph.cli import console
 
 
 def _modules_after(statement: str) -> set[str]:
