@@ -7,11 +7,15 @@
 - ``webhook``: a :class:`WebhookReceiver` on a free port (JSONL log in ``tmp_path``).
 - ``mcp_session(url, api_key=None)``: an async context manager yielding an initialised plain
   ``mcp.ClientSession`` over streamable HTTP.
+
+The helper modules live in ``tests/support`` (put on ``sys.path`` here, so a test imports them
+by name: ``from graph_support import agent``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,10 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+
+SUPPORT = Path(__file__).resolve().parent / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 
 
 @pytest.fixture

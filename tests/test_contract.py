@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 import algenta_graph
 from algenta_graph.governance import contract
@@ -21,7 +22,7 @@ from algenta_graph.governance.contract import (
 )
 
 PACKAGE_FILE = Path(algenta_graph.__file__).parent / "contracts" / "integration-tool-contract.json"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = REPO
 
 
 @pytest.fixture(scope="module")

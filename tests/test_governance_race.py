@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 from graph_support import agent, config, execute, log_decision, open_connection
+from repo_paths import SUPPORT
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROUNDS = 12
-WORKER = Path(__file__).with_name("race_worker.py")
+WORKER = SUPPORT / "race_worker.py"
 
 
 def _answer(operator: str, action: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from graph_support import (
     tool_messages,
 )
 from langchain_core.messages import AIMessage, ToolMessage
+from repo_paths import REPO
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.gates import GATE_NAMES
@@ -36,7 +37,7 @@ def test_the_drawing_matches_its_committed_snapshot_offline() -> None:
     from algenta_graph.testing import OfflineConnection
 
     drawn = build_governed_graph(OfflineConnection()).compile(name="governed_agent")
-    snapshot = Path(__file__).resolve().parents[1] / "docs" / "graph.mmd"
+    snapshot = REPO / "docs" / "graph.mmd"
     assert drawn.get_graph().draw_mermaid() == snapshot.read_text(), (
         "the graph's drawing changed: if that is meant, write the new one to docs/graph.mmd"
     )

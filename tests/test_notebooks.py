@@ -13,8 +13,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from repo_paths import REPO
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = REPO / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 # what each walkthrough must show, not only run: retrieval's selection, the records, the gates
 KEY_OUTPUTS = {

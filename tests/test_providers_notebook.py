@@ -9,7 +9,6 @@ reader runs against the real API is exercised on every test run without a paid c
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -17,8 +16,9 @@ import pytest
 from ci_support import require_module
 from nbclient import NotebookClient
 from provider_standins import ProviderStandIn, Reply, Request
+from repo_paths import REPO
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = REPO / "notebooks"
 NOTEBOOK = NOTEBOOKS / "05_real_models.ipynb"
 KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ALGENTA_NOTEBOOK_MODEL", "OPENAI_BASE_URL")
 

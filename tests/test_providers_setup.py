@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 from ci_support import require_module
+from repo_paths import REPO
 
 from algenta_graph.errors import AlgentaGraphError, ModelPackageMissingError, ModelSetupError
 from algenta_graph.models import PROVIDER_PACKAGES, resolve_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def _pyproject() -> dict[str, object]:

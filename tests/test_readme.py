@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO / "README.md"
 
 
 def _python_block_after(heading: str) -> str:

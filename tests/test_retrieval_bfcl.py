@@ -11,15 +11,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from repo_paths import REPO
 
 from algenta_graph.retrieval import ToolIndex
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO / "bench"
 
 
 def _load(name: str) -> ModuleType:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from guarantee_support import normalise_key, smuggled_flags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_mcp_adapters.interceptors import MCPToolCallRequest
+from repo_paths import SUPPORT
 
 from algenta_graph.errors import ToolNotInProfileError
 from algenta_graph.governance.contract import resolve_profile
@@ -276,7 +276,7 @@ def test_the_detector_walks_tuples_lists_and_ignores_junk() -> None:
 
 
 def test_the_detector_is_written_independently_of_the_scrub() -> None:
-    source = (Path(__file__).parent / "guarantee_support.py").read_text()
+    source = (SUPPORT / "guarantee_support.py").read_text()
     imported = {
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(ast.parse(source))

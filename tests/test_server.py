@@ -25,12 +25,12 @@ from typing import Any
 
 import httpx
 import pytest
+from repo_paths import REPO
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.server import ServerSettings, aclose_cached, make_graph
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "langgraph.json"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
