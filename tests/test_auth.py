@@ -11,7 +11,6 @@ answer, replace or skip a pending escalation.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +20,15 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server import CONFIG, langgraph_dev
+from served_support import (
+    CONFIG,
+    bearer,
+    interrupt_value,
+    langgraph_dev,
+    log_shaky_decision,
+    user_turn,
+    write_auth_file,
+)
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.errors import AuthFileError, RecordsWriteRefused
@@ -39,22 +46,8 @@ from algenta_graph.serving.auth import (
 # the token file
 
 
-def _write(path: Path, tokens: Mapping[str, tuple[str, list[str]]]) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "tokens": {
-                    token_digest(token): {"identity": identity, "roles": roles}
-                    for token, (identity, roles) in tokens.items()
-                }
-            }
-        )
-    )
-    return path
-
-
 def test_auth_file_loads_digests_and_looks_tokens_up(tmp_path: Path) -> None:
-    path = _write(
+    path = write_auth_file(
         tmp_path / "auth.json",
         {"t-ana": ("ana", ["operator", "agent"]), "t-gus": ("gus", ["operator:confidence"])},
     )
@@ -126,14 +119,14 @@ async def test_the_token_file_is_reread_when_it_changes_and_fails_closed(
 
     from algenta_graph.serving.auth import _Tokens, authenticate
 
-    path = _write(tmp_path / "auth.json", {"tok-a": ("alice", ["agent"])})
+    path = write_auth_file(tmp_path / "auth.json", {"tok-a": ("alice", ["agent"])})
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
     tokens = _Tokens()
     monkeypatch.setattr("algenta_graph.serving.auth._TOKENS", tokens)
     user = await authenticate("Bearer tok-a")
     assert (user["identity"], user["permissions"]) == ("alice", ["agent"])
     # revoked: the file changes, the next request sees it, without a restart
-    _write(path, {"tok-b": ("bob", ["auditor"])})
+    write_auth_file(path, {"tok-b": ("bob", ["auditor"])})
     os.utime(path, ns=(1, 1))
     with pytest.raises(Auth.exceptions.HTTPException) as caught:
         await authenticate("Bearer tok-a")
@@ -160,7 +153,7 @@ async def test_a_token_in_x_api_key_authenticates_and_the_mcp_endpoint_refuses_a
 
     from algenta_graph.serving.auth import _Tokens, authenticate
 
-    path = _write(
+    path = write_auth_file(
         tmp_path / "auth.json", {"tok-a": ("alice", ["agent"]), "tok-au": ("au", ["auditor"])}
     )
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
@@ -340,7 +333,7 @@ async def test_guarded_graph_refuses_governance_nodes_and_updates_over_a_pending
 
     note = {"messages": [{"role": "user", "content": "note"}]}
     # an idle thread: the owner's messages update works (named, or inferred: the model)...
-    await graph.ainvoke(_user("hi"), config("idle"))
+    await graph.ainvoke(user_turn("hi"), config("idle"))
     await graph.aupdate_state(config("idle"), note)
     await graph.aupdate_state(config("idle"), note, as_node="model")
     # ...but never as a governance node
@@ -348,7 +341,7 @@ async def test_guarded_graph_refuses_governance_nodes_and_updates_over_a_pending
         await refused("idle", note, node, f"as {node!r} is refused: it is a governance node")
 
     # a pending escalation: no update at all, for anyone, until an operator resumes
-    await graph.ainvoke(_user("escalate"), config("esc"))
+    await graph.ainvoke(user_turn("escalate"), config("esc"))
     before = await graph.aget_state(config("esc"))
     assert before.next == (handler,) and before.tasks[0].interrupts
     for values, as_node in (
@@ -377,13 +370,13 @@ async def test_guarded_graph_refuses_governance_nodes_and_updates_over_a_pending
     await graph.aupdate_state(config("esc"), note, as_node="model")
 
     # a run that halted in governed_tool: an update without as_node would be attributed to it
-    await graph.ainvoke(_user("halt"), config("halt"))
+    await graph.ainvoke(user_turn("halt"), config("halt"))
     await refused("halt", note, None, f"the last node that ran, {GOVERNED_TOOL_NODE!r}")
     await graph.aupdate_state(config("halt"), note, as_node="model")
 
     # a governed step that is due (not yet run): no update may replace it
     paused = _governance_graph(interrupt_before=[GOVERNED_TOOL_NODE])
-    await paused.ainvoke(_user("escalate"), config("due"))
+    await paused.ainvoke(user_turn("escalate"), config("due"))
     assert (await paused.aget_state(config("due"))).next == (GOVERNED_TOOL_NODE,)
     with pytest.raises(Exception, match="governed step is unfinished"):
         await paused.aupdate_state(config("due"), note, as_node="model")
@@ -398,7 +391,7 @@ async def test_guarded_graph_reads_commands_and_copies_in_an_update() -> None:
 
     graph = _governance_graph()
     config: Any = {"configurable": {"thread_id": "idle"}}
-    await graph.ainvoke(_user("hi"), config)
+    await graph.ainvoke(user_turn("hi"), config)
     before = await graph.aget_state(config)
     forged = {"operator_decisions": [{"operator": "mallory", "tool_call_id": "c1"}]}
     for values, as_node, needle in (
@@ -458,10 +451,6 @@ class Tally:
         return {endpoint for _, endpoint, _ in self.attempts}
 
 
-def _user(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
 @contextmanager
 def _http(url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=url, timeout=60) as client:
@@ -498,13 +487,9 @@ def _status(
     return 200
 
 
-def _bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
 def _endpoints(thread: str, run: str) -> list[tuple[str, str, Any]]:
     """Every endpoint the graph's clients use: (method, path, body)."""
-    ask = {"assistant_id": "governed_agent", "input": _user("recommend scenario=x")}
+    ask = {"assistant_id": "governed_agent", "input": user_turn("recommend scenario=x")}
     resume = {
         "assistant_id": "governed_agent",
         "command": {"resume": {"action": "override", "operator": "x", "reason": "r"}},
@@ -550,18 +535,13 @@ def _route(method: str, path: str, thread: str, run: str) -> str:
     return f"{method} {path.replace(thread, '{thread}').replace(run, '{run}')}"
 
 
-def _interrupt_value(state: Mapping[str, Any]) -> dict[str, Any]:
-    [task] = [t for t in state["tasks"] if t.get("interrupts")]
-    return dict(task["interrupts"][-1]["value"])
-
-
 @pytest.mark.slow
 async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
     from langgraph_sdk import get_client
 
-    auth_file = _write(tmp_path / "auth.json", TOKENS)
+    auth_file = write_auth_file(tmp_path / "auth.json", TOKENS)
     env = {
         "ALGENTA_BASE_URL": engine.url,
         "ALGENTA_PROFILE": "execute",
@@ -576,15 +556,15 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
     ):
         assert "runs OPEN" not in server.log()
         # (the SDK's return types are loose TypedDicts; the test reads them as JSON)
-        alice: Any = get_client(url=server.url, headers=_bearer("tok-alice"))
-        ana: Any = get_client(url=server.url, headers=_bearer("tok-ana"))
-        audrey: Any = get_client(url=server.url, headers=_bearer("tok-audrey"))
+        alice: Any = get_client(url=server.url, headers=bearer("tok-alice"))
+        ana: Any = get_client(url=server.url, headers=bearer("tok-ana"))
+        audrey: Any = get_client(url=server.url, headers=bearer("tok-audrey"))
 
         # alice's thread: a low-confidence decision, escalated to an operator
         thread = (await alice.threads.create(metadata={"algenta_owner": "bob"}))["thread_id"]
         made = await alice.threads.get(thread)
         assert made["metadata"]["algenta_owner"] == "alice"  # the server's, not the client's
-        shaky = await _log_shaky_decision(alice, thread)
+        shaky = await log_shaky_decision(alice, thread)
         state = await _escalate(alice, thread, shaky, webhook)
         [run] = [r for r in await alice.runs.list(thread) if r["status"] == "success"][:1]
         run_id = run["run_id"]
@@ -594,8 +574,8 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         # 1. no token, a wrong token, a token's stored digest, another scheme: 401 everywhere
         bad = {
             "no token": {},
-            "wrong token": _bearer("tok-mallory"),
-            "stored digest": _bearer(token_digest("tok-ana")),
+            "wrong token": bearer("tok-mallory"),
+            "stored digest": bearer(token_digest("tok-ana")),
             "basic scheme": {"Authorization": "Basic dG9rLWFuYQ=="},
         }
         for who, headers in bad.items():
@@ -612,14 +592,14 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
                 "/threads/count",
             ):
                 continue
-            status = _status(http, method, path, _bearer("tok-bob"), body)
+            status = _status(http, method, path, bearer("tok-bob"), body)
             # (a copy of a thread one cannot read is a 409: "not copied")
             tally.refused("bob", _route(method, path, thread, run_id), status, (403, 404, 409))
-        searched = http.post("/threads/search", json={}, headers=_bearer("tok-bob"))
+        searched = http.post("/threads/search", json={}, headers=bearer("tok-bob"))
         assert searched.status_code == 200
         assert thread not in [t["thread_id"] for t in searched.json()]
         tally.refused("bob", "POST /threads/search (filtered)", 404, (404,))
-        counted = http.post("/threads/count", json={}, headers=_bearer("tok-bob"))
+        counted = http.post("/threads/count", json={}, headers=bearer("tok-bob"))
         assert counted.status_code == 200 and counted.json() == 0
         tally.refused("bob", "POST /threads/count (filtered)", 404, (404,))
         # claiming the thread by creating it again, or finding it by its owner
@@ -627,14 +607,14 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             http,
             "POST",
             "/threads",
-            _bearer("tok-bob"),
+            bearer("tok-bob"),
             {"thread_id": thread, "if_exists": "do_nothing"},
         )
         tally.refused("bob", "POST /threads (alice's thread_id)", status, (409,))
         searched = http.post(
             "/threads/search",
             json={"metadata": {"algenta_owner": "alice"}},
-            headers=_bearer("tok-bob"),
+            headers=bearer("tok-bob"),
         )
         assert searched.status_code == 200 and searched.json() == []
         tally.refused("bob", "POST /threads/search (by owner)", 404, (404,))
@@ -643,8 +623,8 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             http,
             "POST",
             f"/threads/{thread}/runs/wait",
-            _bearer("tok-ana"),
-            {"assistant_id": "governed_agent", "input": _user("recommend scenario=x")},
+            bearer("tok-ana"),
+            {"assistant_id": "governed_agent", "input": user_turn("recommend scenario=x")},
         )
         tally.refused("ana", "POST /threads/{thread}/runs/wait (input)", status, (403, 404))
         # a run naming the thread and an impersonated auth user in its config and context
@@ -653,7 +633,7 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             http,
             "POST",
             f"/threads/{thread}/runs/wait",
-            _bearer("tok-bob"),
+            bearer("tok-bob"),
             {
                 "assistant_id": "governed_agent",
                 "command": {"resume": {"action": "override", "operator": "ana", "reason": "r"}},
@@ -673,7 +653,7 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
                     http,
                     "POST",
                     path,
-                    _bearer("tok-alice"),
+                    bearer("tok-alice"),
                     {"assistant_id": "governed_agent", "command": {"resume": resume}},
                 )
                 tally.refused(
@@ -688,14 +668,14 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         for who in ("tok-alice", "tok-ana"):
             for values in forged:
                 status = _status(
-                    http, "POST", f"/threads/{thread}/state", _bearer(who), {"values": values}
+                    http, "POST", f"/threads/{thread}/state", bearer(who), {"values": values}
                 )
                 tally.refused(who, "POST /threads/{thread}/state (records)", status, (403,))
                 status = _status(
                     http,
                     "POST",
                     f"/threads/{thread}/runs/wait",
-                    _bearer(who),
+                    bearer(who),
                     {"assistant_id": "governed_agent", "command": {"update": values}},
                 )
                 tally.refused(who, "POST /threads/{thread}/runs/wait (update)", status, (403,))
@@ -706,15 +686,15 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             http,
             "POST",
             f"/threads/{thread}/runs/wait",
-            _bearer("tok-alice"),
-            {"assistant_id": "governed_agent", "input": _user("hi"), "checkpoint_id": old},
+            bearer("tok-alice"),
+            {"assistant_id": "governed_agent", "input": user_turn("hi"), "checkpoint_id": old},
         )
         tally.refused("alice", "POST /threads/{thread}/runs/wait (fork)", status, (403,))
         status = _status(
             http,
             "POST",
             f"/threads/{thread}/state",
-            _bearer("tok-alice"),
+            bearer("tok-alice"),
             {"values": {"messages": []}, "checkpoint_id": old},
         )
         tally.refused("alice", "POST /threads/{thread}/state (fork)", status, (403,))
@@ -729,12 +709,12 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
                 f"/threads/{thread}/runs",
                 {
                     "assistant_id": "governed_agent",
-                    "input": _user("hi"),
+                    "input": user_turn("hi"),
                     "multitask_strategy": "rollback",
                 },
             ),
         ):
-            status = _status(http, method, path, _bearer("tok-alice"), body)
+            status = _status(http, method, path, bearer("tok-alice"), body)
             label = _route(method, path, thread, run_id)
             tally.refused("alice", f"{label} (owner)", status, (403,))
 
@@ -743,25 +723,25 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         for method, path, body in _endpoints(thread, run_id):
             if method == "GET" or path.endswith(("/search", "/count", "/history")):
                 continue
-            status = _status(http, method, path, _bearer("tok-audrey"), body)
+            status = _status(http, method, path, bearer("tok-audrey"), body)
             tally.refused("audrey", _route(method, path, thread, run_id), status, (403,))
 
         # 5. an operator of another gate: the API lets operators resume, the graph says no
-        gus: Any = get_client(url=server.url, headers=_bearer("tok-gus"))
+        gus: Any = get_client(url=server.url, headers=bearer("tok-gus"))
         await gus.runs.wait(
             thread,
             "governed_agent",
             command={"resume": {"decisions": [{"type": "approve", "message": "mine"}]}},
         )
         state = await ana.threads.get_state(thread)
-        assert "'gus' may not answer a confidence escalation" in _interrupt_value(state)["error"]
+        assert "'gus' may not answer a confidence escalation" in interrupt_value(state)["error"]
         tally.refused("gus", "graph: confidence escalation (operator:risk_floor)", 200, (200,))
         # an operator whose payload names someone else: refused at the API
         status = _status(
             http,
             "POST",
             f"/threads/{thread}/runs/wait",
-            _bearer("tok-ana"),
+            bearer("tok-ana"),
             {
                 "assistant_id": "governed_agent",
                 "command": {"resume": {"action": "override", "operator": "mallory", "reason": "r"}},
@@ -837,36 +817,16 @@ def _note(text: str) -> dict[str, Any]:
     return {"type": "human", "content": text}
 
 
-async def _log_shaky_decision(client: Any, thread: str) -> str:
-    """Log a low-confidence decision on ``thread``; its decision_id."""
-    await client.runs.wait(
-        thread,
-        "governed_agent",
-        input=_user(
-            "log_decision chosen_action=raise_price expected_value=40 confidence=0.3 "
-            "risk_p5=-0.1 risk_p95=0.5"
-        ),
-    )
-    state = await client.threads.get_state(thread)
-    return str(
-        next(
-            m["artifact"]["structured_content"]["decision_id"]
-            for m in reversed(state["values"]["messages"])
-            if m.get("type") == "tool" and m.get("name") == "log_decision"
-        )
-    )
-
-
 async def _escalate(client: Any, thread: str, decision: str, webhook: WebhookReceiver) -> Any:
     """Execute ``decision`` on ``thread``: the confidence gate escalates; the paused state."""
     await client.runs.wait(
         thread,
         "governed_agent",
-        input=_user(f"execute_decision decision_id={decision} webhook_url={webhook.url}"),
+        input=user_turn(f"execute_decision decision_id={decision} webhook_url={webhook.url}"),
     )
     state = await client.threads.get_state(thread)
     assert state["next"] == ["denial_handler_confidence"]
-    assert _interrupt_value(state)["gate"] == "confidence"
+    assert interrupt_value(state)["gate"] == "confidence"
     return state
 
 
@@ -881,7 +841,7 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
     still work."""
     from langgraph_sdk import get_client
 
-    auth_file = _write(tmp_path / "auth.json", TOKENS)
+    auth_file = write_auth_file(tmp_path / "auth.json", TOKENS)
     env = {
         "ALGENTA_BASE_URL": engine.url,
         "ALGENTA_PROFILE": "execute",
@@ -893,10 +853,10 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
         langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server,
         _http(server.url) as http,
     ):
-        alice: Any = get_client(url=server.url, headers=_bearer("tok-alice"))
-        ana: Any = get_client(url=server.url, headers=_bearer("tok-ana"))
+        alice: Any = get_client(url=server.url, headers=bearer("tok-alice"))
+        ana: Any = get_client(url=server.url, headers=bearer("tok-ana"))
         thread = (await alice.threads.create())["thread_id"]
-        shaky = await _log_shaky_decision(alice, thread)
+        shaky = await log_shaky_decision(alice, thread)
 
         # legitimate: the owner edits the messages of an idle thread (as_node inferred: model)
         await alice.threads.update_state(thread, {"messages": [_note("a note")]})
@@ -941,7 +901,7 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
         cleared = http.post(
             f"/threads/{thread}/state",
             json={"values": None, "as_node": "__end__"},
-            headers=_bearer("tok-alice"),
+            headers=bearer("tok-alice"),
         )
         assert cleared.status_code == 403 and "pending escalation" in cleared.text, cleared.text
         bulk = http.post(
@@ -953,7 +913,7 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
                     {"updates": [{"values": {"messages": [forged_tool]}, "as_node": "model"}]}
                 ],
             },
-            headers=_bearer("tok-alice"),
+            headers=bearer("tok-alice"),
         )
         assert "pending escalation" in bulk.text, (bulk.status_code, bulk.text)
         # an operator may answer it, but not update the thread of another (owner only)
@@ -963,14 +923,14 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
         # nothing happened: still pending, the same interrupt, no execution, no record
         state = await ana.threads.get_state(thread)
         assert state["next"] == ["denial_handler_confidence"]
-        assert _interrupt_value(state)["gate"] == "confidence"
+        assert interrupt_value(state)["gate"] == "confidence"
         assert state["values"] == before
         assert engine.executions(shaky) == []
         assert webhook.received == []
 
         # an operator on her own paused thread: update_state does not answer it either
         own = (await ana.threads.create())["thread_id"]
-        other = await _log_shaky_decision(ana, own)
+        other = await log_shaky_decision(ana, own)
         await _escalate(ana, own, other, webhook)
         for node in ("denial_handler_confidence", "model"):
             detail = await _refused_update(ana, own, {"messages": []}, node)
@@ -1012,13 +972,13 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
                     {"updates": [{"command": {"update": forged}, "as_node": "model"}]},
                 ],
             },
-            headers=_bearer("tok-alice"),
+            headers=bearer("tok-alice"),
         )
         assert "governed records" in bulk.text, (bulk.status_code, bulk.text)
         copied = http.post(
             f"/threads/{thread}/state",
             json={"values": [[forged, "model"]], "as_node": "__copy__"},
-            headers=_bearer("tok-alice"),
+            headers=bearer("tok-alice"),
         )
         assert copied.status_code == 403 and "governed records" in copied.text, copied.text
         state = await alice.threads.get_state(thread)
@@ -1037,7 +997,7 @@ async def test_served_graph_takes_the_sdks_api_key_and_refuses_mcp_runs_to_audit
         "ALGENTA_BASE_URL": engine.url,
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
-        ENV_AUTH_FILE: str(_write(tmp_path / "auth.json", TOKENS)),
+        ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
     }
     call = {
         "jsonrpc": "2.0",
@@ -1055,7 +1015,7 @@ async def test_served_graph_takes_the_sdks_api_key_and_refuses_mcp_runs_to_audit
     ):
         alice: Any = get_client(url=server.url, api_key="tok-alice")
         thread = (await alice.threads.create())["thread_id"]
-        await alice.runs.wait(thread, "governed_agent", input=_user("hello"))
+        await alice.runs.wait(thread, "governed_agent", input=user_turn("hello"))
         state = await alice.threads.get_state(thread)
         assert state["values"]["messages"][0]["content"] == "hello"
         assert (await alice.threads.get(thread))["metadata"]["algenta_owner"] == "alice"
@@ -1063,7 +1023,7 @@ async def test_served_graph_takes_the_sdks_api_key_and_refuses_mcp_runs_to_audit
         with pytest.raises(httpx.HTTPStatusError) as caught:
             await wrong.threads.create()
         assert caught.value.response.status_code == 401
-        refused = http.post("/mcp", json=call, headers={**accept, **_bearer("tok-audrey")})
+        refused = http.post("/mcp", json=call, headers={**accept, **bearer("tok-audrey")})
         assert refused.status_code == 403 and "auditor" in refused.text, refused.text
-        ran = http.post("/mcp", json=call, headers={**accept, **_bearer("tok-alice")})
+        ran = http.post("/mcp", json=call, headers={**accept, **bearer("tok-alice")})
         assert ran.status_code == 200 and '"result"' in ran.text, ran.text

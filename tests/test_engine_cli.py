@@ -5,58 +5,18 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import mcp.types as mt
+from engine_support import engine_process, text
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import WebhookReceiver
 
 Session = Callable[..., Any]
-
-
-def text(result: Any) -> str:
-    """The text of a tool result's first content block."""
-    block = result.content[0]
-    assert isinstance(block, mt.TextContent), block
-    return block.text
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-@contextmanager
-def engine_process(port: int, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``python -m algenta_graph.cli engine``; SIGTERM it (by PID) on exit."""
-    mode = [] if "--strict" in args or "--relaxed" in args else ["--relaxed"]
-    cmd = [sys.executable, "-m", "algenta_graph.cli", "engine", *mode, "--port", str(port), *args]
-    with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "engine did not start"
-            time.sleep(0.05)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 async def test_cli_engine_serves_with_its_options_and_stops_cleanly(

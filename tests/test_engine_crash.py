@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp.types as mt
-from test_engine_cli import engine_process
+from engine_support import engine_process
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import WebhookReceiver

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_engine_cli import engine_process, text
+from engine_support import engine_process, text
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver

@@ -14,21 +14,24 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from engine_support import (
+    AGENT,
+    BOTH,
+    OPERATOR,
+    ROLES_KEYS,
+    STAFF,
+    approve,
+    body,
+    call,
+    log_planned,
+    plan,
+)
 from mcp import ClientSession
-from test_engine_strict import AGENT, KEYS, OPERATOR, approve, body, call, log_planned, plan
 
-from algenta_graph.engine import ApiKey, ReferenceEngine, WebhookReceiver
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 Session = Callable[..., Any]
 
-STAFF = "tok-operator-oncall"
-"""An operator key the engine operator enabled to execute: what the graph's operator path uses."""
-BOTH = "tok-agent-and-operator"
-ROLES_KEYS = {
-    **KEYS,
-    STAFF: ApiKey("oncall-ops", frozenset({"operator"}), execute=True),
-    BOTH: ApiKey("superuser", frozenset({"agent", "operator"}), execute=True),
-}
 OVERRIDES = [{"force": True}, {"override_safety": True}, {"force": True, "override_safety": True}]
 
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession
-from test_engine_strict import (
+from engine_support import (
     AGENT,
     KEYS,
     OPERATOR,
@@ -25,6 +24,7 @@ from test_engine_strict import (
     call,
     plan,
 )
+from mcp import ClientSession
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
@@ -191,8 +191,8 @@ async def test_a_force_re_execution_runs_under_a_new_plan_proposed_for_that_deci
 ) -> None:
     """An executed plan cannot run again; ``plan_decision(decision_id=...)`` proposes a new one
     bound to that decision (refused while its plan is unspent), which an operator approves."""
-    from test_engine_http_api import counts
-    from test_engine_overrides import ROLES_KEYS, STAFF
+    from engine_support import ROLES_KEYS, STAFF
+    from http_api_support import counts
 
     engine = start_engine(relaxed=False, keys=ROLES_KEYS)
     async with mcp_session(engine.url, api_key=AGENT) as s:

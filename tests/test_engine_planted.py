@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_engine_strict import AGENT, KEYS, OPERATOR, approve, body, call, log_planned, plan
+from engine_support import AGENT, KEYS, OPERATOR, approve, body, call, log_planned, plan
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine.delivery import check_webhook_url

@@ -19,11 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
+from engine_support import ROLES_KEYS, body
 from graph_support import agent, call, config, execute, tool_messages
+from http_api_support import RUNNER, approve, base_url, client, code, fresh_plan
 from langgraph.types import Command
-from test_engine_http_api import RUNNER, approve, base_url, client, code, fresh_plan
-from test_engine_overrides import ROLES_KEYS
-from test_engine_strict import body
 
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, SilentHost, WebhookReceiver
@@ -163,7 +162,7 @@ async def test_scenario_12_the_replay_manifest_re_runs_to_a_byte_identical_resul
 async def test_the_replay_of_an_mcp_planned_execution(
     api: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:
-    from test_engine_strict import AGENT, log_planned, plan
+    from engine_support import AGENT, log_planned, plan
 
     async with mcp_session(api.url, api_key=AGENT) as s:
         p = await plan(s)

@@ -12,73 +12,37 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import mcp.types as mt
 import pytest
+from engine_support import (
+    AGENT,
+    KEYS,
+    NO_EXECUTE,
+    ONCALL,
+    OPERATOR,
+    approve,
+    body,
+    call,
+    engine_process,
+    log_planned,
+    plan,
+)
 from mcp import ClientSession
-from test_engine_cli import engine_process
 
 from algenta_graph._net import free_port
 from algenta_graph.connection.outcomes import ExecutionReceipt, parse_execution_outcome
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.engine.auth import ApiKey, token_hash
+from algenta_graph.engine.auth import token_hash
 from algenta_graph.engine.tools import DEFAULT_RELAXED
 
 Session = Callable[..., Any]
 
-AGENT = "tok-agent-graph"
-OPERATOR = "tok-operator-alice"
-NO_EXECUTE = "tok-agent-readonly"
-ONCALL = "tok-operator-oncall-strict"
-KEYS = {
-    AGENT: ApiKey("graph-worker", frozenset({"agent"}), execute=True),
-    OPERATOR: ApiKey("alice", frozenset({"operator"})),
-    NO_EXECUTE: ApiKey("reader", frozenset({"agent"}), execute=False),
-    # an operator key enabled to execute: only such a key may send force / override_safety
-    ONCALL: ApiKey("oncall", frozenset({"operator"}), execute=True),
-}
+
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-
-
-def body(result: Any) -> Any:
-    block = result.content[0]
-    assert isinstance(block, mt.TextContent), block
-    return json.loads(block.text)
 
 
 @pytest.fixture
 def strict(start_engine: Callable[..., ReferenceEngine]) -> ReferenceEngine:
     return start_engine(relaxed=False, keys=KEYS)
-
-
-async def call(s: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await s.call_tool(name, args)
-    assert not result.isError, body(result)
-    return dict(body(result))
-
-
-async def plan(s: ClientSession, scenario: str = "restock_inventory") -> dict[str, Any]:
-    return await call(s, "plan_decision", {"scenario": scenario})
-
-
-async def log_planned(s: ClientSession, p: dict[str, Any]) -> str:
-    fields = ("chosen_action", "expected_value", "confidence", "risk_p5", "risk_p95")
-    logged = await call(
-        s, "log_decision", {**{k: p[k] for k in fields}, "plan_hash": p["plan_hash"]}
-    )
-    return str(logged["decision_id"])
-
-
-async def approve(
-    engine: ReferenceEngine,
-    plan_id: str,
-    payload: Any,
-    token: str | None = OPERATOR,
-) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(timeout=10) as http:
-        return await http.post(
-            engine.approve_url.format(plan_id=plan_id), json=payload, headers=headers
-        )
 
 
 async def approved_decision(

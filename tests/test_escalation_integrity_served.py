@@ -28,8 +28,15 @@ from typing import Any
 import httpx
 import pytest
 from guarantee_support import async_wait_until, figure
-from test_auth import _bearer, _interrupt_value, _log_shaky_decision, _user, _write
-from test_server import CONFIG, langgraph_dev
+from served_support import (
+    CONFIG,
+    bearer,
+    interrupt_value,
+    langgraph_dev,
+    log_shaky_decision,
+    user_turn,
+    write_auth_file,
+)
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.auth import ENV_AUTH_FILE
@@ -53,7 +60,7 @@ def served(engine: ReferenceEngine, tmp_path: Path) -> Iterator[Any]:
         "ALGENTA_BASE_URL": engine.url,
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
-        ENV_AUTH_FILE: str(_write(tmp_path / "auth.json", TOKENS)),
+        ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
     }
     # several runs at once (as a deployment serves them), so two answers can race
     with langgraph_dev(
@@ -97,15 +104,15 @@ async def _escalate(client: Any, thread: str, decision: str, url: str) -> None:
     await client.runs.wait(
         thread,
         "governed_agent",
-        input=_user(f"execute_decision decision_id={decision} webhook_url={url}"),
+        input=user_turn(f"execute_decision decision_id={decision} webhook_url={url}"),
     )
     state = await client.threads.get_state(thread)
     assert state["next"] == ["denial_handler_confidence"], state["next"]
-    assert _interrupt_value(state)["escalation_id"].startswith("esc_")
+    assert interrupt_value(state)["escalation_id"].startswith("esc_")
 
 
 def _copy(http: httpx.Client, thread: str, token: str = "tok-alice") -> str:
-    response = http.post(f"/threads/{thread}/copy", headers=_bearer(token))
+    response = http.post(f"/threads/{thread}/copy", headers=bearer(token))
     assert response.status_code == 200, response.text
     return str(response.json()["thread_id"])
 
@@ -114,7 +121,7 @@ def _wait_raw(http: httpx.Client, thread: str, token: str, **body: Any) -> Any:
     response = http.post(
         f"/threads/{thread}/runs/wait",
         json={"assistant_id": "governed_agent", **body},
-        headers=_bearer(token),
+        headers=bearer(token),
     )
     assert response.status_code == 200, response.text
     return response.json()
@@ -147,14 +154,14 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
 
     ledger = Ledger(engine, webhook)
     with served(engine, tmp_path) as server, httpx.Client(base_url=server.url, timeout=120) as http:
-        alice: Any = get_client(url=server.url, headers=_bearer("tok-alice"))
-        ana: Any = get_client(url=server.url, headers=_bearer("tok-ana"))
-        olga: Any = get_client(url=server.url, headers=_bearer("tok-olga"))
+        alice: Any = get_client(url=server.url, headers=bearer("tok-alice"))
+        ana: Any = get_client(url=server.url, headers=bearer("tok-ana"))
+        olga: Any = get_client(url=server.url, headers=bearer("tok-olga"))
         copies = cancels = told = 0
         for _ in range(ROUNDS):
             # 1. a copy, answered the other way: decline first in the original
             original = (await alice.threads.create())["thread_id"]
-            decision = await _log_shaky_decision(alice, original)
+            decision = await log_shaky_decision(alice, original)
             await _escalate(alice, original, decision, webhook.url)
             copy = _copy(http, original)
             await ana.runs.wait(original, "governed_agent", command={"resume": REJECT})
@@ -165,7 +172,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             assert engine.executions(decision) == []
             # ...and the other order: an override in the copy first
             original = (await alice.threads.create())["thread_id"]
-            decision = await _log_shaky_decision(alice, original)
+            decision = await log_shaky_decision(alice, original)
             await _escalate(alice, original, decision, webhook.url)
             copy = _copy(http, original)
             await olga.runs.wait(copy, "governed_agent", command={"resume": APPROVE})
@@ -178,7 +185,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
 
             # 4. an answer to a copy while the original's is being applied: told who decides
             original = (await alice.threads.create())["thread_id"]
-            decision = await _log_shaky_decision(alice, original)
+            decision = await log_shaky_decision(alice, original)
             await _escalate(alice, original, decision, webhook.url_for_delay(4))
             copy = _copy(http, original)
             run = await ana.runs.create(original, "governed_agent", command={"resume": APPROVE})
@@ -199,13 +206,13 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
 
             # 2. an override in flight, its run cancelled, then a new message
             thread = (await alice.threads.create())["thread_id"]
-            decision = await _log_shaky_decision(alice, thread)
+            decision = await log_shaky_decision(alice, thread)
             await _escalate(alice, thread, decision, webhook.url_for_delay(3))
             run = await ana.runs.create(thread, "governed_agent", command={"resume": APPROVE})
             await _in_flight(engine, decision)
             await _cancel(alice, thread, run)
             assert (await alice.threads.get_state(thread))["next"] == ["denial_handler_confidence"]
-            await alice.runs.wait(thread, "governed_agent", input=_user("what happened?"))
+            await alice.runs.wait(thread, "governed_agent", input=user_turn("what happened?"))
             state = await alice.threads.get_state(thread)
             assert state["next"] == [] and not state["interrupts"]  # nobody asked again
             await olga.runs.wait(thread, "governed_agent", command={"resume": REJECT})
@@ -221,14 +228,14 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             run = await alice.runs.create(
                 thread,
                 "governed_agent",
-                input=_user(
+                input=user_turn(
                     f"execute_decision decision_id={good} webhook_url={webhook.url_for_delay(3)}"
                 ),
             )
             await _in_flight(engine, good)
             await _cancel(alice, thread, run)
             assert (await alice.threads.get_state(thread))["next"] == ["governed_tool"]
-            await alice.runs.wait(thread, "governed_agent", input=_user("and now?"))
+            await alice.runs.wait(thread, "governed_agent", input=user_turn("and now?"))
             [values] = await ledger.check(alice, good, [thread])
             assert [r["decision_id"] for r in values["receipts"]] == [good]
             messages = values["messages"]
@@ -253,7 +260,7 @@ async def _good_decision(client: Any, thread: str) -> str:
     await client.runs.wait(
         thread,
         "governed_agent",
-        input=_user(
+        input=user_turn(
             "log_decision chosen_action=restock expected_value=40 confidence=0.95 "
             "risk_p5=0.1 risk_p95=0.5"
         ),

@@ -16,7 +16,7 @@ import pytest
 from guarantee_support import log_decision
 from mcp import ClientSession
 from postgres_support import postgres_server, postgres_url  # noqa: F401
-from test_server import CONFIG, langgraph_dev
+from served_support import CONFIG, langgraph_dev
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records

@@ -43,8 +43,7 @@ def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) ->
     from guarantee_support import log_decision
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
-    from test_auth import _write
-    from test_server import CONFIG, langgraph_dev
+    from served_support import CONFIG, langgraph_dev, write_auth_file
 
     from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
@@ -64,7 +63,7 @@ def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) ->
         env = {
             "ALGENTA_BASE_URL": engine.url,
             "ALGENTA_PROFILE": "execute",
-            "ALGENTA_AUTH_FILE": str(_write(tmp_path / "auth.json", tokens)),
+            "ALGENTA_AUTH_FILE": str(write_auth_file(tmp_path / "auth.json", tokens)),
         }
         with langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server:
             script = tmp_path / "sdk.py"

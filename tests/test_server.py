@@ -13,136 +13,17 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shutil
-import signal
-import subprocess
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from repo_paths import REPO
+from served_support import CONFIG, langgraph_dev, user_turn
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.server import ServerSettings, aclose_cached, make_graph
-
-CONFIG = REPO / "langgraph.json"
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_API_LINE = re.compile(r"API:\s*(https?://[^\s]+)")
-
-
-@dataclass(frozen=True)
-class DevServer:
-    """A running ``langgraph dev`` process."""
-
-    url: str
-    pid: int
-    log_path: Path
-
-    def log(self) -> str:
-        """The server's log so far, without ANSI colours."""
-        return _ANSI.sub("", self.log_path.read_text(errors="replace"))
-
-
-def _read_api_url(log_path: Path) -> str | None:
-    if not log_path.exists():
-        return None
-    match = _API_LINE.search(_ANSI.sub("", log_path.read_text(errors="replace")))
-    return match.group(1).rstrip("/") if match else None
-
-
-@contextmanager
-def langgraph_dev(
-    config: Path,
-    *,
-    workdir: Path,
-    env: Mapping[str, str],
-    port: int | None = None,
-    startup_timeout: float = 120.0,
-    extra_args: tuple[str, ...] = (),
-) -> Iterator[DevServer]:
-    """Run ``langgraph dev`` on ``config`` until the block exits; yield its real URL.
-
-    ``workdir`` becomes the server's working directory, so its ``.langgraph_api/`` state lands
-    there (and is removed on exit). The process is stopped by its process group.
-    """
-    executable = shutil.which("langgraph")
-    assert executable, "the `langgraph` command is missing: pip install 'langgraph-cli[inmem]'"
-    workdir.mkdir(parents=True, exist_ok=True)
-    log_path = workdir / "langgraph-dev.log"
-    requested = port or free_port()
-    command = [
-        executable,
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--port",
-        str(requested),
-        "--config",
-        str(config),
-        *extra_args,
-    ]
-    with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env={**os.environ, **env},
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        url = _wait_until_ready(proc, log_path, startup_timeout)
-        yield DevServer(url=url, pid=proc.pid, log_path=log_path)
-    finally:
-        _stop_process_group(proc)
-        shutil.rmtree(workdir / ".langgraph_api", ignore_errors=True)
-
-
-def _wait_until_ready(proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    url: str | None = None
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(
-                f"langgraph dev exited with {proc.returncode} before it was ready:\n"
-                + _ANSI.sub("", log_path.read_text(errors="replace"))[-4000:]
-            )
-        url = url or _read_api_url(log_path)
-        if url is not None:
-            try:
-                if httpx.get(f"{url}/ok", timeout=2.0).status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                pass
-        time.sleep(0.25)
-    raise AssertionError(
-        f"langgraph dev was not ready within {timeout:.0f}s (url={url}):\n"
-        + _ANSI.sub("", log_path.read_text(errors="replace"))[-4000:]
-    )
-
-
-def _stop_process_group(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
 
 # ---------------------------------------------------------------------------------------------
 # the harness itself, on a trivial graph
@@ -271,10 +152,6 @@ async def test_factory_compiles_without_checkpointer_and_caches(
 # the served graph, end to end
 
 
-def _user(text: str) -> dict[str, object]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
 def _last_tool_json(values: Mapping[str, Any], tool: str) -> dict[str, Any]:
     """The structured result of the latest ``tool`` call in a thread's (JSON) state."""
     for message in reversed(values["messages"]):
@@ -313,7 +190,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         await client.runs.wait(
             thread,
             aid,
-            input=_user(
+            input=user_turn(
                 "log_decision chosen_action=restock expected_value=120 confidence=0.9 "
                 "risk_p5=-0.1 risk_p95=0.4"
             ),
@@ -325,7 +202,9 @@ async def test_langgraph_dev_serves_the_governed_graph(
             async for chunk in client.runs.stream(
                 thread,
                 aid,
-                input=_user(f"execute_decision decision_id={confident} webhook_url={webhook.url}"),
+                input=user_turn(
+                    f"execute_decision decision_id={confident} webhook_url={webhook.url}"
+                ),
                 stream_mode="updates",
             )
             if chunk.event == "updates"
@@ -342,7 +221,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         await client.runs.wait(
             thread,
             aid,
-            input=_user(
+            input=user_turn(
                 "log_decision chosen_action=raise_price expected_value=40 confidence=0.3 "
                 "risk_p5=-0.1 risk_p95=0.5"
             ),
@@ -354,7 +233,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
             async for chunk in client.runs.stream(
                 thread,
                 aid,
-                input=_user(f"execute_decision decision_id={shaky} webhook_url={webhook.url}"),
+                input=user_turn(f"execute_decision decision_id={shaky} webhook_url={webhook.url}"),
                 stream_mode="updates",
             )
             if chunk.event == "updates"
@@ -398,7 +277,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         await client.runs.wait(
             other,
             aid,
-            input=_user(
+            input=user_turn(
                 "log_decision chosen_action=raise_price expected_value=40 confidence=0.2 "
                 "risk_p5=-0.1 risk_p95=0.5"
             ),
@@ -407,7 +286,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         state = await client.threads.get_state(other)
         assert len(state["values"]["selected_tools"]) == 2
         reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
-        execute = _user(f"execute_decision decision_id={reported} webhook_url={webhook.url}")
+        execute = user_turn(f"execute_decision decision_id={reported} webhook_url={webhook.url}")
         looser = await client.runs.wait(
             other,
             aid,
@@ -441,7 +320,7 @@ async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
         CONFIG, workdir=tmp_path / "server", env={"ALGENTA_BASE_URL": url}
     ) as server:
         client = get_client(url=server.url)
-        ask = _user("recommend scenario=restock_inventory")
+        ask = user_turn("recommend scenario=restock_inventory")
         failed = await client.runs.wait(None, "governed_agent", input=ask, raise_error=False)
         assert failed["__error__"]["error"] == "EngineConnectionError"
         # the server's log has the full message, naming the URL it could not reach

@@ -1,4 +1,5 @@
-"""A worker process that answers escalations at scheduled moments (tests/guarantees/test_governance_race.py).
+"""A worker process that answers escalations at scheduled moments
+(``tests/guarantees/test_governance_race.py``).
 
 Usage: ``python race_worker.py ENGINE_URL DB_PATH SCHEDULE_JSON``; the schedule is a list of
 ``{"thread": ..., "answer": {...}, "at": <time.time() to resume at>}``. For each entry it waits
