@@ -89,7 +89,7 @@ def start_engine(tmp_path: Path) -> Iterator[Callable[..., ReferenceEngine]]:
     def start(**options: Any) -> ReferenceEngine:
         options.setdefault("db", tmp_path / f"engine-{len(started)}.sqlite")
         # tests about something else than the execute requirements run the engine relaxed
-        # (the three gates only); tests/test_engine_strict.py asks for strict explicitly
+        # (the three gates only); tests/engine/test_strict.py asks for strict explicitly
         options.setdefault("relaxed", True)
         engine = ReferenceEngine(**options).start()
         started.append(engine)
