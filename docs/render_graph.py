@@ -1,8 +1,8 @@
 """Render ``docs/graph.png`` offline with Graphviz, from the real graph builder.
 
 The picture depends only on the graph's nodes and edges, not on an engine's catalog, so the
-builder is given an empty offline catalog (``algenta_graph.testing.OfflineConnection``). The same drawing as
-Mermaid text is ``docs/graph.mmd``, held against the builder by
+builder is given an empty offline catalog (``algenta_graph.testing.OfflineConnection``). The
+same drawing as Mermaid text is ``docs/graph.mmd``, held against the builder by
 ``tests/integration/test_graph.py`` (no engine needed). LangGraph draws one edge per (source,
 target) pair with one label; here the labels of every branch between two nodes are merged (``ok
 / failed``).
