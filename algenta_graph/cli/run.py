@@ -239,6 +239,8 @@ async def _run(args: argparse.Namespace) -> int:
             return code
     except sqlite3.DatabaseError as exc:
         raise db_error(db, exc) from None
+    except CommandError:
+        raise  # already one line with its own exit code
     except AlgentaGraphError as exc:
         raise CommandError(one_line(exc), EXIT_FAILED) from None
     except Exception as exc:

@@ -241,7 +241,7 @@ class EngineConnection:
         self.url: str = resolve_base_url(base_url)
         self.profile: Profile = resolve_profile(profile)
         self.timeout = float(timeout)
-        self.call_timeout = float(call_timeout)
+        self._call_timeout = float(call_timeout)
         token = api_key if api_key is not None else os.environ.get("ALGENTA_API_KEY")
         self.__token = token or None
         operator = (
@@ -312,6 +312,19 @@ class EngineConnection:
         for name, spec in self._extra_specs.items():
             specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
         return specs
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds one tool call may take; setting it applies to the open sessions too."""
+        return self._call_timeout
+
+    @call_timeout.setter
+    def call_timeout(self, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError(f"call_timeout must be positive, got {seconds!r}")
+        self._call_timeout = float(seconds)
+        for server in self._servers.values():
+            server.call_timeout = self._call_timeout
 
     async def open(self) -> EngineConnection:
         """Open the sessions and build the catalog (idempotent).
