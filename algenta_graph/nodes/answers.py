@@ -59,6 +59,7 @@ from pydantic import (
     Discriminator,
     Field,
     StringConstraints,
+    RootModel,
     Tag,
 )
 from typing_extensions import NotRequired, TypedDict
@@ -313,8 +314,18 @@ def _description(item: EscalationItem) -> str:
 
 def escalation_request(gate: str, items: Sequence[EscalationItem]) -> EscalationRequest:
     """The ``batched`` interrupt value asking an operator about ``items`` (all of one gate)."""
+    # ``arguments`` repeats ``args`` for Agent Inbox, which reads a HITLRequest's arguments
+    # there (src/components/agent-inbox/contexts/utils.ts, normalizeInterrupt)
     requests = [
-        ActionRequest(name=EXECUTE_TOOL, args=dict(i["args"]), description=_description(i))
+        cast(
+            ActionRequest,
+            {
+                "name": EXECUTE_TOOL,
+                "args": dict(i["args"]),
+                "description": _description(i),
+                "arguments": dict(i["args"]),
+            },
+        )
         for i in items
     ]
     # ``cast``, not the constructor: langchain marks ``args_schema`` ``typing.NotRequired``, which
@@ -585,19 +596,21 @@ _Union: Any = Union
 _List: Any = list
 
 
-def _union(members: Sequence[Any], key: str | None) -> Any:
+def _union(members: Sequence[Any], key: str, message: str) -> Any:
     if len(members) == 1:
         return members[0]
-    union = _Union[tuple(members)]
-    return _Annotated[union, Discriminator(key)] if key else union
+    found = Discriminator(key, custom_error_type="answer_type", custom_error_message=message)
+    return _Annotated[_Union[tuple(members)], found]
 
 
-def _form(value: Any) -> str:
+def _form(value: Any) -> str | None:
     if isinstance(value, list):
         return "inbox"
-    if isinstance(value, Mapping) and "action" in value:
+    if not isinstance(value, Mapping):
+        return None
+    if "action" in value:
         return "short"
-    if isinstance(value, Mapping) and "type" in value and "decisions" not in value:
+    if "type" in value and "decisions" not in value:
         return "decision"
     return "hitl"
 
@@ -613,15 +626,20 @@ def answer_schema(
 
     The answer's shape (published to clients as JSON Schema: the decisions each gate accepts,
     whether a reason is required), then what a shape cannot say (:func:`_decide`: stale digests,
-    the decisions each call accepts, edits), then ``check`` (who answers). Validation returns an
-    :class:`OperatorAnswer`; a problem is a ``ValueError`` (LangGraph's ``ValidationError``).
+    the decisions each call accepts, edits), then ``check`` (who answers). A pydantic
+    ``RootModel`` named ``EscalationAnswer``, whose ``root`` is the :class:`OperatorAnswer`; a
+    problem is a ``ValidationError`` naming it (LangGraph raises it before the answer is saved).
     """
     n = len(items)
     allowed: list[DecisionType] = list(
         dict.fromkeys(d for i in items for d in i["allowed_decisions"])
     )
     shapes = _shapes(settings.require_reason, allowed)
-    decision = _union(list(shapes.values()), "type")
+    decision = _union(
+        list(shapes.values()),
+        "type",
+        f"a decision's type must be one this escalation accepts: {', '.join(shapes)}",
+    )
     short = _typed_dict(
         "ShortAnswer",
         {
@@ -657,12 +675,30 @@ def answer_schema(
         )
         members = [_Annotated[hitl, Tag("hitl")]]
     members += [_Annotated[short, Tag("short")], _Annotated[inbox, Tag("inbox")]]
-    shape = _Annotated[_Union[tuple(members)], Discriminator(_form)]
+    expected = (
+        "one decision ({'type': ...})" if per_call else "{'decisions': [one per action request]}"
+    )
+    accepted = {"decision" if per_call else "hitl", "short", "inbox"}
+
+    def form_of(value: Any) -> str | None:
+        found = _form(value)
+        return found if found in accepted else None  # None: the message below
+
+    form = Discriminator(
+        form_of,
+        custom_error_type="answer_shape",
+        custom_error_message=(
+            f"not an answer to this escalation: answer {expected}, the short form "
+            "{'action': 'override' | 'decline'}, or Agent Inbox's list of responses"
+        ),
+    )
+    shape = _Annotated[_Union[tuple(members)], form]
 
     def validate(raw: Any) -> OperatorAnswer:
         return check(_decide(raw, items, settings, per_call=per_call))
 
-    return _Annotated[shape, AfterValidator(validate)]
+    root: Any = RootModel[_Annotated[shape, AfterValidator(validate)]]  # type: ignore[misc]
+    return type("EscalationAnswer", (root,), {"__doc__": "An answer to an escalation."})
 
 
 def _stale(given: str | None, expected: str, what: str) -> None:

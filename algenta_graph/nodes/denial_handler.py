@@ -368,7 +368,7 @@ class DenialHandler:
             schema = answer_schema(items, self.settings, per_call=False, check=check)
             answer: OperatorAnswer = interrupt(
                 escalation_request(self.gate, items), response_schema=schema
-            )
+            ).root
             return answer
         decided: list[Any] = []
         first: str | None = None
@@ -387,7 +387,7 @@ class DenialHandler:
                 return dataclasses.replace(answer, operator=operator)
 
             schema = answer_schema([item], self.settings, per_call=True, check=check_one)
-            one: OperatorAnswer = interrupt(tool_approval(item), response_schema=schema)
+            one: OperatorAnswer = interrupt(tool_approval(item), response_schema=schema).root
             first = first or one.operator
             decided.extend(one.decisions)
         return OperatorAnswer(first, tuple(decided), tuple(i["digest"] for i in items))
