@@ -58,8 +58,8 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
-    StringConstraints,
     RootModel,
+    StringConstraints,
     Tag,
 )
 from typing_extensions import NotRequired, TypedDict
@@ -714,7 +714,7 @@ def _decide(
     raw: Any, items: Sequence[EscalationItem], settings: EscalationSettings, *, per_call: bool
 ) -> OperatorAnswer:
     """An answer already of a valid shape, as one :class:`Decided` per item (see the module)."""
-    form = _form(raw)
+    form = _form(raw) or "hitl"
     operator: str | None = None
     top_reason: str | None = None
     entries: list[tuple[DecisionType, str | None, Any, str | None]] = []  # type, why, edit, digest
