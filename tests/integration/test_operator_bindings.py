@@ -107,9 +107,9 @@ async def test_a_stale_digest_is_refused_by_name_and_changes_nothing(
             for name, answer in stale_answers:
                 with pytest.raises(ValidationError, match="stale answer") as caught:
                     await graph.ainvoke(Command(resume=answer), served("t"))
-                assert (
-                    f"the escalation pending here is escalation {now_pending.value['escalation_id']}"
-                    in str(caught.value)
+                pending_id = now_pending.value["escalation_id"]
+                assert f"the escalation pending here is escalation {pending_id}" in str(
+                    caught.value
                 )
                 state = await graph.aget_state(served("t"))
                 assert [i.id for i in state.interrupts] == [now_pending.id], name
