@@ -71,7 +71,7 @@ from algenta_graph.governance.gates import (
 )
 from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
-from algenta_graph.governance.visibility import MetadataReader, MetadataWriter, set_waiting
+from algenta_graph.governance.visibility import MetadataWriter, set_waiting
 from algenta_graph.nodes.answers import (
     AuthorizeOperator,
     EscalationItem,
@@ -178,8 +178,8 @@ class DenialHandler:
         policies: the graph's denial policy per gate (default: the gate table's); a new denial
             the operator path meets is routed under it, tightened by the run's.
         clock: the current time (UTC), for deadlines; ``datetime.now`` by default.
-        thread_metadata: the reader and writer of thread metadata (default: the LangGraph
-            server's own, when served; none otherwise).
+        thread_metadata: the writer of thread metadata (default: the LangGraph server's own,
+            when served; none otherwise).
     """
 
     def __init__(
@@ -191,7 +191,7 @@ class DenialHandler:
         settings: EscalationSettings | None = None,
         policies: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
-        thread_metadata: tuple[MetadataReader, MetadataWriter] | None = None,
+        thread_metadata: MetadataWriter | None = None,
     ) -> None:
         self.gate = gate
         self.executor = executor
@@ -267,15 +267,14 @@ class DenialHandler:
             )
         # 4. side effects, in the name of the claim's operator
         update = await self._settle(store, claim, pending, state, config)
-        await set_waiting(thread, [], decided_by=claim.operator, io=self.thread_metadata)
+        decisions = [*state.get("operator_decisions", []), *update["operator_decisions"]]
         after = {
             **state,
             "denials": [*state.get("denials", []), *update["denials"]],
-            "operator_decisions": [
-                *state.get("operator_decisions", []),
-                *update["operator_decisions"],
-            ],
+            "operator_decisions": decisions,
         }
+        decided = [str(d.get("operator")) for d in decisions]
+        await set_waiting(thread, [], decided_by=decided, write=self.thread_metadata)
         return Command(goto=self._route(after), update=seal(state, update))
 
     @staticmethod
@@ -356,7 +355,7 @@ class DenialHandler:
                 "allowed_decisions": list(item["allowed_decisions"]),
             }
             await notify_once(store, self.settings, notice)
-        await set_waiting(thread, [self.gate], io=self.thread_metadata)
+        await set_waiting(thread, [self.gate], write=self.thread_metadata)
 
     def _ask(self, items: Sequence[EscalationItem], config: RunnableConfig) -> OperatorAnswer:
         """Interrupt for the operator's answer, checked by LangGraph before it is saved."""

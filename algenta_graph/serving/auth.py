@@ -62,7 +62,13 @@ from langgraph_sdk import Auth
 
 from algenta_graph.errors import AuthFileError
 from algenta_graph.governance.gates import GATE_NAMES
-from algenta_graph.governance.visibility import DECIDED_KEY, GRAPH_METADATA_KEYS, WAITING_KEY
+from algenta_graph.governance.visibility import (
+    DECIDED_KEY,
+    GRAPH_METADATA_KEYS,
+    GRAPH_WRITE_KEY,
+    WAITING_KEY,
+    is_graph_write,
+)
 from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
@@ -585,6 +591,15 @@ async def _threads_search(
 async def _threads_update(
     ctx: Auth.types.AuthContext, value: Auth.types.ThreadsUpdate
 ) -> Auth.types.FilterType | None:
+    # the graph's own metadata (which gates the thread waits on, who decided), patched from a
+    # node through the server's in-process client, as the run's user: on any thread, and
+    # nothing else (its secret proves it comes from the graph, in this process)
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict) and GRAPH_WRITE_KEY in metadata:
+        token = metadata.pop(GRAPH_WRITE_KEY)
+        if is_graph_write(token) and set(metadata) <= set(GRAPH_METADATA_KEYS):
+            return None
+        raise forbidden("the thread metadata of the graph is set by the graph")
     # thread metadata patches, update_state (the served graph refuses governed fields itself)
     # and run cancellations: the thread's owner only
     who = _writer(ctx, "change threads")
