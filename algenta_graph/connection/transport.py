@@ -4,15 +4,16 @@ It also holds the one translation of whatever the MCP client raises into a typed
 the URL.
 
 How failures surface through mcp 1.x's streamable-HTTP client (measured, and each one tested in
-``tests/test_connection.py``): an ``httpx`` error on a POST (connection refused, HTTP 401 or
-500) is raised inside the transport's task group, so the session's ``async with`` ends with an
-``ExceptionGroup`` in the task holding it, while the request that triggered it is left waiting
-for its read timeout. Every request therefore runs as its own task raced against the holding
-task (:meth:`ServerSession.guard`), and the group is flattened to its first meaningful leaf. A
-body that is not JSON-RPC reaches the session's ``message_handler`` as an exception. A request
-timeout is an ``McpError`` with code 408. A server restarted between two calls answers HTTP 404
-to the old session id, which arrives as ``McpError("Session terminated")``; that request never
-ran, so it is sent once more on a new session (:meth:`ServerSession.send`).
+``tests/integration/test_connection.py``): an ``httpx`` error on a POST (connection refused,
+HTTP 401 or 500) is raised inside the transport's task group, so the session's ``async with``
+ends with an ``ExceptionGroup`` in the task holding it, while the request that triggered it is
+left waiting for its read timeout. Every request therefore runs as its own task raced against
+the holding task (:meth:`ServerSession.guard`), and the group is flattened to its first
+meaningful leaf. A body that is not JSON-RPC reaches the session's ``message_handler`` as an
+exception. A request timeout is an ``McpError`` with code 408. A server restarted between two
+calls answers HTTP 404 to the old session id, which arrives as ``McpError("Session
+terminated")``; that request never ran, so it is sent once more on a new session
+(:meth:`ServerSession.send`).
 
 The session is held inside one dedicated asyncio task (anyio cancel scopes must be exited by
 the task that entered them), instead of the adapters' default of a new session per tool call.
