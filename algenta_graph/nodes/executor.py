@@ -390,12 +390,13 @@ class DecisionExecutor:
         self,
         denial: Mapping[str, Any],
         operator: str,
-        reason: str,
+        reason: str | None,
         flag: str,
         thread_id: str | None,
         messages: Sequence[BaseMessage] = (),
         *,
         answered_in: str | None = None,
+        edited: Mapping[str, Any] | None = None,
     ) -> ExecutionOutcome:
         """Re-execute an escalated denial on the operator path, with the gate's ``flag``.
 
@@ -403,9 +404,15 @@ class DecisionExecutor:
         process completes it: an execution tagged with its ``escalation_id`` is looked for at
         the engine first (and waited for while in flight), and the idempotency key is the
         escalation's, so completing an answer twice sends nothing twice.
+
+        ``edited``: an operator's edit of the call (:func:`~algenta_graph.nodes.answers.
+        edited_arguments`: its ``webhook_url``, ``timeout_seconds`` and ``metadata``, already
+        scrubbed of every override flag), sent instead of the denied call's; the decision is
+        always the denied one.
         """
         decision_id = denial.get("decision_id")
-        webhook_url = denial.get("webhook_url")
+        call = dict(edited or {})
+        webhook_url = call.get("webhook_url", denial.get("webhook_url"))
         call_id = denial.get("tool_call_id")
         escalation_id = escalation_id_of(denial)
         if not isinstance(decision_id, str) or not isinstance(webhook_url, str):
@@ -425,11 +432,22 @@ class DecisionExecutor:
                 and tag.get("operator") is not None
             )
 
-        settle = settle_for(denial)
+        timeout = call.get("timeout_seconds", denial.get("timeout_seconds"))
+        settle = settle_for({"timeout_seconds": timeout})
         previous = await self.find(decision_id, ours, settle=settle)
         if previous is not None:
             return previous[0]
-        timeout = denial.get("timeout_seconds")
+        metadata = dict(call["metadata"]) if isinstance(call.get("metadata"), Mapping) else {}
+        tag: dict[str, Any] = {
+            "thread_id": answered_in or thread_id,
+            "tool_call_id": call_id,
+            "operator": operator,
+            "reason": reason,
+            "escalation_id": escalation_id,
+        }
+        if edited is not None:
+            tag["edited"] = True
+        metadata["algenta_graph"] = tag
         try:
             supplied = await self.supplied(decision_id, f"escalation:{escalation_id}", messages)
             outcome = await self.conn.execute_as_operator(
@@ -438,15 +456,7 @@ class DecisionExecutor:
                 force=flag == "force",
                 override_safety=flag == "override_safety",
                 timeout_seconds=timeout if isinstance(timeout, int | float) else None,
-                metadata={
-                    "algenta_graph": {
-                        "thread_id": answered_in or thread_id,
-                        "tool_call_id": call_id,
-                        "operator": operator,
-                        "reason": reason,
-                        "escalation_id": escalation_id,
-                    }
-                },
+                metadata=metadata,
                 extra=supplied,
             )
         except AlgentaGraphError as exc:

@@ -32,6 +32,7 @@ from graph_support import (
 )
 from guarantee_support import figure
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.gates import GATES
@@ -141,7 +142,8 @@ async def test_an_escalation_request_follows_the_langchain_hitl_shape_and_takes_
             await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
             [pending] = (await graph.aget_state(config("t"))).interrupts
             bad = {"decisions": [{"type": "approve", "message": "fine"}], "operator": "ana"}
-            await graph.ainvoke(Command(resume=bad), config("t"))
+            with pytest.raises(ValidationError, match="List should have at least 2 items"):
+                await graph.ainvoke(Command(resume=bad), config("t"))
             [asked_again] = (await graph.aget_state(config("t"))).interrupts
             answer = {
                 "decisions": [
@@ -154,9 +156,12 @@ async def test_an_escalation_request_follows_the_langchain_hitl_shape_and_takes_
     request = pending.value
     assert [r["name"] for r in request["action_requests"]] == ["execute_decision"] * 2
     assert [r["args"]["decision_id"] for r in request["action_requests"]] == [a, b]
-    assert request["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
+    # one review config per action request, stating what the gate accepts
+    assert [c["allowed_decisions"] for c in request["review_configs"]] == [
+        ["approve", "edit", "reject", "respond"]
+    ] * 2
     assert [e["override_flag"] for e in request["escalations"]] == ["override_safety"] * 2
-    assert "1 given for 2 action request" in asked_again.value["error"]
+    assert asked_again.id == pending.id and asked_again.value == pending.value  # no re-ask
     assert [(d["decision_id"], d["action"]) for d in out["operator_decisions"]] == [
         (a, "override"),
         (b, "decline"),

@@ -19,6 +19,7 @@ from graph_support import (
     tool_messages,
 )
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
@@ -94,24 +95,28 @@ async def test_risk_floor_escalation_then_decline_executes_nothing(
     assert model.position == 2  # the model was told, and answered
 
 
-async def test_malformed_resume_asks_again_and_executes_nothing(
+async def test_a_malformed_resume_is_refused_by_name_and_executes_nothing(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
+    # invariant 15: refused by the interrupt's response_schema before it is saved, never asked
+    # again silently: the same interrupt waits, and a valid answer then takes effect
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, confidence=0.3)
         replies = [execute(decision, webhook.url, "c1"), "done"]
         async with agent(conn, tmp_path / "cp.sqlite", replies) as (graph, _):
             await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
-            for bad in (
-                {"action": "approve", "operator": "ana", "reason": "x"},
-                {"action": "override", "operator": " ", "reason": "x"},
-                {"action": "override", "operator": "ana", "reason": "x", "force": True},
-                "yes",
+            [asked] = (await graph.aget_state(config("t"))).interrupts
+            for bad, needle in (
+                ({"action": "approve", "operator": "ana", "reason": "x"}, "short.action"),
+                ({"action": "override", "operator": " ", "reason": "x"}, "who decides"),
+                ({"action": "override", "operator": "ana", "force": True}, "short.force"),
+                ("yes", "not an answer to this escalation"),
             ):
-                await graph.ainvoke(Command(resume=bad), config("t"))
+                with pytest.raises(ValidationError, match=needle):
+                    await graph.ainvoke(Command(resume=bad), config("t"))
                 state = await graph.aget_state(config("t"))
                 [interrupt] = state.interrupts
-                assert "invalid resume payload" in interrupt.value["error"]
+                assert interrupt.id == asked.id and interrupt.value == asked.value
                 assert engine.executions(decision) == [] and webhook.received == []
                 assert state.values["operator_decisions"] == []
             out = await graph.ainvoke(Command(resume=OVERRIDE), config("t"))
@@ -212,7 +217,8 @@ async def test_run_command_asks_the_operator_in_the_terminal(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "ESCALATION: the confidence gate denied decision" in proc.stdout
-    assert "previous answer rejected: invalid resume payload" in proc.stdout
+    assert "(answer refused: 1 validation error for EscalationAnswer" in proc.stdout
+    assert "short.action" in proc.stdout  # named, then asked again in the terminal
     assert "[operator] ana chose override on the confidence gate" in proc.stdout
     [execution] = engine.executions(decision)
     assert execution["override_safety"] is True

@@ -12,6 +12,7 @@ In-process: the token file and the roles in ``tests/unit/test_auth.py``, the rec
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -337,14 +338,19 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
             tally.refused("audrey", _route(method, path, thread, run_id), status, (403,))
 
         # 5. an operator of another gate: the API lets operators resume, the graph says no
+        # (refused before it is saved: the run fails naming why, the interrupt still waits; gus
+        # cannot read a thread waiting on another gate, so the auditor reads the run's end)
         gus: Any = get_client(url=server.url, headers=bearer("tok-gus"))
-        await gus.runs.wait(
+        run = await gus.runs.create(
             thread,
             "governed_agent",
             command={"resume": {"decisions": [{"type": "approve", "message": "mine"}]}},
         )
+        ended = await audrey.runs.join(thread, run["run_id"])
+        assert "'gus' may not answer a confidence escalation" in json.dumps(ended), ended
+        assert (await audrey.runs.get(thread, run["run_id"]))["status"] == "error"
         state = await ana.threads.get_state(thread)
-        assert "'gus' may not answer a confidence escalation" in interrupt_value(state)["error"]
+        assert "error" not in interrupt_value(state)  # never asked again with an error
         tally.refused("gus", "graph: confidence escalation (operator:risk_floor)", 200, (200,))
         # an operator whose payload names someone else: refused at the API
         status = _status(

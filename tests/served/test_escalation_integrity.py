@@ -112,6 +112,16 @@ async def _escalate(client: Any, thread: str, decision: str, url: str) -> None:
     assert interrupt_value(state)["escalation_id"].startswith("esc_")
 
 
+async def _answer(operator: Any, owner: Any, thread: str, resume: Any) -> None:
+    """``operator`` answers on ``thread``; its owner reads the run's end.
+
+    (An operator reads a thread while it waits for an operator, and once it decided it: an
+    answer that completes another operator's, given elsewhere, leaves the thread to its owner.)
+    """
+    run = await operator.runs.create(thread, "governed_agent", command={"resume": resume})
+    await owner.runs.join(thread, run["run_id"])
+
+
 def _copy(http: httpx.Client, thread: str, token: str = "tok-alice") -> str:
     response = http.post(f"/threads/{thread}/copy", headers=bearer(token))
     assert response.status_code == 200, response.text
@@ -165,8 +175,8 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             decision = await log_shaky_decision(alice, original)
             await _escalate(alice, original, decision, webhook.url)
             copy = _copy(http, original)
-            await ana.runs.wait(original, "governed_agent", command={"resume": REJECT})
-            await olga.runs.wait(copy, "governed_agent", command={"resume": APPROVE})
+            await _answer(ana, alice, original, REJECT)
+            await _answer(olga, alice, copy, APPROVE)
             first, second = await ledger.check(alice, decision, [original, copy])
             _one(first, "ana", "decline", "declined")
             assert _one(second, "ana", "decline", "declined")["answered_in_thread"] == original
@@ -176,8 +186,8 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             decision = await log_shaky_decision(alice, original)
             await _escalate(alice, original, decision, webhook.url)
             copy = _copy(http, original)
-            await olga.runs.wait(copy, "governed_agent", command={"resume": APPROVE})
-            await ana.runs.wait(original, "governed_agent", command={"resume": REJECT})
+            await _answer(olga, alice, copy, APPROVE)
+            await _answer(ana, alice, original, REJECT)
             first, second = await ledger.check(alice, decision, [copy, original])
             _one(first, "olga", "override", "receipt")
             assert _one(second, "olga", "override", "receipt")["answered_in_thread"] == copy
@@ -199,7 +209,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             assert "internal error" not in error["message"]
             await ana.runs.join(original, run["run_id"])
             # the copy, entered again, completes ana's answer
-            await olga.runs.wait(copy, "governed_agent", command={"resume": REJECT})
+            await _answer(olga, alice, copy, REJECT)
             first, second = await ledger.check(alice, decision, [original, copy])
             _one(first, "ana", "override", "receipt")
             assert _one(second, "ana", "override", "receipt")["answered_in_thread"] == original
@@ -216,7 +226,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             await alice.runs.wait(thread, "governed_agent", input=user_turn("what happened?"))
             state = await alice.threads.get_state(thread)
             assert state["next"] == [] and not state["interrupts"]  # nobody asked again
-            await olga.runs.wait(thread, "governed_agent", command={"resume": REJECT})
+            await _answer(olga, alice, thread, REJECT)
             [values] = await ledger.check(alice, decision, [thread])
             _one(values, "ana", "override", "receipt")
             assert [(r["operator"], r["execution_status"]) for r in values["receipts"]] == [

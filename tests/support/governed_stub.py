@@ -83,11 +83,18 @@ class StubConnection:
         self.operator_calls: list[dict[str, Any]] = []
         self.execute_supplied: frozenset[str] = frozenset()
         """The graph-supplied fields this engine declares (none, unless a test sets some)."""
+        self.policy_snapshot_id: str | None = "pol_stub"
+        """What ``get_contract`` reports as the engine's policy snapshot (the denial handlers
+        read it into an escalation's digest); its calls are kept in ``contract_calls``."""
+        self.contract_calls = 0
 
     def is_algenta_tool(self, name: str) -> bool:
         return name in ALGENTA_TOOLS
 
     async def call_tool(self, name: str, args: Mapping[str, Any], *, tool_call_id: str) -> Any:
+        if name == "get_contract":  # the handlers' read of the policy snapshot, not scripted
+            self.contract_calls += 1
+            return answer({"policy": {"policy_snapshot_id": self.policy_snapshot_id}})
         self.calls.append((name, dict(args), tool_call_id))
         scripted = self.answers.pop(0)
         if isinstance(scripted, Exception):

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -28,15 +29,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import NodeCancelledError
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
 from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
 from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
+from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.nodes.answers import (
     authenticated_identity,
+    escalation_items,
     escalation_request,
-    parse_resume,
     pending_escalations,
 )
 from algenta_graph.nodes.denial_handler import (
@@ -201,6 +204,8 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
     h = Harness(gate)
     h.start(denied_state(denial(gate, policy="escalate", timeout_seconds=7)))
     request = h.request()
+    interrupt_id_seen = h.graph.get_state(h.config).interrupts[0].id
+    assert request["interrupt_id"] == interrupt_id_seen  # the id LangGraph gave the interrupt
     assert (request["gate"], request["override_flag"], request["decision_id"]) == (
         gate,
         FLAG[gate],
@@ -209,6 +214,7 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
     assert request["action_requests"][0]["args"] == {
         "decision_id": "d1",
         "webhook_url": HOOK,
+        "timeout_seconds": 7,
         FLAG[gate]: True,
     }
     assert h.conn.operator_calls == []  # nothing before the operator answers
@@ -242,7 +248,9 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
         "c1",
     )
     (decided,) = out["operator_decisions"]
-    assert {k: v for k, v in decided.items() if k not in ("time", "outcome", *CHAIN)} == {
+    assert {
+        k: v for k, v in decided.items() if k not in ("time", "outcome", "decided_at", *CHAIN)
+    } == {
         "operator": "ana",
         "reason": "checked",
         "action": "override",
@@ -253,6 +261,14 @@ def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) 
         "tool_call_id": "c1",
         "escalation_id": request["escalation_id"],
         "answered_in_thread": None,
+        "verdict": "overrode",  # the short form's override
+        "roles": [],
+        "digest": request["digest"],
+        "interrupt_id": interrupt_id_seen,
+        "asked_at": None,
+        "expires_at": None,
+        "original_args": None,
+        "edited_args": None,
     }
     assert decided["outcome"]["kind"] == "receipt"
     told = [m for m in out["messages"] if isinstance(m, ToolMessage)]
@@ -398,14 +414,18 @@ def test_an_idempotency_denial_of_an_override_with_nothing_found_is_denied() -> 
     assert h.conn.get_decision_calls == ["d1", "d1"]
 
 
-def test_a_denial_naming_no_decision_cannot_be_overridden() -> None:
+def test_a_denial_naming_no_decision_can_only_be_rejected_or_answered() -> None:
     h = Harness("confidence")
     h.start(denied_state(denial("confidence", policy="escalate", decision_id=None)))
-    out = h.resume(OVERRIDE)
-    assert h.conn.operator_calls == []
-    assert [d["result"] for d in out["operator_decisions"]] == ["failed"]
-    (told,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
-    assert "named no decision_id/webhook_url" in told.content
+    request = h.request()
+    assert request["review_configs"] == [
+        {"action_name": "execute_decision", "allowed_decisions": ["reject", "respond"]}
+    ]
+    with pytest.raises(ValidationError, match="'approve' is not accepted for this confidence"):
+        h.resume(OVERRIDE)
+    assert h.conn.operator_calls == [] and h.request()["digest"] == request["digest"]
+    out = h.resume(DECLINE)
+    assert [d["result"] for d in out["operator_decisions"]] == ["declined"]
 
 
 def test_two_denials_of_one_gate_are_asked_once_and_answered_in_order() -> None:
@@ -463,32 +483,47 @@ def test_the_escalation_goes_on_to_the_next_gates_handler() -> None:
 @pytest.mark.parametrize(
     ("answer", "needle"),
     [
-        ({"action": "maybe", "operator": "ana", "reason": "r"}, "action"),
-        ({"action": "override", "operator": " ", "reason": "r"}, "must not be blank"),
-        ({"decisions": [], "operator": "ana", "reason": "r"}, "0 given for 1"),
-        ({"decisions": [{"type": "approve"}], "operator": "ana"}, "a reason is required"),
+        ({"action": "maybe", "operator": "ana", "reason": "r"}, "short.action"),
+        ({"action": "override", "operator": " ", "reason": "r"}, "who decides is required"),
+        ({"decisions": [], "operator": "ana"}, "at least 1 item"),
+        ({"decisions": [{"type": "approve"}] * 2, "operator": "ana"}, "at most 1 item"),
         ({"decisions": [{"type": "approve", "message": "m"}]}, "operator: who decides"),
-        ("yes", "invalid resume payload"),
+        ({"decisions": [{"type": "approve", "mesage": "m"}], "operator": "a"}, "Extra inputs"),
+        ({"decisions": [{"type": "maybe"}], "operator": "ana"}, "does not match any of the"),
+        ({"action": "override", "operator": "a", "force": True}, "short.force"),
+        ([{"type": "accept", "args": None}] * 2, "at most 1 item"),
+        ("yes", "Input should be a valid dictionary"),
     ],
 )
-def test_a_malformed_answer_asks_again_and_does_nothing(answer: Any, needle: str) -> None:
+def test_a_malformed_answer_is_refused_by_name_and_changes_nothing(
+    answer: Any, needle: str
+) -> None:
+    # invariant 15: refused before it is saved (the interrupt's response_schema), never asked
+    # again silently: the same interrupt still waits, and the next answer takes effect
     h = Harness("confidence")
     h.start(denied_state(denial("confidence", policy="escalate")))
-    h.resume(answer)
-    again = h.request()
-    assert again["error"].startswith("invalid resume payload: ") and needle in again["error"]
+    before = h.graph.get_state(h.config)
+    with pytest.raises(ValidationError, match=re.escape(needle)):
+        h.resume(answer)
+    after = h.graph.get_state(h.config)
+    assert [i.id for i in after.interrupts] == [i.id for i in before.interrupts]
+    assert after.interrupts[0].value == before.interrupts[0].value  # no "error", no re-ask
     assert h.conn.operator_calls == []
-    assert h.graph.get_state(h.config).values["operator_decisions"] == []
+    assert after.values["operator_decisions"] == []
+    out = h.resume(DECLINE)
+    assert [d["verdict"] for d in out["operator_decisions"]] == ["declined"]
 
 
 def test_the_authenticated_identity_is_the_operator() -> None:
     h = Harness("confidence")
-    user = {"identity": "auth-ana", "is_authenticated": True}
+    user = {"identity": "auth-ana", "is_authenticated": True, "permissions": ["operator"]}
     h.start(denied_state(denial("confidence", policy="escalate")), langgraph_auth_user=user)
-    h.resume({"action": "decline", "operator": "mallory", "reason": "r"})
-    assert "contradicts the authenticated identity 'auth-ana'" in h.request()["error"]
+    with pytest.raises(ValidationError, match="contradicts the authenticated identity 'auth-ana'"):
+        h.resume({"action": "decline", "operator": "mallory", "reason": "r"})
     out = h.resume({"decisions": [{"type": "reject", "message": "r"}]})
-    assert [d["operator"] for d in out["operator_decisions"]] == ["auth-ana"]
+    assert [(d["operator"], d["roles"]) for d in out["operator_decisions"]] == [
+        ("auth-ana", ["operator"])
+    ]
 
 
 def test_authorize_operator_may_refuse_anyone() -> None:
@@ -500,10 +535,8 @@ def test_authorize_operator_may_refuse_anyone() -> None:
 
     h = Harness("risk_floor", authorize=only_bo)
     h.start(denied_state(denial("risk_floor", policy="escalate")))
-    h.resume(DECLINE)
-    assert h.request()["error"] == (
-        "invalid resume payload: operator 'ana' may not answer a risk_floor escalation"
-    )
+    with pytest.raises(ValidationError, match="operator 'ana' may not answer a risk_floor"):
+        h.resume(DECLINE)
     out = h.resume({**DECLINE, "operator": "bo"})
     assert [d["operator"] for d in out["operator_decisions"]] == ["bo"]
     assert set(seen) == {("ana", "risk_floor"), ("bo", "risk_floor")}
@@ -671,35 +704,6 @@ async def test_a_claim_is_kept_alive_while_its_answer_is_applied(
 # --------------------------------------------------------------------------- pure parts
 
 
-def test_parse_resume_both_forms() -> None:
-    short = parse_resume({"action": "override", "operator": " ana ", "reason": " ok "}, 2)
-    assert short.operator == "ana"
-    assert short.decisions == (("override", "ok"), ("override", "ok"))
-    assert short.as_claim("x") == {
-        "operator": "x",
-        "decisions": [{"action": "override", "reason": "ok"}] * 2,
-    }
-    hitl = parse_resume(
-        {
-            "decisions": [{"type": "approve"}, {"type": "reject", "message": " own "}],
-            "reason": "shared",
-            "operator": "  ",
-        },
-        2,
-    )
-    assert hitl.operator is None
-    assert hitl.decisions == (("override", "shared"), ("decline", "own"))
-    assert parse_resume({"decisions": [{"type": "approve", "message": "m"}]}, 1).operator is None
-    with pytest.raises(ValueError, match=r"^force: Extra inputs are not permitted"):
-        parse_resume({"action": "override", "operator": "a", "reason": "r", "force": True}, 1)
-    with pytest.raises(ValueError, match="Extra inputs"):
-        parse_resume({"decisions": [], "sneaky": 1}, 0)
-    with pytest.raises(ValueError, match=r"^decisions: 2 given for 1 action request\(s\)"):
-        parse_resume({"decisions": [{"type": "approve", "message": "m"}] * 2}, 1)
-    with pytest.raises(ValueError, match="a reason is required"):
-        parse_resume({"decisions": [{"type": "approve", "message": "  "}], "reason": " "}, 1)
-
-
 def test_authenticated_identity() -> None:
     class User:
         identity = "obj"
@@ -730,7 +734,20 @@ def test_pending_escalations_and_the_request() -> None:
     )
     state["operator_decisions"] = [{"tool_call_id": "c3"}]
     assert [d["tool_call_id"] for d in pending_escalations(state)] == ["c1"]
-    request = escalation_request("risk_floor", [denial("risk_floor", "c2")])
+    # a decision naming its escalation answers that escalation only, not its tool call's others
+    state["operator_decisions"] = [{"tool_call_id": "c1", "escalation_id": "esc_other"}]
+    assert [d["tool_call_id"] for d in pending_escalations(state)] == ["c1", "c3"]
+    shown = denial("risk_floor", "c2", raised_at="2030-01-01T00:00:00+00:00")
+    (item,) = escalation_items(
+        "risk_floor",
+        [shown],
+        settings=EscalationSettings(expires_after={"risk_floor": 60}),
+        thread_id="t1",
+        policy_snapshot_id="pol_1",
+        interrupt_ids=["i1"],
+        expires=lambda d: "2030-01-01T00:01:00+00:00",
+    )
+    request = escalation_request("risk_floor", [item])
     assert request["escalations"] == [
         {
             "gate": "risk_floor",
@@ -741,21 +758,33 @@ def test_pending_escalations_and_the_request() -> None:
             "webhook_url": HOOK,
             "override_flag": "override_safety",
             "tool_call_id": "c2",
-            "escalation_id": escalation_id_of(denial("risk_floor", "c2")),
+            "escalation_id": escalation_id_of(shown),
+            "thread_id": "t1",
+            "args": {"decision_id": "d1", "webhook_url": HOOK, "override_safety": True},
+            "allowed_decisions": ["approve", "edit", "reject", "respond"],
+            "policy_snapshot_id": "pol_1",
+            "digest": item["digest"],
+            "interrupt_id": "i1",
+            "asked_at": "2030-01-01T00:00:00+00:00",
+            "expires_at": "2030-01-01T00:01:00+00:00",
         }
     ]
+    assert item["digest"].startswith("sha256:") and len(item["digest"]) == 71
     assert {k: request[k] for k in request["escalations"][0]} == request["escalations"][0]  # type: ignore[literal-required]
     (action,) = request["action_requests"]
     assert action["name"] == "execute_decision"
+    assert action["args"] == item["args"]
     assert action["description"] == (
         "The risk_floor gate denied decision d1 (execution_blocked_risk_floor): blocked by "
         "risk_floor. Approve to execute it anyway with override_safety=true; reject to keep it "
-        "blocked."
+        "blocked. It expires at 2030-01-01T00:01:00+00:00."
     )
     assert request["review_configs"] == [
-        {"action_name": "execute_decision", "allowed_decisions": ["approve", "reject"]}
+        {
+            "action_name": "execute_decision",
+            "allowed_decisions": ["approve", "edit", "reject", "respond"],
+        }
     ]
-    assert request["resume_with"]["decisions"] == [{"type": "approve | reject", "message": "why"}]
     assert "error" not in request
 
 
@@ -845,26 +874,19 @@ def test_an_abandoned_claim_is_completed_in_its_claimants_name() -> None:
     assert final.token != gone.token
 
 
-def test_the_interrupt_carries_no_error_until_an_answer_is_malformed() -> None:
+def test_the_interrupt_says_how_to_answer_and_never_carries_an_error() -> None:
     h = Harness("confidence")
     h.start(denied_state(denial("confidence", policy="escalate")))
     first = h.request()
     assert "error" not in first
     assert first["resume_with"] == {
-        "decisions": [{"type": "approve | reject", "message": "why"}],
+        "decisions": [{"type": "approve | edit | reject | respond"}],
         "operator": "who decides (the authenticated identity when served with auth)",
+        "digest": "optional: the digest reviewed (a stale one is refused)",
     }
-    h.resume({"decisions": [{"type": "approve"}], "operator": "ana"})
-    assert h.request()["error"] == (
-        "invalid resume payload: a reason is required: each decision's message, or 'reason'"
-    )
-    h.resume({"decisions": []})
-    assert h.request()["error"] == (
-        "invalid resume payload: decisions: 0 given for 1 action request(s); answer each one, "
-        "in order"
-    )
-    h.resume({"decisions": [{"type": "reject", "message": "m"}]})
-    assert h.request()["error"] == "invalid resume payload: operator: who decides is required"
+    with pytest.raises(ValidationError):
+        h.resume({"decisions": []})
+    assert "error" not in h.request()
 
 
 def test_authorize_operator_sees_the_runs_config() -> None:
@@ -891,31 +913,12 @@ def test_the_rewritten_answer_keeps_its_outcome_and_names_the_tool() -> None:
     assert told.response_metadata[OUTCOME_KEY] == "ok"  # the original carried none
 
 
-def test_an_override_with_an_odd_timeout_sends_none_and_names_a_missing_decision() -> None:
+def test_an_override_with_an_odd_timeout_sends_none() -> None:
     h = Harness("confidence")
     h.start(denied_state(denial("confidence", policy="escalate", timeout_seconds="soon")))
     h.conn.operator_answers = [ExecutionReceipt.model_validate(receipt_body())]
     h.resume(OVERRIDE)
     assert h.conn.operator_calls[0]["timeout_seconds"] is None
-    h2 = Harness("confidence")
-    h2.start(denied_state(denial("confidence", policy="escalate", webhook_url=None)))
-    out = h2.resume(OVERRIDE)
-    assert out["operator_decisions"][0]["outcome"] == {
-        "kind": "failure",
-        "message": "the denied call named no decision_id/webhook_url; nothing to override",
-        "raw": "",
-    }
-
-
-def test_parse_resume_names_every_problem_exactly() -> None:
-    with pytest.raises(ValueError) as caught:
-        parse_resume({"decisions": [{"type": "approve", "message": "m"}] * 2}, 1)
-    assert str(caught.value) == (
-        "decisions: 2 given for 1 action request(s); answer each one, in order"
-    )
-    with pytest.raises(ValueError) as caught:
-        parse_resume({"decisions": [{"type": "approve"}]}, 1)
-    assert str(caught.value) == "a reason is required: each decision's message, or 'reason'"
 
 
 def test_authenticated_identity_of_objects_missing_attributes() -> None:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import re
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -169,6 +170,10 @@ def test_a_denial_is_recorded_with_the_policy_of_its_run(policy: str) -> None:
     identity = recorded.pop("escalation_id", None)
     assert (identity is not None) == (policy == "escalate")
     assert identity is None or re.fullmatch(r"esc_[0-9a-f]{32}", identity)
+    # ... and the time it was raised (its asked_at, from which a deadline counts)
+    raised = recorded.pop("raised_at", None)
+    assert (raised is not None) == (policy == "escalate")
+    assert raised is None or datetime.fromisoformat(raised).tzinfo is not None
     assert unchained(update["denials"]) == [
         {
             "kind": "denial",
