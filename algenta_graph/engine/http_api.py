@@ -40,7 +40,10 @@ from algenta_graph.engine.approvals import approval_routes
 from algenta_graph.engine.auth import CALLER, ApiKey, Caller, KeyRing, request_token, trace_id
 from algenta_graph.engine.delivery import check_webhook_url
 from algenta_graph.engine.errors import EngineToolError
-from algenta_graph.engine.store import AUDIT_COLUMNS, BindingRefused, Store, utc_now
+from algenta_graph.engine.store import Store
+from algenta_graph.engine.store.audit import AUDIT_COLUMNS
+from algenta_graph.engine.store.base import utc_now
+from algenta_graph.engine.store.decisions import BindingRefused
 from algenta_graph.engine.tools import (
     APPROVE_PATH,
     DEFAULT_TIMEOUT_SECONDS,

@@ -35,13 +35,10 @@ from algenta_graph.engine.auth import current_caller
 from algenta_graph.engine.delivery import DeliveryResult, check_webhook_url, post_webhook
 from algenta_graph.engine.errors import EngineToolError, InvalidArguments
 from algenta_graph.engine.policy import GATES, Policy, check
-from algenta_graph.engine.store import (
-    BindingRefused,
-    IdempotencyKeyTaken,
-    PlanNotApproved,
-    Store,
-    utc_now,
-)
+from algenta_graph.engine.store import Store
+from algenta_graph.engine.store.base import utc_now
+from algenta_graph.engine.store.decisions import BindingRefused
+from algenta_graph.engine.store.executions import IdempotencyKeyTaken, PlanNotApproved
 
 T = TypeVar("T")
 

@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from algenta_graph._serve import BackgroundServer, ServiceContext
-from algenta_graph.engine.store import utc_now
+from algenta_graph.engine.store.base import utc_now
 
 MAX_DELAY_SECONDS = 120.0
 
