@@ -27,17 +27,17 @@ from typing import Any
 import uvicorn
 
 import algenta_graph
-from algenta_graph.engine.auth import KeyFileError, KeyRing
-from algenta_graph.engine.dblock import DatabaseInUse, DatabaseLock
-from algenta_graph.engine.policy import Policy
-from algenta_graph.engine.server import DENIAL_FORMS, create_app
-from algenta_graph.engine.store import Store
-from algenta_graph.engine.tools import (
-    DEFAULT_RELAXED,
+from algenta_graph.engine.arguments import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
 )
+from algenta_graph.engine.auth import KeyFileError, KeyRing
+from algenta_graph.engine.contract import DEFAULT_RELAXED
+from algenta_graph.engine.dblock import DatabaseInUse, DatabaseLock
+from algenta_graph.engine.policy import Policy
+from algenta_graph.engine.server import DENIAL_FORMS, create_app
+from algenta_graph.engine.store import Store
 
 ENV_API_KEY = "ALGENTA_ENGINE_API_KEY"
 DEFAULT_DB = "algenta-engine.sqlite"

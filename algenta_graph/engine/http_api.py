@@ -37,24 +37,25 @@ from starlette.routing import Route
 import algenta_graph
 from algenta_graph.engine import packs
 from algenta_graph.engine.approvals import approval_routes
-from algenta_graph.engine.auth import CALLER, ApiKey, Caller, KeyRing, request_token, trace_id
-from algenta_graph.engine.delivery import check_webhook_url
-from algenta_graph.engine.errors import EngineToolError
-from algenta_graph.engine.store import Store
-from algenta_graph.engine.store.audit import AUDIT_COLUMNS
-from algenta_graph.engine.store.base import utc_now
-from algenta_graph.engine.store.decisions import BindingRefused
-from algenta_graph.engine.tools import (
-    APPROVE_PATH,
+from algenta_graph.engine.arguments import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_KEY_CHARS,
     MAX_METADATA_BYTES,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
-    GovernedTools,
-    binding_error,
     check_size,
 )
+from algenta_graph.engine.auth import CALLER, ApiKey, Caller, KeyRing, request_token, trace_id
+from algenta_graph.engine.contract import APPROVE_PATH
+from algenta_graph.engine.delivery import check_webhook_url
+from algenta_graph.engine.errors import EngineToolError
+from algenta_graph.engine.planning import binding_error
+from algenta_graph.engine.policy import policy_check
+from algenta_graph.engine.store import Store
+from algenta_graph.engine.store.audit import AUDIT_COLUMNS
+from algenta_graph.engine.store.base import utc_now
+from algenta_graph.engine.store.decisions import BindingRefused
+from algenta_graph.engine.tools import GovernedTools
 
 logger = logging.getLogger("algenta_graph.engine")
 
@@ -397,7 +398,7 @@ def api_routes(store: Store, governed: GovernedTools, keys: KeyRing | None) -> l
                 "confidence": plan["confidence"],
                 "risk_p5": plan["risk_p5"],
                 "risk_p95": plan["risk_p95"],
-                "policy_check": governed.policy_check(plan["confidence"], plan["risk_p5"]),
+                "policy_check": policy_check(governed.policy, plan["confidence"], plan["risk_p5"]),
                 "plan": plan,
             },
             status_code=201,
@@ -450,7 +451,7 @@ def api_routes(store: Store, governed: GovernedTools, keys: KeyRing | None) -> l
             check_size("execute", "metadata", body.metadata, MAX_METADATA_BYTES)
         token = CALLER.set(Caller(key=key, trace_id=trace_id(dict(request.scope["headers"]))))
         try:
-            who = governed.check_execute_access(override=body.force or body.override_safety)
+            who = governed.executor.check_access(override=body.force or body.override_safety)
             proposal = await require("plan", store.proposal, plan_id)
             if idem is not None:
                 earlier = await off(store.execution_by_idempotency_key, idem)
@@ -494,7 +495,7 @@ def api_routes(store: Store, governed: GovernedTools, keys: KeyRing | None) -> l
                 )
             if body.webhook_url is not None:
                 check_webhook_url(body.webhook_url, allowed_hosts=governed.allow_webhook_hosts)
-            receipt = await governed.run_execution(
+            receipt = await governed.executor.run(
                 decision,
                 body.webhook_url,
                 identity=who,

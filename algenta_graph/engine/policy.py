@@ -63,6 +63,26 @@ class Verdict:
     safety_overridden: bool = False
 
 
+def policy_check(policy: Policy, confidence: float, risk_p5: float) -> dict[str, str]:
+    """What the confidence and risk-floor gates would say of these numbers (a preview).
+
+    Args:
+        policy: the policy.
+        confidence: a decision's confidence.
+        risk_p5: its 5th percentile return on capital.
+
+    Returns:
+        ``{"confidence": "pass" | "would_block", "risk_floor": "pass" | "would_block"}``.
+
+    >>> policy_check(Policy(min_confidence=0.6, risk_floor=0.5), 0.9, -0.7)
+    {'confidence': 'pass', 'risk_floor': 'would_block'}
+    """
+    return {
+        "confidence": "pass" if confidence >= policy.min_confidence else "would_block",
+        "risk_floor": "pass" if risk_p5 >= -policy.risk_floor else "would_block",
+    }
+
+
 def check(
     policy: Policy,
     *,

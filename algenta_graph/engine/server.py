@@ -37,19 +37,14 @@ from algenta_graph.engine.auth import (
     request_token,
     trace_id,
 )
+from algenta_graph.engine.contract import DEFAULT_RELAXED, IMPLEMENTED_TOOLS, NOT_SUPPORTED
 from algenta_graph.engine.dblock import DatabaseLock
 from algenta_graph.engine.errors import EngineToolError, GateDenied, InvalidArguments
 from algenta_graph.engine.http_api import api_app
 from algenta_graph.engine.policy import Policy
 from algenta_graph.engine.registry import RegistryTool, registry_names, registry_tools
 from algenta_graph.engine.store import Store
-from algenta_graph.engine.tools import (
-    DEFAULT_RELAXED,
-    IMPLEMENTED_TOOLS,
-    NOT_SUPPORTED,
-    GovernedTools,
-    register,
-)
+from algenta_graph.engine.tools import GovernedTools, register
 
 logger = logging.getLogger("algenta_graph.engine")
 
@@ -457,7 +452,7 @@ class ReferenceEngine(BackgroundService):
     :class:`~algenta_graph.engine.dblock.DatabaseInUse`. Use as a sync or async context
     manager, or call :meth:`start` / :meth:`stop` (it can be started again after a stop).
 
-    ``relaxed`` (default :data:`~algenta_graph.engine.tools.DEFAULT_RELAXED`): True keeps only
+    ``relaxed`` (default :data:`~algenta_graph.engine.contract.DEFAULT_RELAXED`): True keeps only
     the three gates on ``execute_decision``; False enforces the execute profile's requirements
     (keys with roles and execute enabled, a planned and logged decision, an out-of-band approval,
     ``idempotency_key`` and ``nonce``: see ``algenta_graph/engine/README.md``).
