@@ -37,7 +37,8 @@ from __future__ import annotations
 from algenta_graph.engine.auth import ApiKey, KeyFileError, KeyRing
 from algenta_graph.engine.contract import DEFAULT_RELAXED
 from algenta_graph.engine.dblock import DatabaseInUse
-from algenta_graph.engine.server import DENIAL_FORMS, ReferenceEngine
+from algenta_graph.engine.mcp_server import DENIAL_FORMS
+from algenta_graph.engine.server import ReferenceEngine
 from algenta_graph.engine.webhook import SilentHost, WebhookReceiver, read_log
 
 __all__ = [

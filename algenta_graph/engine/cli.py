@@ -35,8 +35,9 @@ from algenta_graph.engine.arguments import (
 from algenta_graph.engine.auth import KeyFileError, KeyRing
 from algenta_graph.engine.contract import DEFAULT_RELAXED
 from algenta_graph.engine.dblock import DatabaseInUse, DatabaseLock
+from algenta_graph.engine.mcp_server import DENIAL_FORMS
 from algenta_graph.engine.policy import Policy
-from algenta_graph.engine.server import DENIAL_FORMS, create_app
+from algenta_graph.engine.server import create_app
 from algenta_graph.engine.store import Store
 
 ENV_API_KEY = "ALGENTA_ENGINE_API_KEY"
