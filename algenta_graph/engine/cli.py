@@ -1,6 +1,6 @@
-"""``algenta-graph engine``: serve the reference engine in the foreground.
+r"""``algenta-graph engine``: serve the reference engine in the foreground.
 
-    algenta-graph engine --port 8000 --db engine.sqlite --api-key secret \\
+    algenta-graph engine --port 8000 --db engine.sqlite --api-key secret \
         --allow-webhook-host hooks.internal --denials sdk
 
 Prints one ``serving <url>`` line once it listens, then one log line per tool call; stops

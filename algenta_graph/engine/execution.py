@@ -35,7 +35,7 @@ from algenta_graph.engine.store.executions import IdempotencyKeyTaken, PlanNotAp
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """httpx's default verifying context, built once (building one costs tens of ms)."""
+    """The default verifying TLS context of httpx, built once (building one costs tens of ms)."""
     return httpx.create_ssl_context()
 
 

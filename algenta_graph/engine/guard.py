@@ -36,6 +36,11 @@ class EngineGuard:
     - Every POST body is read once (over :data:`MAX_REQUEST_BYTES`: 413) and, when it is JSON,
       refused with 400 ``invalid_json`` if nested deeper than :data:`MAX_JSON_DEPTH` (a 200k
       ``[`` body would otherwise end in a RecursionError and a traceback).
+
+    Args:
+        app: the MCP app behind it.
+        keys: the engine's API keys (None: ``/mcp`` is open).
+        api: the HTTP API's app, which serves ``/v1/...`` (None: no HTTP API).
     """
 
     def __init__(self, app: ASGIApp, keys: KeyRing | None, api: ASGIApp | None = None) -> None:
@@ -44,6 +49,7 @@ class EngineGuard:
         self._api = api
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection: refuse it (401, 413, 400) or pass it on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -102,9 +108,11 @@ class EngineGuard:
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
-    """The ``receive`` to hand the app behind a middleware that has read the whole request
-    ``body``: that body once, as one message, then the client's own ``receive`` (its
-    disconnect)."""
+    """The ``receive`` to hand the app behind a middleware that has read the whole request body.
+
+    It answers that ``body`` once, as one message, then the client's own ``receive`` (its
+    disconnect).
+    """
     replayed = False
 
     async def replay() -> Message:
@@ -118,6 +126,7 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
 
 
 def _error_body(code: str, message: str) -> dict[str, Any]:
+    """``{"error": {"code", "message"}}``."""
     return {"error": {"code": code, "message": message}}
 
 
@@ -147,6 +156,7 @@ async def _json_response(
     payload: dict[str, Any],
     extra_headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
+    """Answer ``payload`` as JSON with ``status`` (the connection's whole response)."""
     data = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     await send(

@@ -34,6 +34,7 @@ DENIAL_FORMS: tuple[str, ...] = ("mcp-error", "json-body", "sdk")
 
 
 def _text(payload: dict[str, Any]) -> list[mt.ContentBlock]:
+    """``payload`` as one JSON text content block."""
     return [mt.TextContent(type="text", text=json.dumps(payload, indent=2))]
 
 
@@ -77,8 +78,19 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 
 class EngineMCP(FastMCP[Any]):
-    """FastMCP plus the engine's call handling: the call log, one log line per call, the
-    advertised registry tools, argument checks and the ``--denials`` wire form."""
+    """FastMCP plus the engine's call handling.
+
+    The call log, one log line per call, the advertised registry tools, argument checks and the
+    ``--denials`` wire form.
+
+    Args:
+        store: the engine's store (the call log).
+        governed: the implemented tools, registered on this server.
+        registry: every tool of the Algenta registry by name (the implemented ones are skipped).
+        denials: the wire form of a refused call (:data:`DENIAL_FORMS`).
+        host: the host it serves on.
+        keys: the engine's API keys (None: none).
+    """
 
     def __init__(
         self,
@@ -108,10 +120,12 @@ class EngineMCP(FastMCP[Any]):
         register(self, governed, structured=denials != "sdk")
 
     async def list_tools(self) -> list[mt.Tool]:
+        """The implemented tools, then the rest of the registry."""
         governed = await super().list_tools()
         return governed + [t.to_mcp() for t in self._registry.values()]
 
     def _check_known_arguments(self, name: str, arguments: dict[str, Any]) -> None:
+        """Refuse an argument the tool's schema does not declare (``invalid_arguments``)."""
         tool = self._tool_manager.get_tool(name)
         if tool is None:
             return
@@ -143,6 +157,7 @@ class EngineMCP(FastMCP[Any]):
             CALLER.reset(token)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Record the call, dispatch it, log one line with its outcome and how long it took."""
         started = time.perf_counter()
         await anyio.to_thread.run_sync(self._store.log_call, name, arguments)
         outcome = "interrupted"
@@ -220,6 +235,7 @@ class _DropClosedStreamNoise(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """False for that one traceback, True for every other record."""
         exc = record.exc_info[1] if record.exc_info else None
         return not (
             record.getMessage() == "Error in standalone SSE writer"
@@ -228,6 +244,7 @@ class _DropClosedStreamNoise(logging.Filter):
 
 
 def quiet_mcp_stream_logger() -> None:
+    """Drop the closed-stream noise from mcp's streamable HTTP logger (once per process)."""
     mcp_logger = logging.getLogger("mcp.server.streamable_http")
     if not any(isinstance(f, _DropClosedStreamNoise) for f in mcp_logger.filters):
         mcp_logger.addFilter(_DropClosedStreamNoise())

@@ -1,8 +1,8 @@
-"""The reference engine: its ASGI app (:func:`create_app`) and :class:`ReferenceEngine`, which
-runs it on a free port in a background thread.
+"""The reference engine: its ASGI app, and the engine on a free port in a background thread.
 
-The app is the MCP server (:mod:`~algenta_graph.engine.mcp_server`) at ``/mcp`` and the Algenta
-HTTP API (:mod:`~algenta_graph.engine.api`) at ``/v1``, behind one
+:func:`create_app` builds the app; :class:`ReferenceEngine` runs it. The app is the MCP
+server (:mod:`~algenta_graph.engine.mcp_server`) at ``/mcp`` and the Algenta HTTP API
+(:mod:`~algenta_graph.engine.api`) at ``/v1``, behind one
 :class:`~algenta_graph.engine.guard.EngineGuard`.
 
 >>> from algenta_graph.engine import ReferenceEngine
@@ -47,9 +47,24 @@ def create_app(
     keys: KeyRing | None = None,
     relaxed: bool = DEFAULT_RELAXED,
 ) -> ASGIApp:
-    """The engine's ASGI app (MCP at ``/mcp``, the approval API at ``/v1/decision-plans``); a
-    fresh one per server start. ``api_key`` adds one key (identity ``api-key``, both roles,
-    execute enabled) to ``keys``."""
+    """The engine's ASGI app: MCP at ``/mcp``, the HTTP API (approval included) at ``/v1``.
+
+    A fresh one per server start.
+
+    Args:
+        store: the engine's store.
+        policy: the execution policy.
+        host: the host it serves on.
+        api_key: one more key (identity ``api-key``, both roles, execute enabled), added to
+            ``keys``.
+        allow_webhook_hosts: the hosts besides loopback that may receive a webhook.
+        denials: the wire form of a refused call (:data:`DENIAL_FORMS`).
+        keys: the engine's API keys.
+        relaxed: the mode (:data:`~algenta_graph.engine.contract.DEFAULT_RELAXED`).
+
+    Raises:
+        ValueError: ``denials`` is not one of :data:`DENIAL_FORMS`.
+    """
     if denials not in DENIAL_FORMS:
         raise ValueError(f"denials must be one of {', '.join(DENIAL_FORMS)}, got {denials!r}")
     quiet_mcp_stream_logger()
@@ -88,19 +103,33 @@ def combined_keys(keys: KeyRing | None, api_key: str | None) -> KeyRing | None:
 class ReferenceEngine(BackgroundService):
     """The reference engine on ``host:port`` (a free port by default) in a background thread.
 
-    ``db`` is the SQLite file (a temporary one by default, removed when the object is
-    collected); state survives a restart on the same file. While it serves, the engine holds the
+    State survives a restart on the same ``db`` file. While it serves, the engine holds the
     file's exclusive lock (``<db>.lock``): a second engine on the same file fails to start with
     :class:`~algenta_graph.engine.dblock.DatabaseInUse`. Use as a sync or async context
     manager, or call :meth:`start` / :meth:`stop` (it can be started again after a stop).
 
-    ``relaxed`` (default :data:`~algenta_graph.engine.contract.DEFAULT_RELAXED`): True keeps only
-    the three gates on ``execute_decision``; False enforces the execute profile's requirements
-    (keys with roles and execute enabled, a planned and logged decision, an out-of-band approval,
-    ``idempotency_key`` and ``nonce``: see ``algenta_graph/engine/README.md``).
-    ``keys``: plaintext token -> :class:`~algenta_graph.engine.auth.ApiKey`, or a
-    :class:`~algenta_graph.engine.auth.KeyRing`; ``keys_file``: a JSON keys file (sha256 of
-    each token); ``api_key``: one more key with both roles and execute enabled.
+    Args:
+        host: the host to serve on.
+        port: the port (default: a free one).
+        db: the SQLite file (default: a temporary one, removed when the object is collected).
+        api_key: one more key with both roles and execute enabled.
+        min_confidence: the policy's confidence minimum, in [0, 1].
+        risk_floor: the policy's risk floor, >= 0.
+        allow_webhook_hosts: the hosts besides loopback that may receive a webhook.
+        denials: the wire form of a refused call
+            (:data:`~algenta_graph.engine.mcp_server.DENIAL_FORMS`).
+        relaxed: (default :data:`~algenta_graph.engine.contract.DEFAULT_RELAXED`) True keeps
+            only the three gates on ``execute_decision``; False enforces the execute profile's
+            requirements (keys with roles and execute enabled, a planned and logged decision,
+            an out-of-band approval, ``idempotency_key`` and ``nonce``: see
+            ``algenta_graph/engine/README.md``).
+        keys: plaintext token -> :class:`~algenta_graph.engine.auth.ApiKey`, or a
+            :class:`~algenta_graph.engine.auth.KeyRing`.
+        keys_file: a JSON keys file (sha256 of each token).
+
+    Raises:
+        ValueError: ``denials``, ``relaxed``, ``port`` or a policy value out of range.
+        KeyFileError: ``keys_file`` cannot be used.
     """
 
     def __init__(
@@ -151,6 +180,11 @@ class ReferenceEngine(BackgroundService):
         return f"http://{self.host}:{self.port}/mcp"
 
     def start(self) -> ReferenceEngine:
+        """Serve in a background thread (no-op while running); returns the engine.
+
+        Raises:
+            DatabaseInUse: another engine serves the same database file.
+        """
         if self.running:
             return self
         self._lock.acquire()  # DatabaseInUse when another engine serves this file
@@ -182,6 +216,7 @@ class ReferenceEngine(BackgroundService):
         return self
 
     def stop(self) -> None:
+        """Stop serving and release the database's lock."""
         super().stop()
         self._lock.release()
 

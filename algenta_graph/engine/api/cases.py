@@ -39,6 +39,8 @@ from algenta_graph.engine.store.decisions import BindingRefused
 
 
 class CaseBody(BaseModel):
+    """The body of ``POST /v1/decision-cases``."""
+
     model_config = STRICT_BODY
     pack_id: Annotated[str, Field(min_length=1, max_length=100)]
     title: Annotated[str | None, Field(max_length=500)] = None
@@ -46,12 +48,16 @@ class CaseBody(BaseModel):
 
 
 class RunBody(BaseModel):
+    """The body of ``POST /v1/decision-cases/{case_id}/analysis-runs`` (optional)."""
+
     model_config = STRICT_BODY
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = packs.DEFAULT_SEED
     n_samples: Annotated[int, Field(ge=100, le=packs.MAX_PACK_SAMPLES)] = packs.DEFAULT_SAMPLES
 
 
 class PlanBody(BaseModel):
+    """The body of ``POST /v1/analysis-runs/{run_id}/action-plans`` (optional)."""
+
     model_config = STRICT_BODY
     chosen_action: Annotated[str | None, Field(min_length=1, max_length=200)] = None
     decision_id: Id | None = None

@@ -33,10 +33,15 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.details = status, code, message, details
 
     def response(self) -> JSONResponse:
+        """This refusal as an HTTP answer."""
         return error_response(self.status, self.code, self.message, **self.details)
 
 
 def error_response(status: int, code: str, message: str, **details: Any) -> JSONResponse:
+    """A refusal: ``{"error": {"code", "message", **details}}`` with ``status``.
+
+    A 401 also has ``WWW-Authenticate: Bearer``.
+    """
     headers = {"www-authenticate": 'Bearer realm="algenta"'} if status == 401 else None
     body = {"error": {"code": code, "message": message, **details}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -52,6 +57,7 @@ Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 def _problems(exc: ValidationError) -> str:
+    """One line naming each problem of a request body."""
     return packs.describe_errors(exc, "")
 
 
@@ -74,9 +80,20 @@ async def read_body(request: Request, model: type[BaseModel]) -> Any:
 
 
 def caller_key(request: Request, keys: KeyRing | None, role: str | None = None) -> ApiKey | None:
-    """The key of the request (None when the engine has no keys, unless ``role`` is needed):
-    401 ``unauthorized`` for no key or an unknown one, 403 ``role_not_permitted`` without
-    ``role``."""
+    """The key of the request.
+
+    Args:
+        request: the request (``X-API-Key`` or ``Authorization: Bearer``).
+        keys: the engine's keys (None: the engine has none).
+        role: the role the route needs, if any.
+
+    Returns:
+        The key; None when the engine has no keys, unless ``role`` is needed.
+
+    Raises:
+        ApiError: 401 ``unauthorized`` for no key or an unknown one, 403
+            ``role_not_permitted`` without ``role``.
+    """
     if not keys:
         if role is None:
             return None
@@ -105,6 +122,7 @@ def caller_key(request: Request, keys: KeyRing | None, role: str | None = None) 
 
 
 def identity(key: ApiKey | None) -> str | None:
+    """The identity of ``key`` (None without one)."""
     return None if key is None else key.identity
 
 

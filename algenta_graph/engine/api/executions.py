@@ -52,6 +52,8 @@ DELIVERY_ERRORS: dict[str, int] = {
 
 
 class ExecuteBody(BaseModel):
+    """The body of ``POST /v1/decision-plans/{plan_id}/execute`` (optional, every field too)."""
+
     model_config = STRICT_BODY
     webhook_url: Annotated[str | None, Field(min_length=1)] = None
     timeout_seconds: Annotated[float, Field(ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS)] = (

@@ -34,6 +34,8 @@ REPLAY_MANIFEST_VERSION = "1"
 
 
 class ReplayBody(BaseModel):
+    """The body of ``POST /v1/replays``: a replay manifest (other fields are ignored)."""
+
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
     manifest_version: Literal["1"]
     inputs: dict[str, Any]

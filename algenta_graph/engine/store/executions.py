@@ -1,5 +1,6 @@
-"""Executions: the write-ahead record of each delivery, its final receipt, and the idempotency
-key of each attempt.
+"""Executions: each delivery's write-ahead record, its final receipt, each attempt's key.
+
+Each attempt is kept with its idempotency key.
 
 An execution is on record (outcome ``unknown``) before its webhook POST can go out, so an engine
 that stops during a delivery keeps it as possibly delivered.
