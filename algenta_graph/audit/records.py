@@ -97,8 +97,15 @@ def foreign_reason(checkpoints: StoredCheckpoint | Sequence[StoredCheckpoint]) -
 def split_threads(
     threads: Mapping[str, StoredCheckpoint | Sequence[StoredCheckpoint]],
 ) -> tuple[list[str], dict[str, str]]:
-    """``(ours, foreign)``: the ids of the algenta-graph threads of ``threads`` (latest
-    checkpoints or histories, by thread id), and ``{thread_id: reason}`` for the others."""
+    """Tell the algenta-graph threads of ``threads`` from the others.
+
+    Args:
+        threads: latest checkpoints or histories, by thread id.
+
+    Returns:
+        ``(ours, foreign)``: the ids of the algenta-graph threads, and ``{thread_id: reason}``
+        for the others.
+    """
     ours: list[str] = []
     foreign: dict[str, str] = {}
     for tid, checkpoints in threads.items():
@@ -111,8 +118,12 @@ def split_threads(
 
 
 def no_thread_of_ours(where: str, foreign: Mapping[str, str]) -> RecordsFileError:
-    """The error for a store (``where``: a file, or a URL without its password) none of whose
-    threads (``foreign``: ``{thread_id: reason}``) is an algenta-graph thread."""
+    """The error for a store none of whose threads is an algenta-graph thread.
+
+    Args:
+        where: the store (a file, or a URL without its password).
+        foreign: ``{thread_id: reason}`` for its threads.
+    """
     if len(foreign) == 1:
         [(tid, reason)] = foreign.items()
         what = f"thread {tid!r} is not an algenta-graph thread: {reason}"
@@ -142,11 +153,19 @@ def records_of(cp: StoredCheckpoint, where: str) -> dict[str, list[Any]]:
 def thread_records(
     latest: Mapping[str, StoredCheckpoint], where: str
 ) -> tuple[Records, dict[str, str]]:
-    """``(records, foreign)`` of each thread's latest checkpoint: the records of the
-    algenta-graph threads, and why the other threads are not (see :func:`split_threads`).
+    """The records of each thread's latest checkpoint, and the threads that are not ours.
 
-    Raises :class:`RecordsFileError` when there are threads and none is ours, or a record list
-    of ours is not a list of records.
+    Args:
+        latest: each thread's latest checkpoint, by thread id.
+        where: names the store in errors.
+
+    Returns:
+        ``(records, foreign)``: the records of the algenta-graph threads, and why the other
+        threads are not (see :func:`split_threads`).
+
+    Raises:
+        RecordsFileError: there are threads and none is ours, or a record list of ours is not
+            a list of records.
     """
     ours, foreign = split_threads(latest)
     if foreign and not ours:

@@ -356,8 +356,11 @@ def _stored(
 
 
 def _pick_latest(checkpoints: Iterable[StoredCheckpoint]) -> dict[str, StoredCheckpoint]:
-    """The one rule for "a thread's latest checkpoint": its root checkpoint with the greatest
-    ``checkpoint_id`` (LangGraph's ids sort in creation order); threads sorted by id."""
+    """The one rule for "a thread's latest checkpoint", applied to every thread.
+
+    A thread's latest checkpoint is its root checkpoint with the greatest ``checkpoint_id``
+    (LangGraph's ids sort in creation order); threads are sorted by id.
+    """
     latest: dict[str, StoredCheckpoint] = {}
     for cp in checkpoints:
         have = latest.get(cp.thread_id)
@@ -564,8 +567,10 @@ async def aread_latest(
     *,
     fields: Collection[str] | None = None,
 ) -> dict[str, StoredCheckpoint]:
-    """:func:`read_latest` for any saver (``alist``), a SQLite file, or a ``postgresql://`` URL
-    (opened without creating anything: ``open_checkpointer(url, setup=False)``)."""
+    """:func:`read_latest` for any saver (``alist``), a SQLite file, or a ``postgresql://`` URL.
+
+    A URL is opened without creating anything (``open_checkpointer(url, setup=False)``).
+    """
     return _pick_latest(await _acheckpoints(source, thread, latest=True, fields=fields))
 
 
@@ -636,11 +641,12 @@ async def read_thread_records(
 
 
 def open_sqlite_read_only(path: str | Path) -> contextlib.closing[Any]:
-    """``with open_sqlite_read_only(path) as conn``: a read-only ``sqlite3`` connection.
+    """A read-only ``sqlite3`` connection to the file ``path``, as a context manager.
 
-    The file is opened with ``mode=ro`` and ``query_only``: nothing is ever written to it, and
-    a missing file raises ``FileNotFoundError`` instead of being created. (``receipts`` reads
-    through this; graphs write through :func:`open_checkpointer`.)
+    Use it as ``with open_sqlite_read_only(path) as conn``. The file is opened with
+    ``mode=ro`` and ``query_only``: nothing is ever written to it, and a missing file raises
+    ``FileNotFoundError`` instead of being created. (``receipts`` reads through this; graphs
+    write through :func:`open_checkpointer`.)
     """
     file = Path(path)
     if not file.is_file():

@@ -28,7 +28,8 @@ from pydantic import BaseModel
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer, BackgroundService
-from algenta_graph.engine.server import _quiet_mcp_stream_logger, replay_body
+from algenta_graph.engine.guard import replay_body
+from algenta_graph.engine.mcp_server import quiet_mcp_stream_logger
 
 DENIAL_FORMS = (
     "mcp_error",  # isError true, the denial JSON as text
@@ -282,7 +283,7 @@ class WireServer(BackgroundService):
     def start(self) -> WireServer:
         if self.running:
             return self
-        _quiet_mcp_stream_logger()  # a session's normal DELETE is not an error
+        quiet_mcp_stream_logger()  # a session's normal DELETE is not an error
         app = build_server(self.calls, name=self.name).streamable_http_app()
         self._server = BackgroundServer(
             _Recorder(app, self), port=self.port, name=f"wire-{self.port}"
