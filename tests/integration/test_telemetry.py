@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import cli
 from graph_support import call, config, execute, log_decision, open_connection
 from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run
@@ -446,3 +447,27 @@ async def test_every_mcp_request_carries_the_traceparent_of_its_span(
         span = spans[format_span_id(context.span_id)]  # the span of that very call
         assert span.name == f"tools/call {request['tool']}"
         assert span.parent is not None and span.context.trace_id == context.trace_id
+
+
+async def test_the_receipts_command_shows_each_receipts_trace_id(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path, telemetry: Telemetry
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn)
+        replies = [execute(decision, webhook.url, "c1"), "sent"]
+        async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+            graph = telemetry.instrument(
+                await create_governed_agent(
+                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                )
+            )
+            out = await graph.ainvoke({"messages": [("user", "go")]}, config("t1"))
+    [receipt] = out["receipts"]
+    [span] = [s for s in telemetry.spans if s.name == "tools/call execute_decision"]
+    assert receipt["trace_id"] == trace_hex(span)
+    table = cli("receipts", "--db", str(db), timeout=60)
+    assert table.returncode == 0, table.stderr
+    [row] = [line for line in table.stdout.splitlines() if " receipt " in line]
+    assert row.split()[:3] == ["t1", "receipt", decision]
+    assert row.endswith(f"source=model trace={trace_hex(span)}")
