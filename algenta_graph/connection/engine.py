@@ -489,8 +489,11 @@ class EngineConnection:
         except BaseException as exc:
             call.failed(exc)
             raise
+        if not call.wants_answer:  # nothing is recorded: the answer is not read twice
+            await call.answered(is_error=bool(result.isError))
+            return result
         outcome = parse_execution_outcome(result) if governed else None
-        body = tool_result_json(result) if name == GET_DECISION_TOOL else None
+        body = tool_result_json(result) if name == GET_DECISION_TOOL and call.active else None
         inputs = {k: v for k, v in arguments.items() if k not in GRAPH_SUPPLIED_FIELDS}
         await call.answered(
             is_error=bool(result.isError), outcome=outcome, body=body, inputs=inputs

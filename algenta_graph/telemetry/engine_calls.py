@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -115,6 +116,26 @@ def outcome_of(outcome: ExecutionOutcome) -> str:
     return "receipt" if status == "delivered" else str(status)
 
 
+def _recorded() -> bool:
+    """Whether the current LangChain run has a handler that records runs (LangSmith's, ...).
+
+    The telemetry handler itself does not count: it has the span already.
+    """
+    from langchain_core.callbacks import BaseCallbackManager
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    from algenta_graph.telemetry.handler import TelemetryHandler
+
+    config = var_child_runnable_config.get()
+    callbacks = config.get("callbacks") if config else None
+    if isinstance(callbacks, BaseCallbackManager):
+        callbacks = callbacks.handlers
+    return isinstance(callbacks, list) and any(
+        not isinstance(h, TelemetryHandler) for h in callbacks
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def _server(url: str) -> dict[str, Any]:
     try:
         parts = urlsplit(url)
@@ -161,6 +182,10 @@ class EngineCall:
         self.instrumented = entry is not None
         self.tool = tool
         self.scope = CALL_SCOPE.get()
+        # outside an instrumented graph run, with nothing configured: nothing to record
+        self.active = self.instrumented or self.telemetry.configured
+        self.recorded = _recorded()
+        """Whether a LangChain handler records runs here (the governance run is made then)."""
         args = arguments or {}
         metadata = args.get("metadata")
         tag = metadata.get("algenta_graph") if isinstance(metadata, Mapping) else None
@@ -187,8 +212,12 @@ class EngineCall:
                     attributes[attr] = self.tag[key]
         self.attributes = attributes
         span_name = names.engine_span_name(tool) if tool else method
-        self.span = self.telemetry.tracer.start_span(
-            span_name, context=parent, kind=SpanKind.CLIENT, attributes=attributes
+        self.span: trace.Span = (
+            self.telemetry.tracer.start_span(
+                span_name, context=parent, kind=SpanKind.CLIENT, attributes=attributes
+            )
+            if self.active
+            else trace.INVALID_SPAN
         )
         carrier: dict[str, str] = {}
         if self.span.get_span_context().is_valid:
@@ -205,6 +234,11 @@ class EngineCall:
             self.scope.instrumented = self.instrumented
         self._use: Any = None
         self._started = time.perf_counter()
+
+    @property
+    def wants_answer(self) -> bool:
+        """Whether :meth:`answered` reads the answer (else the caller need not parse it)."""
+        return self.active or self.recorded
 
     def tag_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """``execute_decision``'s arguments with the ``traceparent`` in the graph's own tag.
@@ -223,6 +257,8 @@ class EngineCall:
 
     def __enter__(self) -> EngineCall:
         """Make the call's span current (the transport's requests nest under it)."""
+        if not self.active:
+            return self
         self._use = trace.use_span(
             self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
         )
@@ -241,6 +277,8 @@ class EngineCall:
             self._use = None
 
     def _metrics(self, error: str | None) -> None:
+        if not self.active:
+            return
         attributes = dict(self.base)
         if error is not None:
             attributes[names.ERROR_TYPE] = error
@@ -304,7 +342,7 @@ class EngineCall:
             self._link_executions(body)
         self._metrics(error)
         self.span.end()
-        if outcome is not None and self.instrumented:
+        if outcome is not None and self.recorded:
             await self._langsmith_run(outcome, facts, inputs or {})
 
     def _link_executions(self, body: Any) -> None:

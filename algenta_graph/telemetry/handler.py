@@ -72,24 +72,33 @@ def instrument(
     *,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
+    always: bool = False,
 ) -> _R:
     """``graph`` with a :class:`TelemetryHandler` in its config (idempotent).
 
+    With nothing configured (no provider given, and the global ones the API's no-ops) the graph
+    is returned as it is: a handler costs every LangChain run its callbacks, and would record
+    nowhere. Configure OpenTelemetry before building the graph, or pass ``always=True``.
+
     Args:
         graph: a compiled governed graph (any LangChain runnable).
-        tracer_provider: where spans go (default the global provider: a no-op until the
-            application configures the OpenTelemetry SDK).
-        meter_provider: where metrics go (likewise).
+        tracer_provider: where spans go (default the global provider).
+        meter_provider: where metrics go (default the global provider).
+        always: attach the handler even when nothing is configured yet (an application that
+            sets its providers after building the graph).
 
     Returns:
-        The same graph with the handler (``graph.with_config``); a graph already instrumented
-        is returned as it is.
+        The graph with the handler (``graph.with_config``); a graph already instrumented, or
+        nothing configured, the graph as it is.
     """
     config = getattr(graph, "config", None) or {}
     callbacks = config.get("callbacks") if isinstance(config, dict) else None
     if isinstance(callbacks, list) and any(isinstance(c, TelemetryHandler) for c in callbacks):
         return graph
-    handler = TelemetryHandler(Telemetry(tracer_provider, meter_provider))
+    telemetry = Telemetry(tracer_provider, meter_provider)
+    if not (always or telemetry.configured):
+        return graph
+    handler = TelemetryHandler(telemetry)
     instrumented: _R = graph.with_config({"callbacks": [handler]})  # type: ignore[assignment]
     return instrumented
 
@@ -153,7 +162,12 @@ class TelemetryHandler(BaseCallbackHandler):
         span = self.telemetry.tracer.start_span(
             f"invoke_agent {name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
-        REGISTRY.add(run_id, None, span=span, telemetry=self.telemetry, started=time.perf_counter())
+        entry = REGISTRY.add(
+            run_id, None, span=span, telemetry=self.telemetry, started=time.perf_counter()
+        )
+        # decided once per run: nothing configured leaves only the bookkeeping of the runs
+        entry.facts["tracing"] = span.is_recording()
+        entry.facts["counting"] = self.telemetry.counting
 
     def _node_start(
         self,
@@ -165,6 +179,18 @@ class TelemetryHandler(BaseCallbackHandler):
     ) -> None:
         above = REGISTRY.nearest(parent_run_id)
         root = REGISTRY.get(above.root) if above is not None else None
+        tracing = bool(root and root.facts.get("tracing"))
+        if not tracing and not (root and root.facts.get("counting")):
+            # nothing configured: the run is recorded (engine calls and LangSmith runs find
+            # their graph run), on the graph run's no-op span; nothing is read or counted
+            REGISTRY.add(
+                run_id,
+                parent_run_id,
+                span=root.span if root else None,
+                telemetry=self.telemetry,
+                owned=False,
+            )
+            return
         attributes = _attributes(
             **{names.ATTR_NODE: node, names.ATTR_STEP: _int(metadata.get("langgraph_step"))}
         )
@@ -184,13 +210,17 @@ class TelemetryHandler(BaseCallbackHandler):
             facts["asks"] = {a.tool_call_id: a for a in asks}
             own = root.span.get_span_context().trace_id if root and root.span else None
             links = [_escalation_link(a) for a in asks if _elsewhere(a, own)]
-        context = trace.set_span_in_context(above.span) if above and above.span else None
-        span = self.telemetry.tracer.start_span(
-            node, context=context, kind=SpanKind.INTERNAL, attributes=attributes, links=links
-        )
-        if root is not None and root.span is not None:
-            for link in links:
-                root.span.add_link(link.context, link.attributes)
+        span: Span
+        if tracing:
+            context = trace.set_span_in_context(above.span) if above and above.span else None
+            span = self.telemetry.tracer.start_span(
+                node, context=context, kind=SpanKind.INTERNAL, attributes=attributes, links=links
+            )
+            if root is not None and root.span is not None:
+                for link in links:
+                    root.span.add_link(link.context, link.attributes)
+        else:  # counted, not traced
+            span = root.span if root and root.span else trace.INVALID_SPAN
         entry = REGISTRY.add(
             run_id,
             parent_run_id,
@@ -198,6 +228,7 @@ class TelemetryHandler(BaseCallbackHandler):
             telemetry=self.telemetry,
             started=time.perf_counter(),
             node=node,
+            owned=tracing,
         )
         entry.facts = facts
 
@@ -215,12 +246,13 @@ class TelemetryHandler(BaseCallbackHandler):
                 self._node_end(entry, update_of(outputs))
             except Exception:  # telemetry never costs a governed step
                 logger.debug("telemetry: reading %s's update failed", entry.node, exc_info=True)
-        entry.span.end()
+        if entry.owned:
+            entry.span.end()
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A run that raised: an interrupt waits for an operator; anything else is an error."""
         entry = REGISTRY.get(run_id)
-        if entry is None or entry.span is None:
+        if entry is None or entry.span is None or not entry.owned:
             return
         if isinstance(error, GraphBubbleUp):
             if isinstance(error, GraphInterrupt) and entry.node in _HANDLER_GATES:
@@ -262,7 +294,7 @@ class TelemetryHandler(BaseCallbackHandler):
     ) -> None:
         """A ``chat <model>`` span under the node that calls the model."""
         above = REGISTRY.nearest(parent_run_id)
-        if above is None or above.span is None:
+        if above is None or above.span is None or not above.span.is_recording():
             return
         metadata = metadata or {}
         model = _str(metadata.get("ls_model_name"))

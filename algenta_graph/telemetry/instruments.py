@@ -6,6 +6,8 @@ unless one does). Every span and metric of the package is made through one of th
 
 >>> t = Telemetry()
 >>> t.executions.add(1, {"algenta.outcome": "receipt"})  # no SDK configured: a no-op
+>>> t.counting, t.configured
+(False, False)
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from opentelemetry import metrics, trace
 
 from algenta_graph.telemetry import names
 
-__all__ = ["ENGINE_BUCKETS", "SECONDS_BUCKETS", "Telemetry"]
+__all__ = [
+    "ENGINE_BUCKETS",
+    "SECONDS_BUCKETS",
+    "Telemetry",
+    "meter_configured",
+    "tracer_configured",
+]
 
 ENGINE_BUCKETS: Sequence[float] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 """The MCP conventions' advised boundaries for ``mcp.client.operation.duration`` (s)."""
@@ -56,6 +64,8 @@ class Telemetry:
     ) -> None:
         from algenta_graph import __version__
 
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
         self.tracer = trace.get_tracer(
             names.INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider
         )
@@ -102,3 +112,40 @@ class Telemetry:
         self.engine_errors = meter.create_counter(
             names.METRIC_ENGINE_ERRORS, unit="{call}", description="Engine calls that failed."
         )
+
+    @property
+    def counting(self) -> bool:
+        """Whether the metrics go anywhere (a real ``MeterProvider``, not the API's no-op)."""
+        return meter_configured(self._meter_provider)
+
+    @property
+    def configured(self) -> bool:
+        """Whether spans or metrics go anywhere (see :func:`tracer_configured`)."""
+        return tracer_configured(self._tracer_provider) or self.counting
+
+
+def tracer_configured(provider: trace.TracerProvider | None = None) -> bool:
+    """Whether ``provider`` (default: the global one) records spans: not the API's stand-in.
+
+    Until an application sets a provider, the API's global is a proxy whose spans are no-ops
+    (``NoOpTracerProvider`` is the explicit no-op).
+
+    >>> tracer_configured(), tracer_configured(trace.NoOpTracerProvider())
+    (False, False)
+    """
+    found = provider or trace.get_tracer_provider()
+    return not isinstance(found, trace.NoOpTracerProvider) and (
+        type(found).__name__ != "ProxyTracerProvider"
+    )
+
+
+def meter_configured(provider: metrics.MeterProvider | None = None) -> bool:
+    """Whether ``provider`` (default: the global one) records metrics: not the API's stand-in.
+
+    >>> meter_configured(), meter_configured(metrics.NoOpMeterProvider())
+    (False, False)
+    """
+    found = provider or metrics.get_meter_provider()
+    return not isinstance(found, metrics.NoOpMeterProvider) and (
+        type(found).__name__ != "_ProxyMeterProvider"
+    )

@@ -53,6 +53,9 @@ class RunEntry:
     """``time.perf_counter()`` at its start."""
     node: str | None = None
     """The graph node it runs, for a node run."""
+    owned: bool = True
+    """Whether its span is its own (a node run of an untraced graph run shares the graph run's
+    no-op span)."""
     facts: dict[str, Any] = field(default_factory=dict)
     """What its start knew that its end needs (the node's input message ids, pending asks)."""
 
@@ -74,6 +77,7 @@ class RunRegistry:
         telemetry: Telemetry | None,
         started: float = 0.0,
         node: str | None = None,
+        owned: bool = True,
     ) -> RunEntry:
         """Record a run; it belongs to its parent's graph run (or is one, without a parent)."""
         with self._lock:
@@ -86,6 +90,7 @@ class RunRegistry:
                 telemetry,
                 started,
                 node,
+                owned=owned,
             )
             self._runs[run_id] = entry
             self._members.setdefault(entry.root, []).append(run_id)

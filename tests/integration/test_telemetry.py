@@ -471,3 +471,29 @@ async def test_the_receipts_command_shows_each_receipts_trace_id(
     [row] = [line for line in table.stdout.splitlines() if " receipt " in line]
     assert row.split()[:3] == ["t1", "receipt", decision]
     assert row.endswith(f"source=model trace={trace_hex(span)}")
+
+
+async def test_with_nothing_configured_nothing_is_added_but_langsmith_still_sees_governance(
+    wire: WireServer,
+) -> None:
+    recorder = RecordingTracer()
+    async with EngineConnection(wire.url, profile="execute") as conn:
+        before = len(wire.methods())
+        replies = [execute("mcp_error:confidence", "http://h/x", "c1"), "done"]
+        graph = await create_governed_agent(
+            ScriptedChatModel(replies=replies), connection=conn, on_denial="report"
+        )
+        assert instrument(graph) is graph  # the global providers are the API's no-ops
+        out = await graph.ainvoke(
+            {"messages": [("user", "go")]}, {**config("t"), "callbacks": [recorder]}
+        )
+    [request] = [r for r in wire.methods()[before:] if r["method"] == "tools/call"]
+    assert request["traceparent"] is None and request["meta"] is None
+    assert "traceparent" not in request["arguments"]["metadata"]["algenta_graph"]
+    denied = next(m for m in out["messages"] if getattr(m, "tool_call_id", None) == "c1")
+    assert "algenta_trace" not in (denied.artifact or {})  # the state is as it was
+    runs = [r for root in recorder.finished if root.parent_run_id is None for r in walk(root)]
+    [record] = [r for r in runs if r.name == "algenta.engine execute_decision"]
+    assert record.extra["metadata"]["algenta.outcome"] == "denial"
+    assert record.extra["metadata"]["algenta.gate"] == "confidence"
+    assert "otel.trace_id" not in record.extra["metadata"]

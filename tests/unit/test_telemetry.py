@@ -127,14 +127,18 @@ async def test_a_node_that_raises_is_an_error_and_an_interrupt_is_not(
     assert len(REGISTRY) == 0
 
 
-def test_instrument_is_idempotent_and_keeps_the_graphs_config() -> None:
+def test_instrument_attaches_only_what_records_and_only_once(
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    tp, _ = provider
     graph = small_graph().compile().with_config({"recursion_limit": 7})
-    once = instrument(graph)
-    twice = instrument(once)
-    assert twice is once
-    assert once.config["recursion_limit"] == 7
-    handlers = [c for c in once.config["callbacks"] if isinstance(c, TelemetryHandler)]
-    assert len(handlers) == 1
+    # nothing configured (the global providers are the API's no-ops): the graph as it is
+    assert instrument(graph) is graph
+    for once in (instrument(graph, tracer_provider=tp), instrument(graph, always=True)):
+        assert instrument(once, always=True) is once
+        assert once.config["recursion_limit"] == 7
+        handlers = [c for c in once.config["callbacks"] if isinstance(c, TelemetryHandler)]
+        assert len(handlers) == 1
 
 
 def test_an_engine_call_outside_any_trace_sends_no_trace_context() -> None:
