@@ -20,7 +20,6 @@ True
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -32,7 +31,17 @@ from opentelemetry.trace import Span
 
 from algenta_graph.telemetry.instruments import Telemetry
 
-__all__ = ["REGISTRY", "RunEntry", "RunRegistry", "current_parent", "current_run_id"]
+__all__ = [
+    "MAX_GRAPH_RUNS",
+    "REGISTRY",
+    "RunEntry",
+    "RunRegistry",
+    "current_parent",
+    "current_run_id",
+]
+
+MAX_GRAPH_RUNS = 10_000
+"""How many graph runs the registry keeps at most (live ones: an ended run is dropped)."""
 
 
 @dataclass
@@ -61,12 +70,17 @@ class RunEntry:
 
 
 class RunRegistry:
-    """Every live run of the instrumented graph runs in this process (thread-safe)."""
+    """Every live run of the instrumented graph runs in this process.
+
+    Lock-free: each operation is a few dict reads and writes, atomic under the GIL (a lock
+    contended in the event loop would be a blocking call, refused under ``langgraph dev``).
+    At most :data:`MAX_GRAPH_RUNS` graph runs are kept: one whose end was never reported (its
+    stream abandoned) is forgotten, oldest first, rather than kept forever.
+    """
 
     def __init__(self) -> None:
         self._runs: dict[UUID, RunEntry] = {}
         self._members: dict[UUID, list[UUID]] = {}
-        self._lock = threading.Lock()
 
     def add(
         self,
@@ -80,47 +94,45 @@ class RunRegistry:
         owned: bool = True,
     ) -> RunEntry:
         """Record a run; it belongs to its parent's graph run (or is one, without a parent)."""
-        with self._lock:
-            above = self._runs.get(parent) if parent is not None else None
-            entry = RunEntry(
-                run_id,
-                parent if above is not None else None,
-                above.root if above is not None else run_id,
-                span,
-                telemetry,
-                started,
-                node,
-                owned=owned,
-            )
-            self._runs[run_id] = entry
-            self._members.setdefault(entry.root, []).append(run_id)
-            return entry
+        above = self._runs.get(parent) if parent is not None else None
+        entry = RunEntry(
+            run_id,
+            parent if above is not None else None,
+            above.root if above is not None else run_id,
+            span,
+            telemetry,
+            started,
+            node,
+            owned=owned,
+        )
+        self._runs[run_id] = entry
+        if above is None:
+            while len(self._members) >= MAX_GRAPH_RUNS:
+                self.drop_root(next(iter(self._members)))
+        self._members.setdefault(entry.root, []).append(run_id)
+        return entry
 
     def get(self, run_id: UUID | None) -> RunEntry | None:
         """The run's entry, if it is a live run of an instrumented graph."""
         if run_id is None:
             return None
-        with self._lock:
-            return self._runs.get(run_id)
+        return self._runs.get(run_id)
 
     def nearest(self, run_id: UUID | None) -> RunEntry | None:
         """The nearest run with a span: ``run_id``'s own, or its closest ancestor's."""
-        with self._lock:
-            entry = self._runs.get(run_id) if run_id is not None else None
-            while entry is not None and entry.span is None:
-                entry = self._runs.get(entry.parent) if entry.parent is not None else None
-            return entry
+        entry = self._runs.get(run_id) if run_id is not None else None
+        while entry is not None and entry.span is None:
+            entry = self._runs.get(entry.parent) if entry.parent is not None else None
+        return entry
 
     def drop_root(self, root: UUID) -> None:
         """Forget a graph run and every run of it (its end)."""
-        with self._lock:
-            for run_id in self._members.pop(root, ()):
-                self._runs.pop(run_id, None)
+        for run_id in self._members.pop(root, ()):
+            self._runs.pop(run_id, None)
 
     def __len__(self) -> int:
         """How many runs are live."""
-        with self._lock:
-            return len(self._runs)
+        return len(self._runs)
 
 
 REGISTRY = RunRegistry()
