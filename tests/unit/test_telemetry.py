@@ -302,3 +302,84 @@ def test_a_pending_escalation_is_read_with_where_and_when_it_was_raised() -> Non
     assert step_policy(state, "risk_floor") is None
     answered = {**state, "operator_decisions": [{"tool_call_id": "c1"}]}
     assert [a.tool_call_id for a in asked_escalations(answered, "confidence")] == ["c2"]
+
+
+class Governed(TypedDict, total=False):
+    messages: list[Any]
+    denials: list[dict[str, Any]]
+    operator_decisions: list[dict[str, Any]]
+
+
+async def test_answers_expiries_and_the_time_to_decide_are_counted_exactly() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    asked = {TRACE_ARTIFACT_KEY: {"traceparent": PARENT, "at": "2026-01-01T00:00:00+00:00"}}
+    step = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "execute_decision", "args": {}, "id": "c1"},
+            {"name": "execute_decision", "args": {}, "id": "c2"},
+        ],
+    )
+
+    def governed_tool(state: Governed) -> Governed:  # the shapes governed_tool writes
+        denials = [
+            {"gate": "confidence", "policy": "escalate", "source": "model", "tool_call_id": c}
+            for c in ("c1", "c2")
+        ]
+        answers = [
+            ToolMessage("DENIED", tool_call_id=c, name="execute_decision", artifact=asked)
+            for c in ("c1", "c2")
+        ]
+        return {"messages": [step, *answers], "denials": denials}
+
+    def denial_handler_confidence(state: Governed) -> Governed:
+        decided = [
+            {
+                "operator": "ana",
+                "action": "decline",
+                "gate": "confidence",
+                "result": "declined",
+                "tool_call_id": "c1",
+                "time": "2026-01-01T01:00:00+00:00",
+            },
+            {
+                "operator": "ana",
+                "action": "decline",
+                "gate": "confidence",
+                "result": "expired",
+                "tool_call_id": "c2",
+                "time": "2026-01-02T00:00:00+00:00",
+            },
+        ]
+        return {"operator_decisions": decided}
+
+    g = StateGraph(Governed)
+    g.add_node("governed_tool", governed_tool)
+    g.add_node("denial_handler_confidence", denial_handler_confidence)
+    g.add_edge(START, "governed_tool")
+    g.add_edge("governed_tool", "denial_handler_confidence")
+    g.add_edge("denial_handler_confidence", END)
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    graph = instrument(g.compile(), meter_provider=meters)  # counted, not traced
+    await graph.ainvoke({"messages": [], "denials": [], "operator_decisions": []})
+    points: dict[str, list[Any]] = {}
+    data = reader.get_metrics_data()
+    assert data is not None
+    for metric in data.resource_metrics[0].scope_metrics[0].metrics:
+        points[metric.name] = list(metric.data.data_points)
+    [raised] = points["algenta.escalations.raised"]
+    assert (dict(raised.attributes or {}), raised.value) == ({"algenta.gate": "confidence"}, 2)
+    [answered] = points["algenta.escalations.answered"]
+    assert answered.value == 1
+    assert dict(answered.attributes or {}) == {
+        "algenta.gate": "confidence",
+        "algenta.operator.action": "decline",
+    }
+    [expired] = points["algenta.escalations.expired"]
+    assert (dict(expired.attributes or {}), expired.value) == ({"algenta.gate": "confidence"}, 1)
+    [waited] = points["algenta.escalation.decision_time"]
+    assert (waited.count, waited.sum) == (1, 3600.0)  # asked at 00:00, answered at 01:00
+    meters.shutdown()
