@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from langchain_core.runnables.config import var_child_runnable_config
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -121,17 +122,11 @@ def _recorded() -> bool:
 
     The telemetry handler itself does not count: it has the span already.
     """
-    from langchain_core.callbacks import BaseCallbackManager
-    from langchain_core.runnables.config import var_child_runnable_config
-
-    from algenta_graph.telemetry.handler import TelemetryHandler
-
     config = var_child_runnable_config.get()
     callbacks = config.get("callbacks") if config else None
-    if isinstance(callbacks, BaseCallbackManager):
-        callbacks = callbacks.handlers
-    return isinstance(callbacks, list) and any(
-        not isinstance(h, TelemetryHandler) for h in callbacks
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return isinstance(handlers, list) and any(
+        not getattr(h, "algenta_telemetry", False) for h in handlers
     )
 
 
@@ -186,16 +181,28 @@ class EngineCall:
         self.active = self.instrumented or self.telemetry.configured
         self.recorded = _recorded()
         """Whether a LangChain handler records runs here (the governance run is made then)."""
+        self.span: trace.Span = trace.INVALID_SPAN
+        self.meta: dict[str, str] | None = None
+        self.traceparent: str | None = None
+        self._use: Any = None
+        self._started = time.perf_counter()
+        self.tag: Mapping[str, Any] = {}
+        self.governed = False
+        self.base: dict[str, Any] = {}
+        self.attributes: dict[str, Any] = {}
+        if self.scope is not None:
+            self.scope.instrumented = self.instrumented
+        if not (self.active or self.recorded):
+            return  # the common default: nothing configured, nobody recording
         args = arguments or {}
         metadata = args.get("metadata")
         tag = metadata.get("algenta_graph") if isinstance(metadata, Mapping) else None
         self.tag = tag if isinstance(tag, Mapping) else {}
-        self.governed = False
-        self.base: dict[str, Any] = {names.MCP_METHOD_NAME: method, **_server(url)}
+        self.base = {names.MCP_METHOD_NAME: method, **_server(url)}
         if tool is not None:
             self.base[names.GEN_AI_TOOL_NAME] = tool
             self.base[names.GEN_AI_OPERATION_NAME] = "execute_tool"
-        attributes: dict[str, Any] = dict(self.base)
+        attributes = dict(self.base)
         call_id = self.scope.tool_call_id if self.scope else self.tag.get("tool_call_id")
         if isinstance(call_id, str) and call_id:
             attributes[names.GEN_AI_TOOL_CALL_ID] = call_id
@@ -211,13 +218,11 @@ class EngineCall:
                 if isinstance(self.tag.get(key), str):
                     attributes[attr] = self.tag[key]
         self.attributes = attributes
+        if not self.active:
+            return
         span_name = names.engine_span_name(tool) if tool else method
-        self.span: trace.Span = (
-            self.telemetry.tracer.start_span(
-                span_name, context=parent, kind=SpanKind.CLIENT, attributes=attributes
-            )
-            if self.active
-            else trace.INVALID_SPAN
+        self.span = self.telemetry.tracer.start_span(
+            span_name, context=parent, kind=SpanKind.CLIENT, attributes=attributes
         )
         carrier: dict[str, str] = {}
         if self.span.get_span_context().is_valid:
@@ -225,14 +230,10 @@ class EngineCall:
             propagate.inject(carrier, context=ctx)
             if "traceparent" not in carrier:  # the engine reads W3C, whatever else is set
                 _W3C.inject(carrier, context=ctx)
-        self.meta: dict[str, str] | None = {
-            k: v for k, v in carrier.items() if k in _TRACE_KEYS
-        } or None
+        self.meta = {k: v for k, v in carrier.items() if k in _TRACE_KEYS} or None
         self.traceparent = self.meta.get("traceparent") if self.meta else None
         if self.scope is not None:
             self.scope.traceparent = self.traceparent
-            self.scope.instrumented = self.instrumented
-        self._use: Any = None
         self._started = time.perf_counter()
 
     @property

@@ -119,6 +119,8 @@ class TelemetryHandler(BaseCallbackHandler):
 
     run_inline = True
     raise_error = False
+    algenta_telemetry = True
+    """Marks this handler: an engine call's LangChain run is for the other handlers."""
 
     def __init__(self, telemetry: Telemetry | None = None) -> None:
         self.telemetry = telemetry or Telemetry()
