@@ -1,8 +1,9 @@
 """A small, real FastMCP server over HTTP that speaks every ``execute_decision`` wire form.
 
 It serves the Algenta tool names (and one tool outside every profile) on a free port, records
-every JSON-RPC request it receives (method, session id, and for ``tools/call`` the tool name and
-the arguments exactly as received), and can require a bearer token, so tests can prove what
+every JSON-RPC request it receives (method, session id, the ``traceparent`` header and
+``params._meta``, and for ``tools/call`` the tool name and the arguments exactly as received),
+and can require a bearer token, so tests can prove what
 reached a server, how many sessions were opened, and that a refused call never arrived.
 
 ``execute_decision`` answers in the wire form named by its ``decision_id``: ``"<form>"`` or
@@ -261,6 +262,7 @@ class WireServer(BackgroundService):
             for message in messages:
                 if isinstance(message, dict) and "method" in message:
                     params = message.get("params") or {}
+                    traceparent = headers.get(b"traceparent")
                     self.requests.append(
                         {
                             "method": message["method"],
@@ -268,6 +270,9 @@ class WireServer(BackgroundService):
                             "authorised": authorised,
                             "tool": params.get("name"),
                             "arguments": params.get("arguments"),
+                            # the W3C trace context: the HTTP header and params._meta
+                            "traceparent": traceparent.decode() if traceparent else None,
+                            "meta": params.get("_meta"),
                         }
                     )
 
