@@ -497,6 +497,14 @@ class AgentConfig(_Settings):
                 raise ValueError(f"server name {name!r}: letters, digits, '_' and '-' only")
         return value
 
+    def __eq__(self, other: object) -> bool:
+        """Equal values are equal configurations, wherever each was read from."""
+        if not isinstance(other, AgentConfig):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-valued fields (dicts, lists)
+
     def source_of(self, key: str) -> str:
         """Where the top-level ``key`` came from.
 
@@ -891,9 +899,9 @@ def _resolve_rule(
 def masked(config: AgentConfig, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The configuration as plain data with every secret masked, and where each key came from.
 
-    A secret shows as ``{"env": NAME, "value": "****"}`` (``"<not set>"`` when missing); the
-    result has a ``"sources"`` table ``{key: file or environment variable}`` of the keys not
-    left at their default.
+    A secret shows as ``{"env": NAME, "value": "****"}`` (``"<not set>"`` when missing), the
+    default model as ``"demo"``; the result has a ``"sources"`` table (``{key: the file or the
+    environment variable}``) of the keys not left at their default.
     """
     env = os.environ if environ is None else environ
     data = config.model_dump(mode="python")
@@ -912,5 +920,7 @@ def masked(config: AgentConfig, *, environ: Mapping[str, str] | None = None) -> 
         return value
 
     out: dict[str, Any] = mask(data, config)
+    if out.get("model") is None:
+        out["model"] = DEMO_MODEL  # the default, shown by name
     out["sources"] = {key: config.source_of(key) for key in sorted(config.model_fields_set)}
     return out
