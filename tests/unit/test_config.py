@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -404,3 +405,34 @@ def test_the_served_operator_rule_can_only_refuse_more(monkeypatch: pytest.Monke
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# the documented file
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_readmes_commented_file_is_a_valid_configuration_naming_every_key() -> None:
+    from algenta_graph.config import ENV_CONFIG, ENV_VARIABLES
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Configuration") :]
+    block = re.search(r"```toml\n(.*?)```", section, re.S)
+    assert block, "no toml block in the README's Configuration section"
+    text = block.group(1)
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    config = parse_config(tomllib.loads(text), source="README.md")
+    assert config.extra_servers["crm"].headers["Authorization"] == EnvSecret(
+        env="CRM_TOKEN", prefix="Bearer "
+    )
+    assert config.usage is not None
+    # every key of the configuration is shown (set, or commented out), and every variable
+    for key in AgentConfig.model_fields:
+        if key not in ("escalation", "telemetry"):  # reserved, described in the prose
+            assert re.search(rf"^#? ?{key} = |^\[{key}[.\]]", text, re.M), key
+    env_example = (REPO / ".env.example").read_text()
+    for name in (ENV_CONFIG, *ENV_VARIABLES.values()):
+        assert name in env_example, name
