@@ -54,6 +54,7 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -737,6 +738,7 @@ class ResolvedConfig:
 _EMBEDDINGS: dict[str, Embeddings] = {}
 """Embedding models by import path: made once per process (the served graph is built once per
 event loop and setting; each build reuses the model)."""
+_EMBEDDINGS_LOCK = threading.Lock()
 
 
 def iter_secrets(value: Any, key: str = "") -> Iterator[tuple[str, EnvSecret]]:
@@ -845,10 +847,19 @@ def _resolve_model(config: AgentConfig, problem: Callable[[str, str], None]) -> 
 
 
 def _resolve_embeddings(path: str, problem: Callable[[str, str], None]) -> Embeddings | None:
+
+    with _EMBEDDINGS_LOCK:  # made once, however many builds resolve it at the same time
+        if path not in _EMBEDDINGS:
+            made = _make_embeddings(path, problem)
+            if made is None:
+                return None
+            _EMBEDDINGS[path] = made
+        return _EMBEDDINGS[path]
+
+
+def _make_embeddings(path: str, problem: Callable[[str, str], None]) -> Embeddings | None:
     from langchain_core.embeddings import Embeddings
 
-    if path in _EMBEDDINGS:
-        return _EMBEDDINGS[path]
     try:
         obj = import_object(path)
     except ImportError as exc:
@@ -867,7 +878,6 @@ def _resolve_embeddings(path: str, problem: Callable[[str, str], None]) -> Embed
             "returning one)",
         )
         return None
-    _EMBEDDINGS[path] = obj
     return obj
 
 

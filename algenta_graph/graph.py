@@ -19,6 +19,11 @@ one handler per gate in :mod:`~algenta_graph.nodes.denial_handler`, all executio
 :class:`~algenta_graph.nodes.executor.DecisionExecutor`); node names and routes in
 :mod:`algenta_graph.topology`. The whole design is in ``docs/ARCHITECTURE.md``.
 
+Every option of :func:`create_governed_agent` that makes sense outside Python code is also a key
+of the one configuration, :class:`~algenta_graph.config.AgentConfig`, which the served graph is
+built from too (:mod:`algenta_graph.serving.server`): ``create_governed_agent(config=...)``
+takes it (or a file's path), its arguments win over it, and both ways share its defaults.
+
 Usage::
 
     from langgraph.types import Command
@@ -32,6 +37,9 @@ Usage::
             out = await graph.ainvoke(
                 Command(resume={"action": "override", "operator": "ana", "reason": "..."}), cfg
             )
+
+    # the same graph from a configuration file (the ALGENTA_* variables win over it)
+    graph = await create_governed_agent(config="agent.toml", checkpointer="r.sqlite")
 """
 
 from __future__ import annotations
@@ -371,6 +379,8 @@ async def create_governed_agent(
             profile = None  # the connection's own profile
         elif profile is None and "profile" in cfg.model_fields_set:
             profile = cfg.profile  # a configured profile narrows the caller's connection
+        base_tools = cfg.always_include if always_include is None else always_include
+        base_tools = _without_lost_tools(base_tools, connection)
         index = await build_index(
             connection.tools, embeddings if embeddings is not None else resolved.embeddings
         )
@@ -386,7 +396,7 @@ async def create_governed_agent(
                 if authorize_operator is not None
                 else resolved.authorize_operator
             ),
-            always_include=cfg.always_include if always_include is None else always_include,
+            always_include=base_tools,
             usage=usage,
         )
         compiled = graph.compile(checkpointer=checkpointer, store=store, name=name or cfg.name)
@@ -448,6 +458,10 @@ def _server_url(spec: Mapping[str, Any]) -> str:
     return " ".join(command).strip() or "(no url)"
 
 
+_UNREACHABLE: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+"""The extra servers a connection was opened without: ``{name: url}``."""
+
+
 async def open_engine_connection(
     config: AgentConfig | None = None,
     *,
@@ -470,6 +484,7 @@ async def open_engine_connection(
 
     cfg = config or AgentConfig()
     servers = {name: dict(spec) for name, spec in (extra_servers or {}).items()}
+    lost: dict[str, str] = {}
     while True:
         conn = EngineConnection(
             base_url,
@@ -481,7 +496,7 @@ async def open_engine_connection(
             call_timeout=cfg.call_timeout,
         )
         try:
-            return await conn.open()
+            await conn.open()
         except EngineConnectionError as exc:
             # the URL an error names is the session's: the server's url, else its command
             failed = [
@@ -492,13 +507,41 @@ async def open_engine_connection(
             if not failed or exc.url == conn.url:
                 raise
             for name in failed:
+                url = _server_url(servers.pop(name))
+                lost[name] = url
                 logger.warning(
                     "extra MCP server %r at %s is unreachable (%s): the graph serves without "
                     "its tools",
                     name,
-                    _server_url(servers.pop(name)),
+                    url,
                     exc,
                 )
+        else:
+            if lost:
+                _UNREACHABLE[conn] = lost
+            return conn
+
+
+def _without_lost_tools(names: Sequence[str], connection: Any) -> Sequence[str]:
+    """``always_include`` without the tools of an extra server the connection had to leave out.
+
+    A base tool missing because its server is unreachable is a warning (the graph serves
+    without it); missing otherwise, it stays an error (:class:`GovernedCatalog` names it).
+    """
+    lost = _UNREACHABLE.get(connection)
+    if not lost or isinstance(names, str):
+        return names
+    present = {t.name for t in connection.tools}
+    kept = [n for n in names if n in present or n == "search_tools"]
+    for name in names:
+        if name not in kept:
+            logger.warning(
+                "always_include: %r is not bound: it is not in the catalog, and the extra "
+                "server(s) %s could not be reached",
+                name,
+                ", ".join(f"{n!r} at {u}" for n, u in lost.items()),
+            )
+    return kept
 
 
 async def unreachable_servers(

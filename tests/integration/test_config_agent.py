@@ -176,6 +176,8 @@ async def test_an_unreachable_extra_server_is_left_out_with_a_warning_naming_its
             "base_url": engine.url,
             "profile": "execute",
             "extra_servers": {"crm": {"transport": "streamable_http", "url": dead}},
+            # a base tool of the server that is down is not bound (a warning, not a failure)
+            "always_include": ["get_contract", "crm_lookup_customer"],
         }
     )
     with caplog.at_level(logging.WARNING, logger="algenta_graph.graph"):
@@ -185,8 +187,17 @@ async def test_an_unreachable_extra_server_is_left_out_with_a_warning_naming_its
     finally:
         await aclose_governed_agent(graph)
     assert out["selected_tools"][0] == "recommend"  # the engine's tools are served
-    [warning] = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+    [warning] = [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
     assert f"'crm' at {dead} is unreachable" in warning
+    [lost] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("always_")]
+    assert "'crm_lookup_customer' is not bound" in lost and dead in lost
+    # a base tool that is in no catalog at all is still an error
+    with pytest.raises(ValueError, match="no tool 'no_such_tool'"):
+        await create_governed_agent(
+            config=config.model_copy(
+                update={"extra_servers": {}, "always_include": ["no_such_tool"]}
+            )
+        )
     # the engine itself unreachable is still an error
     with pytest.raises(EngineConnectionError, match=re.escape(dead)):
         await create_governed_agent(config=parse_config({"base_url": dead}))
