@@ -100,9 +100,11 @@ __all__ = [
     "AgentConfig",
     "ConfigError",
     "ConfigProblem",
+    "ConfigTable",
     "EnvSecret",
     "EscalationSettings",
     "HttpServer",
+    "ImportPath",
     "ImportedModel",
     "ResolvedConfig",
     "StdioServer",
@@ -215,13 +217,17 @@ class ConfigError(AlgentaGraphError, ValueError):
 # the types
 
 
-class _Settings(BaseModel):
-    """The base of every configuration table: strictly typed, unknown keys refused, frozen."""
+class ConfigTable(BaseModel):
+    """The base of every configuration table: strictly typed, unknown keys refused, frozen.
+
+    A new table (the escalation settings, the telemetry exporter) subclasses it, so a wrong
+    key or type in it is reported like every other (one line naming the file and the key).
+    """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
-class EnvSecret(_Settings):
+class EnvSecret(ConfigTable):
     """A secret read from the environment, written in place of its value: ``{env = "NAME"}``.
 
     ``prefix`` is put before the value (``{env = "CRM_TOKEN", prefix = "Bearer "}`` for an
@@ -308,7 +314,7 @@ def _check_url(url: str) -> str:
 Url = Annotated[str, AfterValidator(_check_url)]
 
 
-class HttpServer(_Settings):
+class HttpServer(ConfigTable):
     """An extra MCP server over streamable HTTP or SSE (``langchain-mcp-adapters``'s shape)."""
 
     transport: Literal["streamable_http", "streamable-http", "http", "sse"]
@@ -329,7 +335,7 @@ class HttpServer(_Settings):
         return value
 
 
-class StdioServer(_Settings):
+class StdioServer(ConfigTable):
     """An extra MCP server started as a subprocess (``langchain-mcp-adapters``'s shape)."""
 
     transport: Literal["stdio"]
@@ -347,7 +353,7 @@ class StdioServer(_Settings):
         return value
 
 
-class WebsocketServer(_Settings):
+class WebsocketServer(ConfigTable):
     """An extra MCP server over a WebSocket (``langchain-mcp-adapters``'s shape)."""
 
     transport: Literal["websocket"]
@@ -360,7 +366,7 @@ ExtraServer = Annotated[
 """One extra MCP server, by its ``transport``."""
 
 
-class ImportedModel(_Settings):
+class ImportedModel(ConfigTable):
     """A chat model named by import path: a ``BaseChatModel``, or a callable returning one."""
 
     path: ImportPath
@@ -385,7 +391,7 @@ def _model_setting(value: Any) -> Any:
 ModelSetting = Annotated[str | ImportedModel | None, BeforeValidator(_model_setting)]
 
 
-class UsageSettings(_Settings):
+class UsageSettings(ConfigTable):
     """Learning from use (:class:`~algenta_graph.retrieval.usage.UsageSignal`), on when present.
 
     Its history lives in the run's LangGraph store (the server's, when served) under
@@ -404,7 +410,7 @@ class UsageSettings(_Settings):
     """How many retrieval hits the signal reranks."""
 
 
-class EscalationSettings(_Settings):
+class EscalationSettings(ConfigTable):
     """The escalation settings (per-gate deadlines, the notification hook): a place kept for them.
 
     It has no keys yet, so any key under ``[escalation]`` is refused as unknown; the operator
@@ -412,7 +418,7 @@ class EscalationSettings(_Settings):
     """
 
 
-class TelemetrySettings(_Settings):
+class TelemetrySettings(ConfigTable):
     """The telemetry settings (the exporter): a place kept for them.
 
     No keys yet: any key under ``[telemetry]`` is refused as unknown until the telemetry model
@@ -429,14 +435,14 @@ def _on_denial(value: Any) -> Any:
     return policies or None
 
 
-class AgentConfig(_Settings):
+class AgentConfig(ConfigTable):
     """Everything that configures a governed agent outside Python code (see the module docs).
 
     Build one with :func:`load_config` (a file and the environment), :func:`parse_config` (a
     mapping) or directly (``AgentConfig(top_k=3)``). Every key is optional.
     """
 
-    base_url: str | None = None
+    base_url: Url | None = None
     """The engine's MCP endpoint (default ``http://localhost:8000/mcp``)."""
     api_key: SecretSetting = None
     """The engine's API token, ``{env = "NAME"}`` (``ALGENTA_API_KEY`` wins)."""

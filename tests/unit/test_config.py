@@ -132,6 +132,7 @@ def test_the_environment_variables_win_over_the_file_and_say_so(tmp_path: Path) 
         ("step_limit = 3\n", "step_limit: Input should be greater than or equal to 4"),
         ("connect_timeout = true\n", "connect_timeout: Input should be a valid number"),
         ('profile = "root"\n', "profile: unknown Algenta tool profile 'root'"),
+        ('base_url = "localhost:8000"\n', "base_url: must be an http(s):// or ws(s):// URL"),
         ('on_denial = { gate9 = "halt" }\n', "on_denial: unknown gate 'gate9'"),
         ('on_denial = "ignore"\n', "on_denial: unknown policy 'ignore'"),
         ('always_include = "get_contract"\n', "always_include: Input should be a valid list"),
