@@ -35,6 +35,7 @@ from typing import Any, Literal
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.engine import EXECUTE_TOOL, SEARCH_TOOL
@@ -156,7 +157,7 @@ class GovernedToolNode:
                 continue
             out_messages.append(await self._plain_call(name, args, call_id))
             used.append((name, out_messages[-1]))
-        await self._learn(state, run, used)
+        await self._learn(state, run, used, getattr(runtime, "store", None))
         called = {c["id"]: c["name"] for c in ai.tool_calls}
         for message in out_messages:  # each answer carries the name the model used
             message.name = called.get(message.tool_call_id, message.name)
@@ -170,15 +171,20 @@ class GovernedToolNode:
         return seal(state, update)  # each new record linked into the thread's hash chain
 
     async def _learn(
-        self, state: GovernedState, run: RunSettings, used: Sequence[tuple[str, ToolMessage]]
+        self,
+        state: GovernedState,
+        run: RunSettings,
+        used: Sequence[tuple[str, ToolMessage]],
+        store: BaseStore | None = None,
     ) -> None:
         """Feed the usage signal with this step's catalog calls.
 
         It learns from each tool of the run's profile that served this turn's query
-        successfully (never a denial, a failure or ``search_tools``).
+        successfully (never a denial, a failure or ``search_tools``), into the run's store
+        (``store``: the server's, when served) or the signal's own.
         """
         usage = self.catalog.usage
-        if usage is None:
+        if usage is None or not used or not self.catalog.usage_store(store):
             return
         query = latest_user_text(state.get("messages", []))
         allowed = self.catalog.allow_list(run) or list(self.catalog.tools)
@@ -186,7 +192,9 @@ class GovernedToolNode:
         for name, message in used:
             ok = message.response_metadata.get(OUTCOME_KEY) == "ok"
             try:
-                await usage.arecord(query, name, profile=profile, ok=ok, allowed=allowed)
+                await usage.arecord(
+                    query, name, profile=profile, ok=ok, allowed=allowed, store=store
+                )
             except Exception as exc:  # learning must never cost a governed step its records
                 logger.warning("usage signal: could not record %s: %s", name, exc)
 
