@@ -57,6 +57,7 @@ import sys
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -68,12 +69,20 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.governance.contract import DEFAULT_PROFILE, resolve_profile
+from algenta_graph.governance.escalations import (
+    DecisionType,
+    EscalationSettings,
+    InterruptMode,
+    NotifyHook,
+)
 from algenta_graph.governance.gates import GateName, Policy, describe_gates, parse_on_denial
 
 if TYPE_CHECKING:
@@ -102,13 +111,14 @@ __all__ = [
     "ConfigProblem",
     "ConfigTable",
     "EnvSecret",
-    "EscalationSettings",
+    "EscalationTable",
     "HttpServer",
     "ImportPath",
     "ImportedModel",
+    "NotifyTable",
     "ResolvedConfig",
     "StdioServer",
-    "TelemetrySettings",
+    "TelemetryTable",
     "UsageSettings",
     "WebsocketServer",
     "import_object",
@@ -410,20 +420,114 @@ class UsageSettings(ConfigTable):
     """How many retrieval hits the signal reranks."""
 
 
-class EscalationSettings(ConfigTable):
-    """The escalation settings (per-gate deadlines, the notification hook): a place kept for them.
+Duration = Annotated[str | int | float, Field(union_mode="left_to_right")]
+_DURATION: TypeAdapter[timedelta] = TypeAdapter(timedelta)
+"""Seconds, or an ISO 8601 duration (``"PT4H"``)."""
 
-    It has no keys yet, so any key under ``[escalation]`` is refused as unknown; the operator
-    side's model replaces this class (``AgentConfig.escalation``'s type) when it lands.
+
+class NotifyTable(ConfigTable):
+    """``[escalation.notify]``: a URL posted once per escalation raised, signed with HMAC-SHA256.
+
+    The table form of :class:`~algenta_graph.governance.escalations.WebhookNotify`; its
+    ``secret`` is ``{env = "NAME"}``.
     """
 
+    url: Url
+    """Where the notice is posted."""
+    secret: Annotated[EnvSecret, BeforeValidator(_secret_only)]
+    """The HMAC key, from the environment."""
+    timeout_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
+    """How long one attempt may take."""
+    attempts: Annotated[int, Field(ge=1)] = 3
+    """How many attempts one notice gets while the receiver fails."""
 
-class TelemetrySettings(ConfigTable):
-    """The telemetry settings (the exporter): a place kept for them.
 
-    No keys yet: any key under ``[telemetry]`` is refused as unknown until the telemetry model
-    replaces this class.
+class EscalationTable(ConfigTable):
+    """``[escalation]``: how the denial handlers ask operators (per-gate deadlines, hooks).
+
+    The file form of :class:`~algenta_graph.governance.escalations.EscalationSettings` (whose
+    fields document each key): the notification secret is ``{env = "NAME"}`` and the hook an
+    import path. ``expires_after`` takes seconds or an ISO 8601 duration (``"PT4H"``).
     """
+
+    require_reason: bool = False
+    """Every answer must give a reason (the interrupt's ``response_schema`` says so)."""
+    interrupt_mode: InterruptMode = "batched"
+    """``batched`` (one ``HITLRequest`` per gate and step) or ``per_call``."""
+    allowed_decisions: dict[GateName, list[DecisionType]] = {}
+    """Per gate, the decisions an operator may take (default all)."""
+    expires_after: dict[
+        GateName, Annotated[str | int | float, Field(union_mode="left_to_right")]
+    ] = {}
+    """Per gate, how long an escalation waits (seconds, or ``"PT4H"``)."""
+    notify: NotifyTable | None = None
+    """A URL notified once per escalation raised."""
+    hook: ImportPath | None = None
+    """A Python callable notified once per escalation raised."""
+
+    @field_validator("expires_after")
+    @classmethod
+    def _durations(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for gate, duration in value.items():
+            try:
+                _DURATION.validate_python(duration)
+            except ValidationError as exc:
+                message = exc.errors()[0]["msg"]
+                raise ValueError(
+                    f'{gate}: {message} (seconds, or an ISO 8601 duration such as "PT4H")'
+                ) from None
+        return value
+
+    @model_validator(mode="after")
+    def _valid(self) -> EscalationTable:
+        self.settings()  # the handlers' own model checks the values (a bad duration, ...)
+        return self
+
+    def settings(
+        self, *, secret: str | None = None, hook: NotifyHook | None = None
+    ) -> EscalationSettings:
+        """The handlers' :class:`EscalationSettings`, with the resolved secret and hook.
+
+        Raises:
+            ValueError: a value the handlers refuse (its message names the key).
+        """
+        data: dict[str, Any] = {
+            "require_reason": self.require_reason,
+            "interrupt_mode": self.interrupt_mode,
+            "allowed_decisions": self.allowed_decisions,
+            "expires_after": self.expires_after,
+            "hook": hook,
+        }
+        if self.notify is not None:
+            data["notify_url"] = {
+                "url": self.notify.url,
+                "secret": secret or "unresolved",
+                "timeout_seconds": self.notify.timeout_seconds,
+                "attempts": self.notify.attempts,
+            }
+        try:
+            return EscalationSettings.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}") from None
+
+
+class TelemetryTable(ConfigTable):
+    """``[telemetry]``: where the graph's spans and metrics go.
+
+    Without it (or with ``exporter = "none"``) the graph uses whatever global OpenTelemetry
+    providers the process has (the API's no-ops unless the application set some).
+    ``exporter = "otlp"`` sets them up once per process with
+    :func:`~algenta_graph.telemetry.configure_otlp` (the ``otlp`` extra).
+    """
+
+    exporter: Literal["none", "otlp"] = "none"
+    """``none``: the process's own providers; ``otlp``: OTLP/HTTP to ``endpoint``."""
+    endpoint: Url | None = None
+    """The collector's base URL (default ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    service_name: Annotated[str, Field(min_length=1)] = "algenta-graph"
+    """The ``service.name`` resource attribute (``OTEL_SERVICE_NAME`` wins)."""
 
 
 def _on_denial(value: Any) -> Any:
@@ -480,10 +584,10 @@ class AgentConfig(ConfigTable):
     server's own rule)."""
     usage: UsageSettings | None = None
     """Learning from use (``[usage]``, even empty, turns it on)."""
-    escalation: EscalationSettings = EscalationSettings()
-    """Escalation settings (a place kept for the operator side's model)."""
-    telemetry: TelemetrySettings = TelemetrySettings()
-    """Telemetry settings (a place kept for the exporter)."""
+    escalation: EscalationTable = EscalationTable()
+    """How the denial handlers ask operators (``[escalation]``)."""
+    telemetry: TelemetryTable = TelemetryTable()
+    """Where spans and metrics go (``[telemetry]``)."""
     name: Annotated[str, Field(min_length=1)] = DEFAULT_NAME
     """The compiled graph's name."""
 
@@ -739,6 +843,8 @@ class ResolvedConfig:
     """The embedding model, or ``None`` (BM25 alone)."""
     authorize_operator: Callable[[str, str, Any], bool] | None = None
     """The configured operator rule, or ``None``."""
+    escalation: EscalationSettings = field(default_factory=EscalationSettings, repr=False)
+    """The denial handlers' settings (the notification secret read, the hook imported)."""
 
 
 _EMBEDDINGS: dict[str, Embeddings] = {}
@@ -812,9 +918,29 @@ def resolve_config(
     authorize = None
     if config.authorize_operator and "authorize_operator" not in skip:
         authorize = _resolve_rule(config.authorize_operator, problem)
+    escalation = _resolve_escalation(config.escalation, env, problem)
     if problems:
         raise ConfigError(problems)
-    return ResolvedConfig(config, api_key, operator_key, servers, model, embeddings, authorize)
+    return ResolvedConfig(
+        config, api_key, operator_key, servers, model, embeddings, authorize, escalation
+    )
+
+
+def _resolve_escalation(
+    table: EscalationTable, env: Mapping[str, str], problem: Callable[[str, str], None]
+) -> EscalationSettings:
+    hook: Any = None
+    if table.hook is not None:
+        try:
+            hook = import_object(table.hook)
+        except ImportError as exc:
+            problem("escalation.hook", str(exc))
+        else:
+            if not callable(hook):
+                problem("escalation.hook", f"{table.hook} is a {type(hook).__name__}, not callable")
+                hook = None
+    secret = table.notify.secret.value(env) if table.notify is not None else None
+    return table.settings(secret=secret, hook=hook)
 
 
 def _resolve_model(config: AgentConfig, problem: Callable[[str, str], None]) -> Any:

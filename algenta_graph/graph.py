@@ -70,6 +70,7 @@ from algenta_graph.config import (
 )
 from algenta_graph.errors import EngineConnectionError
 from algenta_graph.governance.contract import resolve_profile
+from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, parse_on_denial
 from algenta_graph.governance.run_settings import GraphSettings, RunContext
 from algenta_graph.models import resolve_model
@@ -80,6 +81,7 @@ from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.governed_tool import GovernedToolNode
 from algenta_graph.retrieval.catalog import GovernedCatalog
 from algenta_graph.state import GovernedInput, GovernedState
+from algenta_graph.telemetry.handler import instrument
 from algenta_graph.topology import (
     GOVERNED_TOOL_NODE,
     HALT,
@@ -131,6 +133,7 @@ def build_governed_graph(
     always_include: Sequence[str] = (),
     usage: UsageSignal | None = None,
     embeddings: Embeddings | None = None,
+    escalation: EscalationSettings | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Build the governed graph (uncompiled) over an **open** connection.
 
@@ -156,6 +159,10 @@ def build_governed_graph(
         embeddings: any LangChain ``Embeddings``, fused with BM25 in the native index
             (:mod:`algenta_graph.retrieval.fusion`) (nothing is downloaded or called without
             it).
+        escalation: how the denial handlers ask operators
+            (:class:`~algenta_graph.governance.escalations.EscalationSettings`: reasons,
+            ``per_call`` mode, allowed decisions per gate, deadlines, notifications; default
+            the defaults).
 
     Returns:
         The uncompiled ``StateGraph``.
@@ -193,7 +200,9 @@ def build_governed_graph(
         destinations.update({handler_node_name(g): f"then {g}" for g in GATE_NAMES if g != gate})
         graph.add_node(
             handler_node_name(gate),
-            DenialHandler(gate, executor, authorize_operator=authorize_operator),
+            DenialHandler(
+                gate, executor, authorize_operator=authorize_operator, settings=escalation
+            ),
             destinations=destinations,
         )
     graph.add_edge(START, RETRIEVE_NODE)
@@ -243,6 +252,7 @@ async def create_governed_agent(
     embeddings: Embeddings | None = None,
     store: BaseStore | None = None,
     name: str | None = None,
+    escalation: EscalationSettings | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Connect to the engine, list its tools and return the compiled governed graph.
 
@@ -301,6 +311,12 @@ async def create_governed_agent(
         store: the LangGraph store the graph is compiled with (``runtime.store`` of its runs;
             the usage signal's history). A LangGraph server supplies its own.
         name: the compiled graph's name.
+        escalation: see :func:`build_governed_graph`; default the configuration's
+            ``[escalation]``.
+
+    The graph is instrumented (:func:`~algenta_graph.telemetry.instrument`) when OpenTelemetry
+    is configured when it is built (the configuration's ``[telemetry]`` exporter, or the
+    process's own providers); otherwise it is returned as it is.
 
     Returns:
         The compiled governed graph.
@@ -398,6 +414,7 @@ async def create_governed_agent(
             ),
             always_include=base_tools,
             usage=usage,
+            escalation=escalation if escalation is not None else resolved.escalation,
         )
         compiled = graph.compile(checkpointer=checkpointer, store=store, name=name or cfg.name)
         conf: dict[str, Any] = {}
@@ -411,6 +428,11 @@ async def create_governed_agent(
         if conf:
             with_config["configurable"] = conf
         compiled = compiled.with_config(with_config)
+        if cfg.telemetry.exporter == "otlp":
+            from algenta_graph.telemetry.otlp import configure_otlp_once
+
+            configure_otlp_once(cfg.telemetry.endpoint, service_name=cfg.telemetry.service_name)
+        compiled = instrument(compiled)
     except BaseException:
         await stack.aclose()
         raise

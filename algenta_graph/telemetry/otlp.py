@@ -17,10 +17,18 @@ Example::
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["configure_otlp"]
+__all__ = ["configure_otlp", "configure_otlp_once"]
+
+_CONFIGURED: dict[str, tuple[str | None, str]] = {}
+"""The one OTLP set-up of this process (the global providers can be set only once)."""
+_LOCK = threading.Lock()
+
+logger = logging.getLogger(__name__)
 
 
 def configure_otlp(
@@ -78,3 +86,31 @@ def configure_otlp(
         meter_provider.shutdown()
 
     return shutdown
+
+
+def configure_otlp_once(
+    endpoint: str | None = None, *, service_name: str = "algenta-graph"
+) -> None:
+    """:func:`configure_otlp` the first time a process asks; later calls keep that set-up.
+
+    What a configuration's ``[telemetry] exporter = "otlp"`` runs when a graph is built (the
+    served graph is built once per event loop and setting). A later call asking for another
+    endpoint or service name is logged as a warning: the global providers are set once.
+
+    Raises:
+        ImportError: the SDK or the exporter is not installed (naming the extra).
+    """
+    wanted = (endpoint, service_name)
+    with _LOCK:
+        done = _CONFIGURED.get("otlp")
+        if done is None:
+            configure_otlp(endpoint, service_name=service_name)
+            _CONFIGURED["otlp"] = wanted
+        elif done != wanted:
+            logger.warning(
+                "OTLP export is already set up for %s (service %s); %s (service %s) is ignored",
+                done[0] or "the default endpoint",
+                done[1],
+                endpoint or "the default endpoint",
+                service_name,
+            )

@@ -15,18 +15,21 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from graph_support import execute, executions, log_decision, open_connection
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.outputs import ChatResult
 from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command
 from mcp.server.fastmcp import FastMCP
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer
 from algenta_graph.config import ConfigError, parse_config
 from algenta_graph.engine import ReferenceEngine
+from algenta_graph.engine.webhook import WebhookReceiver
 from algenta_graph.errors import EngineConnectionError
 from algenta_graph.graph import aclose_governed_agent, create_governed_agent
 from algenta_graph.retrieval.usage import DEFAULT_NAMESPACE
@@ -337,3 +340,40 @@ def test_startup_check_warns_about_an_unreachable_extra_server(
     startup_check()
     err = capsys.readouterr().err
     assert f"warning: {path}: extra_servers.crm: unreachable at {dead}" in err
+
+
+async def test_the_configured_escalation_settings_reach_the_denial_handlers(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """``[escalation]`` is what the handlers ask with: the gate's decisions, a required reason."""
+    config = parse_config(
+        {
+            "base_url": engine.url,
+            "profile": "execute",
+            "on_denial": {"confidence": "escalate"},
+            "escalation": {
+                "require_reason": True,
+                "allowed_decisions": {"confidence": ["approve", "reject"]},
+                "expires_after": {"confidence": "PT4H"},
+            },
+        }
+    )
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+    model = ScriptedChatModel(replies=[execute(decision, webhook.url, "c1"), "done"])
+    graph = await create_governed_agent(model, config=config, checkpointer=tmp_path / "cp.sqlite")
+    try:
+        out = await graph.ainvoke({"messages": [("user", "execute it")]}, _cfg("esc"))
+        [asked] = out["__interrupt__"]
+        assert asked.value["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
+        assert asked.value["escalations"][0]["expires_at"]  # PT4H from the denial
+        # a reason is required: refused (by the response_schema) before it is saved
+        with pytest.raises(ValidationError, match=r"approve\.message\n  Field required"):
+            await graph.ainvoke(
+                Command(resume={"decisions": [{"type": "approve"}], "operator": "ana"}),
+                _cfg("esc"),
+            )
+        assert (await graph.aget_state(_cfg("esc"))).interrupts  # the escalation still waits
+    finally:
+        await aclose_governed_agent(graph)
+    assert executions(engine, decision) == []

@@ -161,7 +161,8 @@ async def test_one_trace_from_retrieval_to_the_receipt(
             ["retrieve_tools", []],
             ["model", [["chat", []]]],
             ["governed_tool", [[call_exec, []], [call_exec, []]]],  # parallel calls: siblings
-            ["denial_handler_confidence", []],
+            # the escalation reads the engine's policy snapshot once (shown to the operator)
+            ["denial_handler_confidence", [["tools/call get_contract", []]]],
         ],
     ]
     assert tree(spans, run2) == [
@@ -277,7 +278,7 @@ async def test_one_trace_from_retrieval_to_the_receipt(
     assert metric_points(metrics, "algenta.retrieval.duration") == {frozenset(): 1}
     engine_calls = metric_points(metrics, "mcp.client.operation.duration")
     by_tool = {dict(k)["gen_ai.tool.name"]: v for k, v in engine_calls.items()}
-    assert by_tool == {"execute_decision": 3, "get_decision": 1}
+    assert by_tool == {"execute_decision": 3, "get_decision": 1, "get_contract": 1}
     assert metric_points(metrics, "algenta.engine.errors") == {}
 
 

@@ -49,6 +49,28 @@ SCRIPT = textwrap.dedent(
     """
 )
 
+CONFIGURED = textwrap.dedent(
+    """
+    import asyncio, sys
+    from algenta_graph.config import parse_config
+    from algenta_graph.graph import create_governed_agent
+    from algenta_graph.testing import ScriptedChatModel
+
+    async def main(engine_url: str, collector: str) -> None:
+        # the configuration alone: no configure_otlp, no instrument (the providers flush at exit)
+        config = parse_config({
+            "base_url": engine_url,
+            "telemetry": {"exporter": "otlp", "endpoint": collector, "service_name": "otlp-test"},
+        })
+        call = {"name": "get_contract", "args": {}, "id": "c1"}
+        model = ScriptedChatModel(replies=[{"content": "", "tool_calls": [call]}, "done"])
+        graph = await create_governed_agent(model, config=config)
+        await graph.ainvoke({"messages": [("user", "contract")]})
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
 
 class Collector(http.server.ThreadingHTTPServer):
     def __init__(self) -> None:
@@ -80,11 +102,13 @@ def collector() -> Iterator[Collector]:
     server.server_close()
 
 
+@pytest.mark.parametrize("source", [SCRIPT, CONFIGURED], ids=["configure_otlp", "configuration"])
 def test_configure_otlp_exports_spans_and_metrics(
-    engine: ReferenceEngine, collector: Collector, tmp_path: Path
+    engine: ReferenceEngine, collector: Collector, tmp_path: Path, source: str
 ) -> None:
+    """Set up in code, or by the configuration's ``[telemetry] exporter = "otlp"`` alone."""
     script = tmp_path / "run.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
     url = f"http://127.0.0.1:{collector.server_address[1]}"
     done = subprocess.run(
         [sys.executable, str(script), engine.url, url],

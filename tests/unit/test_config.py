@@ -141,7 +141,15 @@ def test_the_environment_variables_win_over_the_file_and_say_so(tmp_path: Path) 
         ("[usage]\nweight = -1\n", "usage.weight: Input should be greater than or equal to 0"),
         ("[usage]\nhalf_life = 3\n", "usage.half_life: unknown key"),
         ("[escalation]\ndeadline_seconds = 60\n", "escalation.deadline_seconds: unknown key"),
-        ('[telemetry]\nexporter = "otlp"\n', "telemetry.exporter: unknown key"),
+        ('[telemetry]\nexporters = "otlp"\n', "telemetry.exporters: unknown key"),
+        (
+            '[telemetry]\nexporter = "jaeger"\n',
+            "telemetry.exporter: Input should be 'none' or 'otlp'",
+        ),
+        (
+            '[escalation]\nexpires_after = { confidence = "soon" }\n',
+            "escalation.expires_after: confidence: Input should be a valid timedelta",
+        ),
         ('api_key = "s3cret"\n', "api_key: a secret is never written into the configuration"),
         (
             '[extra_servers.crm]\ntransport = "sse"\nurl = "http://c/mcp"\n'

@@ -492,7 +492,7 @@ def test_the_escalation_goes_on_to_the_next_gates_handler() -> None:
         ({"decisions": [{"type": "maybe"}], "operator": "ana"}, "does not match any of the"),
         ({"action": "override", "operator": "a", "force": True}, "short.force"),
         ([{"type": "accept", "args": None}] * 2, "at most 1 item"),
-        ("yes", "Input should be a valid dictionary"),
+        ("yes", "not an answer to this escalation"),
     ],
 )
 def test_a_malformed_answer_is_refused_by_name_and_changes_nothing(

@@ -1180,8 +1180,19 @@ class Usage:
         self.records: list[tuple[str, str, str, bool, list[str]]] = []
         self.failing = failing
 
+    def has_store(self, store: Any) -> bool:
+        """It keeps its own history (as a signal built with a store does)."""
+        return True
+
     async def arecord(
-        self, query: str, tool_id: str, *, profile: str, ok: bool, allowed: list[str]
+        self,
+        query: str,
+        tool_id: str,
+        *,
+        profile: str,
+        ok: bool,
+        allowed: list[str],
+        store: Any = None,
     ) -> bool:
         if tool_id in self.failing:
             raise RuntimeError(f"store of {tool_id} is down")
