@@ -42,8 +42,6 @@ from algenta_graph._serve import BackgroundServer
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.serving.auth import token_digest
 
-pytestmark = pytest.mark.slow
-
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CONFIG = REPO / "langgraph.json"
