@@ -179,6 +179,17 @@ def pg_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {one_line(Exception(first), 200)}"
 
 
+def store_failure(db: str | None, exc: BaseException) -> CommandError | None:
+    """The one line for a failed PostgreSQL store under ``exc`` (exit 1), else ``None``."""
+    lost = postgres_failure(exc) if db is not None else None
+    if lost is None:
+        return None
+    return CommandError(
+        f"--db {store_name(db or '')}: the PostgreSQL checkpoint store failed ({pg_reason(lost)})",
+        EXIT_FAILED,
+    )
+
+
 def store_lost(db: str, thread: str, error: BaseException) -> CommandError:
     """The error for a PostgreSQL store lost during a run: what is kept, how to finish."""
     where = store_name(db)
