@@ -30,7 +30,7 @@ from algenta_graph.audit.chain import (
 from algenta_graph.state import RECORD_FIELDS
 
 if TYPE_CHECKING:
-    from algenta_graph.serving.checkpointer import StoredCheckpoint
+    from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
 
 __all__ = ["averify_audit", "verify_audit", "verify_history", "verify_threads"]
 
@@ -158,7 +158,7 @@ def verify_history(
 
     Args:
         checkpoints: the thread's root checkpoints
-            (:func:`algenta_graph.serving.checkpointer.read_history`), in any order
+            (:func:`algenta_graph.serving.checkpoint_reader.read_history`), in any order
             (LangGraph's ids sort in creation order; time travel branches the history, and
             each branch is checked along its own parents).
         key: the audit key (default ``ALGENTA_AUDIT_KEY``).
@@ -245,7 +245,7 @@ def verify_audit(
         RecordsFileError: the store holds none of our threads
             (:class:`~algenta_graph.serving.checkpointer.RecordsFileError`).
     """
-    from algenta_graph.serving.checkpointer import read_history
+    from algenta_graph.serving.checkpoint_reader import read_history
 
     history = read_history(source, thread, fields=RECORD_FIELDS)
     return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
@@ -263,7 +263,7 @@ async def averify_audit(
     ``saver`` is an async checkpoint saver (``alist``), a SQLite file, or a ``postgresql://``
     URL (opened without creating anything).
     """
-    from algenta_graph.serving.checkpointer import aread_history
+    from algenta_graph.serving.checkpoint_reader import aread_history
 
     history = await aread_history(saver, thread, fields=RECORD_FIELDS)
     return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
@@ -295,7 +295,7 @@ def verify_threads(
 
     Args:
         history: ``{thread_id: checkpoints}``, as
-            :func:`algenta_graph.serving.checkpointer.read_history` returns it.
+            :func:`algenta_graph.serving.checkpoint_reader.read_history` returns it.
         where: names the store in errors.
         key: the audit key (default ``ALGENTA_AUDIT_KEY``).
         expected: heads exported before, per thread.

@@ -25,7 +25,11 @@ from typing import Any
 from algenta_graph.audit.chain import a_type
 from algenta_graph.console import short
 from algenta_graph.errors import RecordsFileError
-from algenta_graph.serving.checkpointer import StoredCheckpoint, read_latest, read_thread_values
+from algenta_graph.serving.checkpoint_reader import (
+    StoredCheckpoint,
+    read_latest,
+    read_thread_values,
+)
 from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [

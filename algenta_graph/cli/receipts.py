@@ -90,13 +90,13 @@ def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
     """Each thread's latest checkpoint, or its whole history, from a SQLite file or a
     PostgreSQL URL: the record lists only, read-only (nothing is created in either)."""
     from algenta_graph.errors import CheckpointerError
-    from algenta_graph.serving.checkpointer import (
+    from algenta_graph.serving.checkpoint_reader import (
         aread_history,
         aread_latest,
-        is_postgres_url,
         read_history,
         read_latest,
     )
+    from algenta_graph.serving.checkpointer import is_postgres_url
     from algenta_graph.state import RECORD_FIELDS
 
     if not is_postgres_url(db):

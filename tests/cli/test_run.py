@@ -29,7 +29,7 @@ from mcp import ClientSession
 
 from algenta_graph.audit.records import read_records
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import read_thread_values
+from algenta_graph.serving.checkpoint_reader import read_thread_values
 
 pytestmark = pytest.mark.timeout(300)
 

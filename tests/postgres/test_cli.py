@@ -32,7 +32,7 @@ from postgres_support import PostgresServer, require_bindir
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine
-from algenta_graph.serving.checkpointer import read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
 
 pytestmark = pytest.mark.timeout(300)
 
