@@ -50,6 +50,7 @@ def version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``algenta-graph`` parser, with every subcommand (``--db`` URLs checked first)."""
+    from algenta_graph.cli.config import add_config_parser
     from algenta_graph.cli.demo import add_demo_parser
     from algenta_graph.cli.escalations import add_escalations_parser
     from algenta_graph.cli.receipts import add_receipts_parser
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_receipts_parser(sub)
     add_escalations_parser(sub)
+    add_config_parser(sub)
     add_engine_parser(sub)
     for subparser in sub.choices.values():
         _check_db_urls(subparser)

@@ -3,7 +3,6 @@ any error, each problem one line; an unreachable extra server a warning (a real 
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from algenta_graph._net import free_port
-from algenta_graph.cli.config import add_config_parser
 from algenta_graph.engine import ReferenceEngine
 
 Run = Callable[..., tuple[int, str, str]]
@@ -22,16 +20,6 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
     """``algenta-graph ARGS`` in-process: (exit code, stdout, stderr)."""
     import algenta_graph.cli as cli_module
 
-    original = cli_module.build_parser
-
-    def with_config() -> argparse.ArgumentParser:  # until cli/__init__.py registers it
-        parser = original()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "config" not in sub.choices:
-            add_config_parser(sub)
-        return parser
-
-    monkeypatch.setattr(cli_module, "build_parser", with_config)
     for name in ("ALGENTA_CONFIG", "ALGENTA_TOP_K", "ALGENTA_PROFILE", "ALGENTA_API_KEY"):
         monkeypatch.delenv(name, raising=False)
 
