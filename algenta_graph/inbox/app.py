@@ -439,7 +439,25 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
                 "refused: the form's token is missing or forged (CSRF); nothing was done",
             )
         async with _client(session) as client:
-            view, state = await queries.escalation(client, thread_id, escalation_id)
+            try:
+                view, state = await queries.escalation(client, thread_id, escalation_id)
+            except queries.InboxAPIError as exc:
+                if exc.status != 404:
+                    raise
+                # an operator reads a thread while it waits for it, or once it decided it
+                return render(
+                    request,
+                    "answered.html",
+                    session,
+                    409,
+                    error=(
+                        "refused: this escalation no longer waits for you (someone else "
+                        "answered it, and its thread is no longer yours to read); nothing was done"
+                    ),
+                    record=None,
+                    thread_id=thread_id,
+                    escalation_id=escalation_id,
+                )
             if view is None:
                 record = queries.decision_of(state.get("values") or {}, escalation_id)
                 why = (

@@ -358,8 +358,9 @@ class FormDecision:
     """What the form says about one escalated call."""
 
     type: str
-    """``approve``, ``edit`` or ``reject``."""
+    """``approve``, ``edit``, ``reject`` or ``respond``."""
     reason: str
+    """Why (for ``respond``: the text the model is given)."""
     edit: dict[str, str] = field(default_factory=dict)
     """For ``edit``: the edited fields, as text (``decision_id``, ``webhook_url``, ...)."""
 
@@ -401,16 +402,17 @@ def build_resume(view: EscalationView, decisions: Sequence[FormDecision]) -> Any
     for index, (item, form) in enumerate(zip(view.items, decisions, strict=True)):
         where = f"call {index + 1}" if len(view.items) > 1 else "the decision"
         allowed = list(item.get("allowed_decisions") or ())
-        if form.type not in ("approve", "edit", "reject"):
-            raise ValueError(f"{where}: choose approve, edit or reject")
+        if form.type not in ("approve", "edit", "reject", "respond"):
+            raise ValueError(f"{where}: choose approve, edit, reject or respond")
         if form.type not in allowed:
             raise ValueError(
                 f"{where}: {form.type!r} is not accepted for this {item.get('gate')} escalation "
                 f"(allowed: {', '.join(allowed)})"
             )
         reason = form.reason.strip()
-        if view.require_reason and not reason:
-            raise ValueError(f"{where}: a reason is required for every answer on this server")
+        if not reason:
+            # the inbox's own rule, stricter than the graph's default: every answer says why
+            raise ValueError(f"{where}: a reason is required (the record keeps why it was given)")
         decision: dict[str, Any] = {"type": form.type, "digest": item.get("digest")}
         if reason:
             decision["message"] = reason
