@@ -17,7 +17,9 @@ with a token of ``ALGENTA_AUTH_FILE``; an unknown token is refused (401), a toke
 operator or auditor role too (403); an auditor reads timelines and decisions and answers
 nothing; ``operator:<gate>`` sees and answers only that gate. Without ``ALGENTA_AUTH_FILE`` the
 inbox refuses to start unless ``ALGENTA_INBOX_ALLOW_OPEN=1`` (then anyone who reaches it answers
-under the name they type, as on the open API).
+under the name they type, as on the open API): the server still starts (it may run open on
+purpose, with its own warning), the inbox says at start-up that it is off and why, and answers
+every request with 503 and that message.
 """
 
 from __future__ import annotations
@@ -393,7 +395,9 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
                 thread_id=thread_id,
                 escalation_id=escalation_id,
             )
-        forbidden = [i["gate"] for i in view.items if i.get("gate") not in operator_gates(session.roles)]
+        forbidden = [
+            i["gate"] for i in view.items if i.get("gate") not in operator_gates(session.roles)
+        ]
         if forbidden:
             return refuse(
                 request,
@@ -478,7 +482,9 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
                     escalation_id=escalation_id,
                 )
             forbidden = {
-                str(i["gate"]) for i in view.items if i.get("gate") not in operator_gates(session.roles)
+                str(i["gate"])
+                for i in view.items
+                if i.get("gate") not in operator_gates(session.roles)
             }
             if forbidden:
                 return refuse(
@@ -503,7 +509,12 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
                         reason=str(form.get(f"reason-{i}") or ""),
                         edit={
                             name: str(form.get(f"edit-{i}-{name}") or "")
-                            for name in ("decision_id", "webhook_url", "timeout_seconds", "metadata")
+                            for name in (
+                                "decision_id",
+                                "webhook_url",
+                                "timeout_seconds",
+                                "metadata",
+                            )
                         },
                     )
                     for i in range(len(view.items))
@@ -548,7 +559,7 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
     @guarded(answer=False)
     async def threads_page(request: Request, session: Session) -> Response:
         async with _client(session) as client:
-            found = await queries._threads(client)
+            found = await queries.readable_threads(client)
         rows = [
             {
                 "thread_id": t["thread_id"],
@@ -609,7 +620,12 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        check_startup()
+        # the inbox refuses to start, not the server (which may run open on purpose): it says
+        # so now, and every request to it is answered 503 with the same message
+        try:
+            check_startup()
+        except InboxConfigError as exc:
+            _log.error("%s", exc)
         try:
             yield
         finally:

@@ -42,6 +42,7 @@ __all__ = [
     "DecidedRow",
     "EscalationView",
     "FormDecision",
+    "InboxAPIError",
     "QueueEntry",
     "Timeline",
     "api_client",
@@ -50,6 +51,7 @@ __all__ = [
     "escalation",
     "get_decision",
     "queue",
+    "readable_threads",
     "submit_answer",
     "timeline",
 ]
@@ -107,7 +109,7 @@ def _api_error(exc: Exception) -> InboxAPIError:
     return InboxAPIError(502, f"the API could not be reached: {exc}")
 
 
-async def _threads(client: LangGraphClient) -> list[dict[str, Any]]:
+async def readable_threads(client: LangGraphClient) -> list[dict[str, Any]]:
     """Every thread the caller may read, most recently updated first."""
     out: list[dict[str, Any]] = []
     try:
@@ -178,7 +180,7 @@ async def queue(
     """The escalations ``roles`` may answer, newest first, and their count per gate."""
     gates = operator_gates(roles)
     entries: list[QueueEntry] = []
-    for thread in await _threads(client):
+    for thread in await readable_threads(client):
         owner = (thread.get("metadata") or {}).get(OWNER_KEY)
         for interrupt in _interrupts(thread):
             for item in _items(interrupt.get("value")):
@@ -372,10 +374,18 @@ def _edited(item: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any
         ValueError: naming what is wrong (the graph would refuse it the same way).
     """
     args: dict[str, Any] = {}
-    for name in ("decision_id", "webhook_url", "timeout_seconds"):
+    for name in ("decision_id", "webhook_url"):
         text = (fields.get(name) or "").strip()
         if text:
             args[name] = text
+    timeout = (fields.get("timeout_seconds") or "").strip()
+    if timeout:
+        try:
+            args["timeout_seconds"] = int(timeout)
+        except ValueError:
+            raise ValueError(
+                f"edit: timeout_seconds must be a whole number of seconds, got {timeout!r}"
+            ) from None
     metadata = (fields.get("metadata") or "").strip()
     if metadata:
         try:
@@ -417,7 +427,10 @@ def build_resume(view: EscalationView, decisions: Sequence[FormDecision]) -> Any
         if reason:
             decision["message"] = reason
         if form.type == "edit":
-            decision["edited_action"] = {"name": "execute_decision", "args": _edited(item, form.edit)}
+            decision["edited_action"] = {
+                "name": "execute_decision",
+                "args": _edited(item, form.edit),
+            }
         out.append(decision)
     if view.per_call:
         answer: Any = out[0]
@@ -511,7 +524,7 @@ def _stored(thread_id: str, entry: Mapping[str, Any]) -> StoredCheckpoint:
 
 
 async def timeline(client: LangGraphClient, thread_id: str) -> Timeline:
-    """Every checkpoint of ``thread_id`` (the API's history, as the caller may read it), verified."""
+    """Every checkpoint of ``thread_id`` (the API history the caller may read), verified."""
     history: list[dict[str, Any]] = []
     try:
         before: Any = None
@@ -559,7 +572,7 @@ async def decided(
     Also returns the choices of each filter (the operators, gates and outcomes seen).
     """
     rows: list[DecidedRow] = []
-    for thread in await _threads(client):
+    for thread in await readable_threads(client):
         values = thread.get("values") or {}
         if not isinstance(values, Mapping):
             continue

@@ -240,7 +240,9 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
                 message = submit(ana, **fields)  # type: ignore[arg-type]
                 assert needle in message, (fields, message)
             ana.get(f"{base}/inbox/escalations/{t1}/{esc1}")
-            ana.execute_script("document.querySelector('#answer input[name=csrf]').value = 'forged';")
+            ana.execute_script(
+                "document.querySelector('#answer input[name=csrf]').value = 'forged';"
+            )
             assert "forged (CSRF)" in submit(ana, decision="approve", reason="forged")
             ana.get(f"{base}/inbox/escalations/{t1}/{esc1}")
             ana.execute_script("document.getElementById('digest').value = 'sha256:0';")

@@ -23,7 +23,9 @@ def chromium_paths() -> tuple[str, str]:
     """``(browser, driver)`` executables, or skip (fail under CI) naming what is missing."""
     browser = next((found for name in CHROMIUM if (found := shutil.which(name))), None)
     driver = shutil.which(DRIVER) or (
-        "/usr/lib/chromium/chromedriver" if Path("/usr/lib/chromium/chromedriver").exists() else None
+        "/usr/lib/chromium/chromedriver"
+        if Path("/usr/lib/chromium/chromedriver").exists()
+        else None
     )
     if browser is None or driver is None:
         skip_or_fail_in_ci(
