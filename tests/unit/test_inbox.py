@@ -293,3 +293,10 @@ def test_a_session_is_what_was_signed() -> None:
     made = signer.new("tok", "ana", ("operator",))
     assert isinstance(made, Session) and made.csrf and signer.max_age == 60
     assert signer.new("tok", "ana", ("operator",)).csrf != made.csrf
+
+
+def test_respond_gives_the_model_the_reason_as_its_text() -> None:
+    answer = build_resume(_view(), [FormDecision("respond", "Ask finance first.")])
+    assert answer["decisions"] == [
+        {"type": "respond", "digest": "sha256:item", "message": "Ask finance first."}
+    ]
