@@ -249,6 +249,7 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert "stale page" in submit(ana, decision="approve", reason="old page")
             counts["wrong_forms_refused"] = len(wrong) + 2
             state = await auditor.threads.get_state(t1)
+            effects = len(state["values"]["operator_decisions"]) + len(webhook.received)
             assert state["values"]["operator_decisions"] == [] and webhook.received == []
             assert interrupt_value(state)["escalation_id"] == esc1
 
@@ -286,6 +287,7 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             counts["double_submit_refused"] = counts["stale_page_refused"] = 1
             posts = [b for b in webhook.received if b.get("decision_id") == d1]
             values = (await auditor.threads.get_state(t1))["values"]
+            effects += len(posts) - 1 + len(values["operator_decisions"]) - 1
             assert len(posts) == 1 and len(values["operator_decisions"]) == 1
             counts["webhook_posts"] = len(posts)
 
@@ -351,6 +353,7 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
         escalations_answered=1,
         webhook_posts=counts["webhook_posts"],
         wrong_forms_refused=counts["wrong_forms_refused"],
+        effects_of_refused_forms=effects,
         double_submit_refused=counts["double_submit_refused"],
         stale_page_refused=counts["stale_page_refused"],
         agent_403=counts["agent_403"],

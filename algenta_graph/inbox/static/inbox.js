@@ -9,6 +9,10 @@
   function refresh() {
     fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) {
+        if (response.redirected) {  // the session ended: go where the server sends us
+          window.location.assign(response.url);
+          throw new Error("queue refresh: signed out");
+        }
         if (!response.ok) { throw new Error("queue refresh: HTTP " + response.status); }
         return response.text();
       })
