@@ -59,7 +59,12 @@ def served(engine: ReferenceEngine, tmp_path: Path) -> Iterator[tuple[Any, Path]
     path = tmp_path / "langgraph.json"
     path.write_text(json.dumps(config))
     db = tmp_path / "checkpoints.sqlite"
+    settings = tmp_path / "algenta.toml"  # a deadline on the confidence gate, reasons required
+    settings.write_text(
+        '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT4H"}\n'
+    )
     env = {
+        "ALGENTA_CONFIG": str(settings),
         "ALGENTA_BASE_URL": engine.url,
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
@@ -195,6 +200,8 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert queue_ids(ana) == [esc2, esc1]
             count = ana.find_element(By.CSS_SELECTOR, ".count[data-gate='confidence'] b")
             assert count.text == "2"
+            deadline = ana.find_element(By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] .deadline")
+            assert item1["expires_at"] and deadline.text == item1["expires_at"]
             cookie = ana.get_cookie("algenta_inbox")
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and "expiry" in cookie
 
@@ -317,6 +324,13 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             other.get(f"{base}/inbox/escalations/{t3}/{asked3['escalation_id']}")
             assert other.find_element(By.TAG_NAME, "h1").text in ("403", "404")
             assert not other.find_elements(By.ID, "answer")
+            # ... nor read what the API does not let it read (t1: decided by ana, not waiting)
+            other.get(f"{base}/inbox/threads/{t1}/timeline")
+            assert other.find_element(By.TAG_NAME, "h1").text == "404"
+            assert not other.find_elements(By.ID, "chain-status")
+            other.get(f"{base}/inbox/threads")
+            listed = other.find_elements(By.CSS_SELECTOR, "#threads tr[data-thread]")
+            assert {r.get_attribute("data-thread") for r in listed}.isdisjoint({t1, t2, t3})
             counts["other_gate_hidden"] = 1
             other.delete_all_cookies()
 
