@@ -252,7 +252,13 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
                 try:
                     return await page(request, session)
                 except queries.InboxAPIError as exc:
-                    status = exc.status if exc.status in (401, 403, 404, 409) else 502
+                    if exc.status == 401:  # the token was revoked (or the file broke): sign out
+                        response = login_page(
+                            request, 401, f"the server no longer accepts your token: {exc}"
+                        )
+                        response.delete_cookie(COOKIE, path=PREFIX)
+                        return response
+                    status = exc.status if exc.status in (403, 404, 409) else 502
                     return refuse(request, session, status, f"the API answered: {exc}")
 
             return handler

@@ -109,13 +109,25 @@ def _api_error(exc: Exception) -> InboxAPIError:
     return InboxAPIError(502, f"the API could not be reached: {exc}")
 
 
-async def readable_threads(client: LangGraphClient) -> list[dict[str, Any]]:
-    """Every thread the caller may read, most recently updated first."""
+async def readable_threads(
+    client: LangGraphClient, select: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every thread the caller may read (the first 2,000), most recently updated first.
+
+    Args:
+        client: the API, as the caller.
+        select: only these fields of each thread (``None``: all, its values included).
+    """
     out: list[dict[str, Any]] = []
+    fields: Any = list(select) if select is not None else None
     try:
         while len(out) < _MAX_THREADS:
             page = await client.threads.search(
-                limit=_PAGE, offset=len(out), sort_by="updated_at", sort_order="desc"
+                limit=_PAGE,
+                offset=len(out),
+                sort_by="updated_at",
+                sort_order="desc",
+                select=fields,
             )
             out += [dict(t) for t in page]
             if len(page) < _PAGE:
@@ -180,7 +192,9 @@ async def queue(
     """The escalations ``roles`` may answer, newest first, and their count per gate."""
     gates = operator_gates(roles)
     entries: list[QueueEntry] = []
-    for thread in await readable_threads(client):
+    # not the values (the messages): the queue is polled every few seconds
+    shown = ("thread_id", "metadata", "interrupts")
+    for thread in await readable_threads(client, shown):
         owner = (thread.get("metadata") or {}).get(OWNER_KEY)
         for interrupt in _interrupts(thread):
             for item in _items(interrupt.get("value")):

@@ -13,6 +13,8 @@ argument holding ``<script>`` is shown as text.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +50,17 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
 SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
 SCRIPT = "<script>window.__xss=1</script>"
 DOCS = REPO / "docs"
+SCREENSHOTS = "ALGENTA_SCREENSHOTS"
+"""Set to ``1`` to write the README's screenshots (``docs/inbox-*.png``) from this run."""
+
+
+def screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
+    """Save a screenshot in ``tmp_path``, and into ``docs/`` when ``ALGENTA_SCREENSHOTS=1``."""
+    path = tmp_path / name
+    assert driver.save_screenshot(str(path)), name
+    if os.environ.get(SCREENSHOTS) == "1":
+        shutil.copyfile(path, DOCS / name)
+    return path
 
 
 @contextmanager
@@ -212,7 +225,7 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert ana.execute_script("return window.__same_page;") == "yes"
             assert queue_ids(ana) == [asked3["escalation_id"], esc2, esc1]
             counts["live_refresh"] = 1
-            ana.save_screenshot(str(DOCS / "inbox-queue.png"))
+            screenshot(ana, tmp_path, "inbox-queue.png")
 
             # the <script> argument is text on the page, in the queue and on its own page
             assert SCRIPT in ana.find_element(By.ID, "queue").text
@@ -230,7 +243,7 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             wait_for(ana, lambda d: "/inbox/escalations/" in d.current_url)
             assert d1 in text_of(ana, "engine-0") and item1["message"] in text_of(ana, "message-0")
             assert by_id(ana, "digest").get_attribute("value") == asked1["digest"]
-            ana.save_screenshot(str(DOCS / "inbox-escalation.png"))
+            screenshot(ana, tmp_path, "inbox-escalation.png")
 
             # every wrong form: a clear message on the page, nothing changed
             wrong = [
@@ -362,6 +375,14 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert "receipts[0]" in broken, broken
             counts["tamper_named"] = 1
 
+            # a token revoked in the tokens file ends its session at the next page
+            rest = {t: who for t, who in TOKENS.items() if t != "tok-audrey"}
+            write_auth_file(tmp_path / "auth.json", rest)
+            other.get(f"{base}/inbox/threads/{t1}/timeline")
+            assert "no longer accepts your token" in text_of(other, "error")
+            assert other.get_cookie("algenta_inbox") is None
+            counts["revoked_signed_out"] = 1
+
     figure(
         "inbox_browser",
         escalations_answered=1,
@@ -376,4 +397,5 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
         script_escaped=counts["script_escaped"],
         live_refresh=counts["live_refresh"],
         tamper_named=counts["tamper_named"],
+        revoked_signed_out=counts["revoked_signed_out"],
     )
