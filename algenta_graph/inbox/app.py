@@ -239,6 +239,14 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
                         )
                         return RedirectResponse(_url("login", next=target), status_code=303)
                     return refuse(request, None, 401, "not signed in (or the session expired)")
+                try:
+                    session = await _current_roles(session)
+                except Auth.exceptions.HTTPException as exc:  # revoked: signed out at once
+                    response = login_page(
+                        request, 401, f"the server no longer accepts your token: {exc.detail}"
+                    )
+                    response.delete_cookie(COOKIE, path=PREFIX)
+                    return response
                 if answer and not is_operator(session.roles):
                     return refuse(
                         request,
@@ -639,6 +647,22 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
 
     # the server merges this app's routes (and middleware: none here) with its API's
     return Starlette(routes=[Mount(PREFIX, app=SecurityHeaders(inbox))], lifespan=lifespan)
+
+
+async def _current_roles(session: Session) -> Session:
+    """``session`` with its token's identity and roles as the tokens file says now.
+
+    Raises:
+        Auth.exceptions.HTTPException: the token is no longer accepted (401).
+    """
+    if not auth_configured():
+        return session
+    user = await authenticate(f"Bearer {session.token}", None, PREFIX)
+    roles = tuple(str(r) for r in user.get("permissions") or ())
+    identity = str(user["identity"])
+    if (identity, roles) == (session.identity, session.roles):
+        return session
+    return Session(session.token, identity, roles, session.csrf)
 
 
 @contextlib.asynccontextmanager

@@ -300,3 +300,24 @@ def test_respond_gives_the_model_the_reason_as_its_text() -> None:
     assert answer["decisions"] == [
         {"type": "respond", "digest": "sha256:item", "message": "Ask finance first."}
     ]
+
+
+def test_each_page_reads_the_tokens_file_again_a_changed_role_or_a_revoked_token_counts_at_once(
+    client: TestClient, auth_file: Path
+) -> None:
+    login(client, "tok-cleo")
+    assert client.get("/inbox/queue/rows", follow_redirects=False).status_code != 403
+
+    def rewrite(tokens: dict[str, tuple[str, list[str]]]) -> None:
+        table = {
+            token_digest(t): {"identity": who, "roles": roles} for t, (who, roles) in tokens.items()
+        }
+        auth_file.write_text(json.dumps({"tokens": table}))
+
+    rewrite({**TOKENS, "tok-cleo": ("cleo", ["agent"])})  # no longer an operator
+    page = client.get("/inbox/queue")
+    assert page.status_code == 403 and "roles: agent" in page.text
+    rewrite({t: who for t, who in TOKENS.items() if t != "tok-cleo"})  # revoked
+    page = client.get("/inbox/queue")
+    assert page.status_code == 401 and "no longer accepts your token" in page.text
+    assert COOKIE not in client.cookies
