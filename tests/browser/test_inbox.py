@@ -63,8 +63,13 @@ def screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
+REQUIRED_REASONS = '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT4H"}\n'
+
+
 @contextmanager
-def served(engine: ReferenceEngine, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+def served(
+    engine: ReferenceEngine, tmp_path: Path, settings_toml: str = REQUIRED_REASONS
+) -> Iterator[tuple[Any, Path]]:
     config = json.loads(CONFIG.read_text())
     assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
     config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
@@ -72,10 +77,8 @@ def served(engine: ReferenceEngine, tmp_path: Path) -> Iterator[tuple[Any, Path]
     path = tmp_path / "langgraph.json"
     path.write_text(json.dumps(config))
     db = tmp_path / "checkpoints.sqlite"
-    settings = tmp_path / "algenta.toml"  # a deadline on the confidence gate, reasons required
-    settings.write_text(
-        '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT4H"}\n'
-    )
+    settings = tmp_path / "algenta.toml"  # by default a deadline on confidence, reasons required
+    settings.write_text(settings_toml)
     env = {
         "ALGENTA_CONFIG": str(settings),
         "ALGENTA_BASE_URL": engine.url,
@@ -399,3 +402,37 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
         tamper_named=counts["tamper_named"],
         revoked_signed_out=counts["revoked_signed_out"],
     )
+
+
+async def test_per_call_escalations_are_answered_in_the_browser_one_call_at_a_time(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """``interrupt_mode = "per_call"``: LangChain's ``ToolApprovalRequest``, one decision each;
+    an operator responds in the browser (the model gets the text, nothing executes)."""
+    from langgraph_sdk import get_client
+    from selenium.webdriver.common.by import By
+
+    with served(engine, tmp_path, '[escalation]\ninterrupt_mode = "per_call"\n') as (server, _):
+        base = server.url
+        alice: Any = get_client(url=base, headers=bearer("tok-alice"))
+        auditor: Any = get_client(url=base, headers=bearer("tok-audrey"))
+        thread, decision, asked = await escalate(alice, webhook.url)
+        assert asked["type"] == "tool_approval"
+        [item] = asked["escalations"]
+        with chromium(tmp_path / "chrome") as ana:
+            sign_in(ana, base, "tok-ana")
+            wait_for(ana, lambda d: item["escalation_id"] in queue_ids(d))
+            ana.find_element(By.CSS_SELECTOR, "a.open").click()
+            wait_for(ana, lambda d: d.find_elements(By.ID, "answer"))
+            assert by_id(ana, "digest").get_attribute("value") == item["digest"]
+            message = submit(ana, decision="respond", reason="Ask finance first.")
+            assert message == "recorded: responded", message
+            assert text_of(ana, "record-operator") == "ana"
+        values = (await auditor.threads.get_state(thread))["values"]
+        [record] = values["operator_decisions"]
+        assert (record["operator"], record["verdict"], record["digest"]) == (
+            "ana",
+            "responded",
+            item["digest"],
+        )
+        assert engine.executions(decision) == [] and webhook.received == []
