@@ -49,12 +49,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.inbox import queries
 from algenta_graph.inbox.session import COOKIE, LOGIN_COOKIE, Session, SessionSigner, same_token
-from algenta_graph.serving.auth import (
+from algenta_graph.serving.auth import authenticate
+from algenta_graph.serving.tokens import (
     AUDITOR,
     ENV_AUTH_FILE,
     OPERATOR,
     auth_configured,
-    authenticate,
     is_operator,
     operator_gates,
 )

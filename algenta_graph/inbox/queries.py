@@ -33,8 +33,8 @@ from algenta_graph.audit.export import export_jsonl
 from algenta_graph.audit.history import verify_history
 from algenta_graph.governance.escalations import is_overdue, parse_time
 from algenta_graph.nodes.answers import edited_arguments
-from algenta_graph.serving.auth import OWNER_KEY, operator_gates
-from algenta_graph.serving.checkpointer import StoredCheckpoint
+from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
+from algenta_graph.serving.tokens import OWNER_KEY, operator_gates
 
 __all__ = [
     "ENV_API_URL",
