@@ -1,0 +1,209 @@
+"""Gates on any tool, end to end: a real CRM over MCP, the reference engine, SQLite checkpoints.
+
+``require_approval`` holds a call before it runs; the operator's approve runs it exactly once,
+an edit runs the edited arguments (recorded ``modified``), a reject runs nothing and tells the
+model. Budgets and argument rules deny by name. Every held, approved, edited, rejected and
+denied call is a record in the thread's chain. The chat model is the scripted stand-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crm_support import CrmServer, running_crm
+from graph_support import agent, config, tool_messages
+from langgraph.types import Command
+from pydantic import ValidationError
+
+from algenta_graph.audit.chain import verify_chain
+from algenta_graph.connection.engine import EngineConnection
+from algenta_graph.engine import ReferenceEngine
+from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates
+
+pytestmark = pytest.mark.timeout(180)
+
+APPROVE = {"decisions": [{"type": "approve", "message": "customer asked"}], "operator": "ana"}
+REJECT = {"decisions": [{"type": "reject", "message": "not verified"}], "operator": "bo"}
+
+
+def calls(*batch: tuple[str, dict[str, Any]], n: int = 0) -> dict[str, Any]:
+    """One model turn calling these tools."""
+    return {
+        "content": "",
+        "tool_calls": [
+            {"name": name, "args": args, "id": f"c{n}_{i}"} for i, (name, args) in enumerate(batch)
+        ],
+    }
+
+
+@pytest.fixture
+def crm() -> Iterator[CrmServer]:
+    with running_crm() as server:
+        yield server
+
+
+def connection(engine: ReferenceEngine, crm: CrmServer, **servers: CrmServer) -> EngineConnection:
+    extra = {"crm": crm.connection(), **{k: v.connection() for k, v in servers.items()}}
+    return EngineConnection(engine.url, profile="execute", extra_servers=extra)
+
+
+async def test_a_held_call_runs_once_on_approval_and_every_step_is_a_chained_record(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    gates = ToolGates(require_approval=["crm.delete_customer"])
+    replies = [calls(("delete_customer", {"account_id": "a1"})), "deleted", "it is done"]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        await graph.ainvoke({"messages": [("user", "delete a1")]}, config("t"))
+        pending = await graph.aget_state(config("t"))
+        assert crm.count("delete_customer") == 0  # held: nothing ran
+        out = await graph.ainvoke(Command(resume=APPROVE), config("t"))
+        # a second resume, a new turn: never runs it again
+        again = await graph.ainvoke({"messages": [("user", "and now?")]}, config("t"))
+    assert pending.next == ("denial_handler_approval",)
+    [interrupt] = pending.interrupts
+    request = interrupt.value
+    assert request["action_requests"][0]["name"] == "delete_customer"
+    assert request["action_requests"][0]["args"] == {"account_id": "a1"}
+    assert request["escalations"][0]["tool"] == "crm.delete_customer"
+    assert request["gate"] == "approval" and request["override_flag"] is None
+    assert crm.count("delete_customer") == 1
+    [held] = out["denials"]
+    assert (held["gate"], held["tool"], held["server"], held["source"]) == (
+        "approval",
+        "delete_customer",
+        "crm",
+        "graph",
+    )
+    assert held["rule"] == "require_approval:crm.delete_customer"
+    assert held["args_digest"].startswith("sha256:")
+    [decision] = out["operator_decisions"]
+    assert (decision["operator"], decision["verdict"], decision["result"]) == (
+        "ana",
+        "approved",
+        "executed",
+    )
+    assert decision["tool"] == "crm.delete_customer"
+    assert decision["args_digest"] == held["args_digest"]
+    [message] = tool_messages(out)
+    assert "APPROVED" in str(message.content) and "deleted" in str(message.content)
+    assert verify_chain(again).ok and verify_chain(again).count == 2
+    assert crm.count("delete_customer") == 1
+
+
+async def test_an_edit_runs_the_edited_arguments_scrubbed_and_is_recorded_modified(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    gates = ToolGates(require_approval=["delete_*"])
+    replies = [calls(("delete_customer", {"account_id": "a1"})), "done"]
+    edit = {
+        "decisions": [
+            {
+                "type": "edit",
+                "edited_action": {
+                    "name": "delete_customer",
+                    "args": {"account_id": "a2", "reason": "dup", "force": True},
+                },
+            }
+        ],
+        "operator": "ana",
+    }
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        await graph.ainvoke({"messages": [("user", "delete a1")]}, config("t"))
+        with pytest.raises(ValidationError, match="Input should be 'delete_customer'"):
+            bad = {
+                "decisions": [
+                    {**edit["decisions"][0], "edited_action": {"name": "refund", "args": {}}}
+                ],
+                "operator": "ana",
+            }
+            await graph.ainvoke(Command(resume=bad), config("t"))
+        assert crm.calls == []
+        out = await graph.ainvoke(Command(resume=edit), config("t"))
+    assert crm.calls == [("delete_customer", {"account_id": "a2", "reason": "dup"})]
+    [decision] = out["operator_decisions"]
+    assert decision["verdict"] == "modified"
+    assert decision["edited_args"] == {"account_id": "a2", "reason": "dup"}
+    assert decision["original_args"] == {"account_id": "a1"}
+    assert decision["args_digest"] != out["denials"][0]["args_digest"]
+
+
+async def test_a_reject_runs_nothing_and_the_model_is_told(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    gates = ToolGates(require_approval=["crm.*"])
+    replies = [calls(("delete_customer", {"account_id": "a1"})), "ok, not deleted"]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        await graph.ainvoke({"messages": [("user", "delete a1")]}, config("t"))
+        out = await graph.ainvoke(Command(resume=REJECT), config("t"))
+    assert crm.calls == []
+    [decision] = out["operator_decisions"]
+    assert (decision["verdict"], decision["result"], decision["operator"]) == (
+        "declined",
+        "declined",
+        "bo",
+    )
+    [message] = tool_messages(out)
+    assert "REJECTED" in str(message.content) and "NOT run" in str(message.content)
+    assert verify_chain(out).ok and verify_chain(out).count == 2
+
+
+async def test_budgets_deny_by_name_and_count_from_the_threads_records(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    gates = ToolGates(budgets=[Budget(tool="crm.lookup_customer", thread_limit=2)])
+    look = ("lookup_customer", {"account_id": "a1"})
+    replies = [calls(look, look, look), "two of three", calls(look, n=1), "none"]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        first = await graph.ainvoke({"messages": [("user", "look thrice")]}, config("t"))
+        second = await graph.ainvoke({"messages": [("user", "once more")]}, config("t"))
+    assert crm.count("lookup_customer") == 2
+    [denied] = first["denials"]
+    assert (denied["gate"], denied["rule"], denied["code"]) == (
+        "budget",
+        "budget:crm.lookup_customer",
+        "tool_budget_exceeded",
+    )
+    assert [d["gate"] for d in second["denials"]] == ["budget", "budget"]
+    assert len(second["tool_calls"]) == 2
+
+
+async def test_an_argument_rule_denies_a_call_naming_the_rule(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    rule = ArgumentRule(
+        name="refund_at_most_1000",
+        tool="crm.refund",
+        schema={"properties": {"amount": {"type": "number", "maximum": 1000}}},
+    )
+    gates = ToolGates(argument_rules=[rule])
+    replies = [
+        calls(
+            ("refund", {"account_id": "a1", "amount": 5000}),
+            ("refund", {"account_id": "a1", "amount": 10}),
+        ),
+        "one refunded",
+    ]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        out = await graph.ainvoke({"messages": [("user", "refund")]}, config("t"))
+    assert crm.calls == [("refund", {"account_id": "a1", "amount": 10})]
+    [denied] = out["denials"]
+    assert (denied["gate"], denied["rule"]) == ("arguments", "refund_at_most_1000")
+    assert "amount" in denied["message"] and "1000" in denied["message"]
