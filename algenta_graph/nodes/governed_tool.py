@@ -314,7 +314,13 @@ class GovernedToolNode:
         denials = step_denials(state)
         if denials:
             first = gate_order(denials)[0]
-            return first if first in GATES else HALT
+            if first not in GATES:
+                return HALT
+            # a graph-side gate is the graph's own: one an engine (or any tool) names halts
+            foreign = GATES[first].side == "graph" and any(
+                d.get("gate") == first and d.get("source") != "graph" for d in denials
+            )
+            return HALT if foreign else first
         _, answered = last_step(state.get("messages", []))
         outcomes = [m.response_metadata.get(OUTCOME_KEY, "ok") for m in answered]
         if any(o.startswith("gate:") for o in outcomes):
