@@ -61,6 +61,12 @@ def crm_app(server: CrmServer, label: str) -> Any:
         server.calls.append(("refund", {"account_id": account_id, "amount": amount}))
         return {"refunded": amount, "account": account_id}
 
+    @mcp.tool(name="customers.delete")
+    def customers_delete(account_id: str) -> dict[str, Any]:
+        """Delete a customer (a name providers reject: the model sees a provider-safe one)."""
+        server.calls.append(("customers.delete", {"account_id": account_id}))
+        return {"deleted": account_id}
+
     inner = mcp.streamable_http_app()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
