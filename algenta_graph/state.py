@@ -521,16 +521,14 @@ def gate_denial_record(
         tool_call_id=tool_call_id,
         source="graph",
     )
-    record.update(
-        tool=tool,
-        server=server,
-        catalog_name=catalog_name,
-        args=dict(args),
-        args_digest=args_digest,
-        rule=rule,
-        turn=turn,
-        policy=policy,
-    )
+    record["tool"] = tool
+    record["server"] = server
+    record["catalog_name"] = catalog_name
+    record["args"] = dict(args)
+    record["args_digest"] = args_digest
+    record["rule"] = rule
+    record["turn"] = turn
+    record["policy"] = policy
     if policy == "escalate":
         record["escalation_id"] = new_escalation_id()
         record["raised_at"] = now_iso()
