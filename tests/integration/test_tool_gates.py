@@ -8,6 +8,8 @@ denied call is a record in the thread's chain. The chat model is the scripted st
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from algenta_graph.audit.chain import verify_chain
+from algenta_graph.config import ConfigError, parse_config
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates
@@ -94,6 +97,25 @@ async def test_a_held_call_runs_once_on_approval_and_every_step_is_a_chained_rec
     assert "APPROVED" in str(message.content) and "deleted" in str(message.content)
     assert verify_chain(again).ok and verify_chain(again).count == 2
     assert crm.count("delete_customer") == 1
+    # `algenta-graph receipts` shows the held call and who approved it, by its tool
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "algenta_graph.cli",
+            "receipts",
+            "--db",
+            str(tmp_path / "cp.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    [denial_row] = [line for line in shown.splitlines() if " denial " in line]
+    assert "crm.delete_customer" in denial_row and "gate=approval" in denial_row
+    assert "rule=require_approval:crm.delete_customer" in denial_row
+    [operator_row] = [line for line in shown.splitlines() if " operator " in line]
+    assert "override approval -> executed" in operator_row and "by ana" in operator_row
 
 
 async def test_an_edit_runs_the_edited_arguments_scrubbed_and_is_recorded_modified(
@@ -207,3 +229,39 @@ async def test_an_argument_rule_denies_a_call_naming_the_rule(
     [denied] = out["denials"]
     assert (denied["gate"], denied["rule"]) == ("arguments", "refund_at_most_1000")
     assert "amount" in denied["message"] and "1000" in denied["message"]
+
+
+async def test_the_configuration_files_tool_gates_hold_a_bare_name_on_every_server(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    tomllib = pytest.importorskip("tomllib")
+    with running_crm("shadow") as shadow:
+        text = (
+            'profile = "execute"\n'
+            "[tool_gates]\n"
+            'require_approval = ["delete_customer"]\n'
+            "[[tool_gates.budgets]]\n"
+            'tool = "*"\n'
+            "run_limit = 5\n"
+        )
+        cfg = parse_config(tomllib.loads(text), source="agent.toml")
+        assert cfg.tool_gates.require_approval == ["delete_customer"]
+        replies = [
+            calls(
+                ("delete_customer", {"account_id": "a1"}),
+                ("shadow_delete_customer", {"account_id": "a1"}),
+            ),
+            "both held",
+        ]
+        async with (
+            connection(engine, crm, shadow=shadow) as conn,
+            agent(conn, tmp_path / "cp.sqlite", replies, config=cfg) as (graph, _),
+        ):
+            out = await graph.ainvoke({"messages": [("user", "delete a1")]}, config("t"))
+    assert crm.calls == [] and shadow.calls == []
+    assert [(d["server"], d["tool"], d["gate"]) for d in out["denials"]] == [
+        ("crm", "delete_customer", "approval"),
+        ("shadow", "delete_customer", "approval"),
+    ]
+    with pytest.raises(ConfigError, match="tool_gates"):
+        parse_config({"tool_gates": {"budgets": [{"tool": "x"}]}}, source="agent.toml")
