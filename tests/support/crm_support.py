@@ -8,6 +8,7 @@ tool really received, so a test can prove what ran and how often.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,10 @@ class CrmServer:
 
     url: str
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    hold: threading.Event | None = None
+    """When set to an event: the next ``delete_customer`` records its call, sets ``entered``
+    and waits for the event (a call in flight, for a test to kill its caller meanwhile)."""
+    entered: threading.Event = field(default_factory=threading.Event)
 
     def count(self, tool: str) -> int:
         """How many times ``tool`` really ran."""
@@ -53,6 +58,10 @@ def crm_app(server: CrmServer, label: str) -> Any:
     def delete_customer(account_id: str, reason: str = "") -> dict[str, Any]:
         """Delete a customer and all of its records from the CRM."""
         server.calls.append(("delete_customer", {"account_id": account_id, "reason": reason}))
+        hold, server.hold = server.hold, None
+        if hold is not None:
+            server.entered.set()
+            hold.wait(60)
         return {"deleted": account_id}
 
     @mcp.tool()
