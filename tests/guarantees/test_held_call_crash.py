@@ -99,7 +99,7 @@ def test_an_approved_held_call_killed_at_every_step_never_runs_twice(
                 wait_until(crm.entered.is_set, timeout=120, what="the CRM to receive the call")
             else:
                 wait_until(
-                    lambda: {"holding": point} in _events(killed),
+                    lambda point=point, killed=killed: {"holding": point} in _events(killed),
                     timeout=120,
                     what=f"the child to hold at {point}",
                 )
