@@ -108,10 +108,12 @@ from algenta_graph.state import (
     OperatorDecisionRecord,
     OperatorVerdict,
     ReceiptRecord,
+    ToolCallRecord,
     denial_record,
     escalation_id_of,
     operator_decision_record,
     receipt_record,
+    tool_call_record,
 )
 
 __all__ = [
@@ -644,6 +646,7 @@ class DenialHandler:
         by_call = {m.tool_call_id: m for m in answered}
         decisions: list[OperatorDecisionRecord] = []
         messages: list[ToolMessage] = []
+        ran: list[ToolCallRecord] = []  # a held call that ran counts against the budgets
         roles = [str(r) for r in claim.answer.get("roles") or []]
         for denial, decided in zip(pending, claim.answer["decisions"], strict=True):
             action = decided["action"]
@@ -686,6 +689,16 @@ class DenialHandler:
                 )
                 outcome_dump = dataclasses.asdict(outcome)
                 result = outcome.result
+                ran.append(
+                    tool_call_record(
+                        tool=str(denial.get("tool")),
+                        server=str(denial.get("server")),
+                        catalog_name=str(denial.get("catalog_name") or denial.get("tool")),
+                        tool_call_id=call_id,
+                        args_digest=str(digest),
+                        turn=denial.get("turn"),
+                    )
+                )
                 success = outcome.result == "executed"
                 how = f" with edited arguments {json.dumps(run_args)}" if edited else ""
                 if outcome.result == "unknown":
@@ -741,6 +754,7 @@ class DenialHandler:
             "receipts": [],
             "denials": [],
             "operator_decisions": decisions,
+            "tool_calls": ran,
         }
 
 

@@ -93,9 +93,16 @@ async def test_a_held_call_runs_once_on_approval_and_every_step_is_a_chained_rec
     )
     assert decision["tool"] == "crm.delete_customer"
     assert decision["args_digest"] == held["args_digest"]
+    # the held call that ran is counted like any call let through (the budgets read it)
+    [ran] = out["tool_calls"]
+    assert (ran["tool"], ran["server"], ran["args_digest"]) == (
+        "delete_customer",
+        "crm",
+        held["args_digest"],
+    )
     [message] = tool_messages(out)
     assert "APPROVED" in str(message.content) and "deleted" in str(message.content)
-    assert verify_chain(again).ok and verify_chain(again).count == 2
+    assert verify_chain(again).ok and verify_chain(again).count == 3
     assert crm.count("delete_customer") == 1
     # `algenta-graph receipts` shows the held call and who approved it, by its tool
     shown = subprocess.run(
