@@ -41,6 +41,7 @@ import hashlib
 import importlib
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -403,20 +404,26 @@ def count_calls(
     ``denials``: its denials (a ``budget`` denial counts against the run it was made in).
     """
     counts = CallCounts()
-    for budget in gates.budgets_for(tool):
-        key = budget.tool
-        counts.thread[key] = 0
-        counts.run[key] = 0
-        for record in calls:
-            ref = ToolRef(str(record.get("server")), str(record.get("tool")))
-            if matches(key, ref):
-                counts.thread[key] += 1
-                if turn is not None and record.get("turn") == turn:
-                    counts.run[key] += 1
-        for denial in denials:
-            if denial.get("gate") != "budget" or turn is None or denial.get("turn") != turn:
-                continue
-            ref = ToolRef(str(denial.get("server")), str(denial.get("tool")))
-            if matches(key, ref):
-                counts.run[key] += 1
+    budgets = gates.budgets_for(tool)
+    if not budgets:
+        return counts
+    # count each (server, tool) once, then match each distinct tool once per budget
+    thread: Counter[tuple[str, str]] = Counter()
+    run: Counter[tuple[str, str]] = Counter()
+    for record in calls:
+        key = (str(record.get("server")), str(record.get("tool")))
+        thread[key] += 1
+        if turn is not None and record.get("turn") == turn:
+            run[key] += 1
+    for denial in denials:
+        if denial.get("gate") == "budget" and turn is not None and denial.get("turn") == turn:
+            run[(str(denial.get("server")), str(denial.get("tool")))] += 1
+    for budget in budgets:
+        pattern = budget.tool
+        counts.thread[pattern] = sum(
+            n for (server, name), n in thread.items() if matches(pattern, ToolRef(server, name))
+        )
+        counts.run[pattern] = sum(
+            n for (server, name), n in run.items() if matches(pattern, ToolRef(server, name))
+        )
     return counts
