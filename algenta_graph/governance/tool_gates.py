@@ -318,11 +318,17 @@ class CompiledGates:
         return [b for b in self.gates.budgets if matches(b.tool, tool)]
 
     def check(
-        self, tool: ToolRef, args: Mapping[str, Any], counts: CallCounts
+        self,
+        tool: ToolRef,
+        args: Mapping[str, Any],
+        counts: CallCounts,
+        *,
+        approval: bool = True,
     ) -> GateDecision | None:
         """The gate that blocks this call, or ``None`` (it may run). Pure: counts are read only.
 
-        Argument rules first, then budgets, then approval (see the module docs).
+        Argument rules first, then budgets, then approval (unless ``approval`` is false: the
+        engine's ``execute_decision``, which the engine's own gates govern).
         """
         broken = self.check_arguments(tool, args)
         if broken is not None:
@@ -344,7 +350,7 @@ class CompiledGates:
                     f"the call budget for {which} is spent: {' and '.join(over)}. Do not call "
                     f"{tool.name!r} again in this {'thread' if 'thread' in over[0] else 'run'}",
                 )
-        for pattern in self.gates.require_approval:
+        for pattern in self.gates.require_approval if approval else ():
             if matches(pattern, tool):
                 return GateDecision(
                     "approval",

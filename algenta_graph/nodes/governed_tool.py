@@ -242,7 +242,13 @@ class GovernedToolNode:
             [*(state.get("denials") or []), *denials],
             turn,
         )
-        decision = gates.check(tool, sent, counts)
+        engine_execute = name == EXECUTE_TOOL and self.conn.is_algenta_tool(name)
+        if engine_execute:
+            # the engine's own gates (and plan approvals) govern execute_decision: a graph-side
+            # approval is not asked, and an operator path for it is the engine gates' override
+            decision = gates.check(tool, sent, counts, approval=False)
+        else:
+            decision = gates.check(tool, sent, counts)
         if decision is None:
             calls.append(
                 tool_call_record(
@@ -256,6 +262,8 @@ class GovernedToolNode:
             )
             return None
         policy = policy_for(decision.gate, run.policies)
+        if engine_execute and policy == "escalate":
+            policy = "halt"  # never run on a graph-side approval: stricter, never looser
         denials.append(
             gate_denial_record(
                 gate=decision.gate,

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 from crm_support import CrmServer, running_crm
-from graph_support import agent, config, tool_messages
+from graph_support import agent, config, log_decision, tool_messages
 from langgraph.types import Command
 from pydantic import ValidationError
 
 from algenta_graph.audit.chain import verify_chain
 from algenta_graph.config import ConfigError, parse_config
 from algenta_graph.connection.engine import EngineConnection
-from algenta_graph.engine import ReferenceEngine
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates
 
 pytestmark = pytest.mark.timeout(180)
@@ -272,3 +272,24 @@ async def test_the_configuration_files_tool_gates_hold_a_bare_name_on_every_serv
     ]
     with pytest.raises(ConfigError, match="tool_gates"):
         parse_config({"tool_gates": {"budgets": [{"tool": "x"}]}}, source="agent.toml")
+
+
+async def test_the_engines_execute_decision_is_left_to_the_engines_gates(
+    engine: ReferenceEngine, crm: CrmServer, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    gates = ToolGates(
+        require_approval=["*"], budgets=[Budget(tool="*.execute_decision", thread_limit=1)]
+    )
+    async with connection(engine, crm) as conn:
+        low = await log_decision(conn, confidence=0.3)
+        replies = [
+            calls(("execute_decision", {"decision_id": low, "webhook_url": webhook.url})),
+            "asked",
+        ]
+        async with agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "execute")]}, config("t"))
+            pending = await graph.aget_state(config("t"))
+    # no graph-side hold: the engine's confidence gate escalates it, as without tool gates
+    assert pending.next == ("denial_handler_confidence",)
+    assert [d["gate"] for d in pending.values["denials"]] == ["confidence"]
+    assert len(pending.values["tool_calls"]) == 1  # counted against its budget

@@ -179,6 +179,14 @@ def test_approval_holds_the_named_tool_only_naming_the_pattern() -> None:
     assert rules.governs(CRM_DELETE) and not rules.governs(SHADOW_DELETE)
 
 
+def test_approval_can_be_left_out_for_a_tool_the_engine_governs() -> None:
+    rules = ToolGates(require_approval=["*"], budgets=[Budget(thread_limit=1)]).compile()
+    assert rules.check(CRM_DELETE, {}, CallCounts(), approval=False) is None
+    over = rules.check(CRM_DELETE, {}, CallCounts(thread={"*": 1}), approval=False)
+    assert over is not None and over.gate == "budget"
+    assert rules.check(CRM_DELETE, {}, CallCounts()).gate == "approval"  # type: ignore[union-attr]
+
+
 def test_a_json_schema_rule_names_the_rule_and_the_argument() -> None:
     rule = ArgumentRule(
         name="max_1000",
