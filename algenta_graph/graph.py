@@ -212,7 +212,11 @@ def build_governed_graph(
         graph.add_node(
             handler_node_name(gate),
             DenialHandler(
-                gate, executor, authorize_operator=authorize_operator, settings=escalation
+                gate,
+                executor,
+                authorize_operator=authorize_operator,
+                settings=escalation,
+                tool_gates=tool_gates,
             ),
             destinations=destinations,
         )

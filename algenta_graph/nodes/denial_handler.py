@@ -73,7 +73,7 @@ from algenta_graph.governance.gates import (
 )
 from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
-from algenta_graph.governance.tool_gates import args_digest
+from algenta_graph.governance.tool_gates import CompiledGates, ToolRef, args_digest
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
 from algenta_graph.nodes.answers import (
     AuthorizeOperator,
@@ -186,6 +186,8 @@ class DenialHandler:
         clock: the current time (UTC), for deadlines; ``datetime.now`` by default.
         thread_metadata: the writer of thread metadata (default: the LangGraph server's own,
             when served; none otherwise).
+        tool_gates: the graph-side gates' rules: an operator's edit of a held call must keep its
+            tool's argument rules (default: none checked).
     """
 
     def __init__(
@@ -198,8 +200,10 @@ class DenialHandler:
         policies: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
         thread_metadata: MetadataWriter | None = None,
+        tool_gates: CompiledGates | None = None,
     ) -> None:
         self.gate = gate
+        self.tool_gates = tool_gates
         self.executor = executor
         self.authorize_operator = authorize_operator
         self.settings = settings or EscalationSettings()
@@ -371,6 +375,7 @@ class DenialHandler:
         if self.settings.interrupt_mode != "per_call":
 
             def check(answer: OperatorAnswer) -> OperatorAnswer:
+                self._check_edits(answer, items)
                 return dataclasses.replace(answer, operator=self._operator(answer, config))
 
             schema = answer_schema(items, self.settings, per_call=False, check=check)
@@ -392,6 +397,7 @@ class DenialHandler:
                         "who answered its first call; one operator answers all the calls of a "
                         "step"
                     )
+                self._check_edits(answer, [items[index]])
                 return dataclasses.replace(answer, operator=operator)
 
             schema = answer_schema([item], self.settings, per_call=True, check=check_one)
@@ -399,6 +405,25 @@ class DenialHandler:
             first = first or one.operator
             decided.extend(one.decisions)
         return OperatorAnswer(first, tuple(decided), tuple(i["digest"] for i in items))
+
+    def _check_edits(self, answer: OperatorAnswer, items: Sequence[EscalationItem]) -> None:
+        """Refuse an edit of a held call whose arguments break one of its tool's rules.
+
+        Raises:
+            ValueError: naming the rule (the answer is refused before it is saved; nothing ran).
+        """
+        if self.tool_gates is None:
+            return
+        for decided, item in zip(answer.decisions, items, strict=False):
+            if decided.type != "edit" or decided.edited_args is None or not item.get("tool"):
+                continue
+            server, _, name = str(item.get("tool")).partition(".")
+            broken = self.tool_gates.check_arguments(ToolRef(server, name), decided.edited_args)
+            if broken is not None:
+                raise ValueError(
+                    f"edit: {broken.message}; refused, nothing was run: edit within the rule, "
+                    "or reject"
+                )
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
         identity = authenticated_identity(config)

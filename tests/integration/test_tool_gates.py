@@ -293,3 +293,29 @@ async def test_the_engines_execute_decision_is_left_to_the_engines_gates(
     assert pending.next == ("denial_handler_confidence",)
     assert [d["gate"] for d in pending.values["denials"]] == ["confidence"]
     assert len(pending.values["tool_calls"]) == 1  # counted against its budget
+
+
+async def test_an_edit_that_breaks_an_argument_rule_is_refused_before_it_is_saved(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    rule = ArgumentRule(
+        name="refund_at_most_1000",
+        tool="crm.refund",
+        schema={"properties": {"amount": {"type": "number", "maximum": 1000}}},
+    )
+    gates = ToolGates(require_approval=["crm.refund"], argument_rules=[rule])
+    replies = [calls(("refund", {"account_id": "a1", "amount": 10})), "refunded"]
+    edited = {"name": "refund", "args": {"account_id": "a1", "amount": 5000}}
+    bigger = {"decisions": [{"type": "edit", "edited_action": edited}], "operator": "ana"}
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        await graph.ainvoke({"messages": [("user", "refund 10")]}, config("t"))
+        with pytest.raises(ValidationError, match="break rule 'refund_at_most_1000'"):
+            await graph.ainvoke(Command(resume=bigger), config("t"))
+        waiting = await graph.aget_state(config("t"))
+        assert crm.calls == [] and waiting.next == ("denial_handler_approval",)
+        out = await graph.ainvoke(Command(resume=APPROVE), config("t"))
+    assert crm.calls == [("refund", {"account_id": "a1", "amount": 10})]
+    assert [d["verdict"] for d in out["operator_decisions"]] == ["approved"]
