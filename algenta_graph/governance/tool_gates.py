@@ -379,11 +379,14 @@ class CompiledGates:
     def _violation(self, rule: ArgumentRule, tool: ToolRef, args: Mapping[str, Any]) -> str | None:
         validator = self.validators.get(rule.name)
         if validator is not None:
-            errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path))
-            if not errors:
+            first = min(
+                validator.iter_errors(dict(args)),
+                key=lambda e: ([str(p) for p in e.absolute_path], e.message),
+                default=None,
+            )
+            if first is None:
                 return None
-            first = errors[0]
-            where = "/".join(str(p) for p in first.path) or "(arguments)"
+            where = "/".join(str(p) for p in first.absolute_path) or "(arguments)"
             return f"{where}: {first.message}"
         predicate = self.predicates[rule.name]
         try:

@@ -52,6 +52,16 @@ def says_none(tool: str, args: dict[str, Any]) -> Any:
 NOT_CALLABLE = 42
 
 
+def only_crm_refund(tool: str, args: dict[str, Any]) -> bool:
+    return tool == "crm.refund"
+
+
+class Rules:
+    @staticmethod
+    def small(tool: str, args: dict[str, Any]) -> bool | str:
+        return True if args.get("amount", 0) < 100 else "too big"
+
+
 # ------------------------------------------------------------------ names
 
 
@@ -84,6 +94,17 @@ def test_a_pattern_names_real_mcp_names_bare_qualified_or_glob(
 
 def test_the_qualified_name_is_server_dot_name() -> None:
     assert CRM_DELETE.qualified == "crm.delete_customer"
+
+
+def test_the_arguments_digest_is_sha256_of_the_canonical_tool_and_arguments() -> None:
+    import datetime
+    import hashlib
+    import json
+
+    when = datetime.date(2026, 1, 2)
+    body = json.dumps({"tool": "crm.refund", "args": {"on": str(when)}}, sort_keys=True)
+    expected = "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    assert args_digest("crm.refund", {"on": when}) == expected  # any value, as its text
 
 
 def test_the_arguments_digest_binds_tool_and_arguments_in_any_key_order() -> None:
@@ -134,8 +155,12 @@ def test_argument_rule_names_are_unique() -> None:
 
 def test_a_predicate_that_does_not_import_is_named_with_its_rule() -> None:
     gates = ToolGates(argument_rules=[ArgumentRule(name="r9", tool="x", predicate="no_such_mod:f")])
-    with pytest.raises(ValueError, match=r"argument rule 'r9': predicate 'no_such_mod:f' does not"):
+    with pytest.raises(ValueError) as caught:
         gates.compile()
+    assert str(caught.value) == (
+        "argument rule 'r9': predicate 'no_such_mod:f' does not import (ModuleNotFoundError: "
+        "No module named 'no_such_mod')"
+    )
     here = __name__
     gates = ToolGates(
         argument_rules=[ArgumentRule(name="r8", tool="x", predicate=f"{here}:NOT_CALLABLE")]
@@ -209,6 +234,42 @@ def test_a_json_schema_rule_names_the_rule_and_the_argument() -> None:
     assert rules.check(ToolRef("pay", "refund"), {"amount": 5000}, CallCounts()) is None
 
 
+def test_the_first_violation_by_argument_path_is_named() -> None:
+    rule = ArgumentRule(
+        name="r",
+        tool="*",
+        schema={
+            "properties": {
+                "b": {"type": "integer"},
+                "a": {"type": "object", "properties": {"x": {"maximum": 1}}},
+            }
+        },
+    )
+    broken = (
+        ToolGates(argument_rules=[rule])
+        .compile()
+        .check(REFUND, {"b": "no", "a": {"x": 2}}, CallCounts())
+    )
+    assert broken is not None
+    assert broken.message == (
+        "the arguments of crm.refund break rule 'r': a/x: 2 is greater than the maximum of 1"
+    )
+
+
+def test_a_predicate_is_called_with_the_qualified_tool_name() -> None:
+    rule = ArgumentRule(name="p", tool="*", predicate=f"{__name__}:only_crm_refund")
+    rules = ToolGates(argument_rules=[rule]).compile()
+    assert rules.check(REFUND, {}, CallCounts()) is None
+    assert rules.check(ToolRef("pay", "refund"), {}, CallCounts()) is not None
+
+
+def test_a_predicate_may_be_a_dotted_attribute() -> None:
+    rule = ArgumentRule(name="p", tool="*", predicate=f"{__name__}:Rules.small")
+    rules = ToolGates(argument_rules=[rule]).compile()
+    assert rules.check(REFUND, {"amount": 1}, CallCounts()) is None
+    assert rules.check(REFUND, {"amount": 500}, CallCounts()).message.endswith("too big")  # type: ignore[union-attr]
+
+
 def test_a_top_level_violation_is_named_as_the_arguments() -> None:
     rule = ArgumentRule(name="needs_id", tool="*", schema={"required": ["id"]})
     broken = ToolGates(argument_rules=[rule]).compile().check(REFUND, {}, CallCounts())
@@ -279,6 +340,34 @@ def test_a_budget_blocks_the_call_that_would_exceed_a_limit(
         assert "tools 'crm.*'" in found.message
 
 
+def test_the_budget_denial_says_exactly_what_was_spent() -> None:
+    rules = ToolGates(budgets=[Budget(thread_limit=1), Budget(tool="crm.*", run_limit=1)]).compile()
+    thread = rules.check(REFUND, {}, CallCounts(thread={"*": 1}))
+    assert thread is not None and thread.message == (
+        "the call budget for all tools is spent: thread limit 1 (1 calls counted). Do not call "
+        "'refund' again in this thread"
+    )
+    run = rules.check(REFUND, {}, CallCounts(run={"crm.*": 1}))
+    assert run is not None and run.message == (
+        "the call budget for tools 'crm.*' is spent: run limit 1 (1 calls counted). Do not call "
+        "'refund' again in this run"
+    )
+    # counts missing a budget's key count as zero
+    assert (
+        ToolGates(budgets=[Budget(run_limit=1)]).compile().check(REFUND, {}, CallCounts()) is None
+    )
+
+
+def test_governs_is_any_rule_naming_the_tool() -> None:
+    for gates in (
+        ToolGates(budgets=[Budget(tool="crm.refund", thread_limit=1)]),
+        ToolGates(argument_rules=[ArgumentRule(name="r", tool="crm.refund", schema={})]),
+        ToolGates(require_approval=["crm.refund"]),
+    ):
+        rules = gates.compile()
+        assert rules.governs(REFUND) and not rules.governs(CRM_DELETE)
+
+
 def test_a_budget_over_all_tools_says_so_and_names_the_limit_spent() -> None:
     rules = ToolGates(budgets=[Budget(thread_limit=1, run_limit=1)]).compile()
     found = rules.check(REFUND, {}, CallCounts(thread={"*": 1}, run={"*": 1}))
@@ -300,6 +389,9 @@ def test_counts_come_from_the_threads_records_thread_and_run() -> None:
     rules = ToolGates(budgets=[Budget(tool="crm.refund", thread_limit=9)]).compile()
     calls = [
         _call("refund", turn="m0"),
+        _call("refund", turn="m0"),
+        _call("refund", turn="m0"),
+        _call("refund"),
         _call("refund"),
         _call("refund", server="pay"),  # another server's refund is another tool
         _call("lookup_customer"),
@@ -307,14 +399,18 @@ def test_counts_come_from_the_threads_records_thread_and_run() -> None:
     denials = [
         {"gate": "budget", "tool": "refund", "server": "crm", "turn": "m1"},
         {"gate": "budget", "tool": "refund", "server": "crm", "turn": "m0"},  # an earlier run
+        {"gate": "budget", "tool": "refund", "server": "crm", "turn": "m0"},
         {"gate": "approval", "tool": "refund", "server": "crm", "turn": "m1"},  # not a budget
+        {"gate": "arguments", "tool": "refund", "server": "crm", "turn": "m1"},
     ]
     counts = count_calls(rules, REFUND, calls, denials, "m1")
     # thread: the calls that passed; run: this run's calls and this run's budget denials
-    assert counts.thread == {"crm.refund": 2}
-    assert counts.run == {"crm.refund": 2}
+    assert counts.thread == {"crm.refund": 5}
+    assert counts.run == {"crm.refund": 3}
     without_turn = count_calls(rules, REFUND, calls, denials, None)
-    assert without_turn.thread == {"crm.refund": 2} and without_turn.run == {"crm.refund": 0}
+    assert without_turn.thread == {"crm.refund": 5} and without_turn.run == {"crm.refund": 0}
+    unbudgeted = ToolGates(require_approval=["x"]).compile()
+    assert count_calls(unbudgeted, REFUND, calls, denials, "m1") == CallCounts()
 
 
 def test_counts_are_kept_per_budget() -> None:
@@ -372,17 +468,77 @@ def test_a_start_without_a_result_is_unknown_and_never_run_again() -> None:
     outcome = _run(conn, store)
     assert conn.sent == []
     assert (outcome.result, outcome.status, outcome.started_at) == ("unknown", "error", "T0")
-    assert "NOT run again" in outcome.content
+    assert outcome.content == (
+        "the approved call of delete_customer was started at T0 by an earlier attempt that "
+        "stopped before its result was recorded; it may have run, so it was NOT run again: an "
+        "operator must check the tool's own records"
+    )
+
+
+def test_the_start_marker_names_who_and_what_and_every_outcome_when_it_started() -> None:
+    conn, store = _Conn(), ClaimStore()
+    outcome = _run(conn, store)
+    marker = asyncio.run(store.get(start_key("esc_1")))
+    assert marker is not None
+    assert marker.answer["operator"] == "ana" and marker.answer["tool"] == "delete_customer"
+    assert outcome.started_at == marker.answer["started_at"]
+    recorded = asyncio.run(store.get(result_key("esc_1")))
+    assert recorded is not None and recorded.answer == {
+        "result": "executed",
+        "content": '{"deleted": "a1"}',
+        "status": "success",
+        "started_at": marker.answer["started_at"],
+    }
+
+
+def test_a_held_call_without_a_catalog_name_is_called_by_its_tool() -> None:
+    conn = _Conn()
+    asyncio.run(
+        run_held(conn, ClaimStore(), {"escalation_id": "e2", "tool": "refund"}, {}, operator="a")  # type: ignore[arg-type]
+    )
+    assert conn.sent == [("refund", {})]
+
+
+def test_non_text_content_is_kept_as_json() -> None:
+    blocks = ToolMessage(content=[{"type": "image", "url": "u"}], tool_call_id="x")
+    outcome = _run(_Conn(answer=blocks), ClaimStore())
+    assert outcome.content == '[{"type": "image", "url": "u"}]'
+
+
+def test_a_recorded_failure_reads_back_as_failed() -> None:
+    store = ClaimStore()
+    recorded = {"result": "failed", "content": "nope", "status": "error", "started_at": "T1"}
+    asyncio.run(store.claim(new_claim(result_key("esc_1"), recorded)))
+    outcome = _run(_Conn(), store)
+    assert (outcome.result, outcome.content, outcome.status, outcome.started_at) == (
+        "failed",
+        "nope",
+        "error",
+        "T1",
+    )
+    asyncio.run(store.claim(new_claim(result_key("esc_9"), {"result": "unknown"})))
+    bare = asyncio.run(
+        run_held(_Conn(), store, {"escalation_id": "esc_9"}, {}, operator="a")  # type: ignore[arg-type]
+    )
+    assert (bare.result, bare.content, bare.status, bare.started_at) == (
+        "unknown",
+        "",
+        "error",
+        None,
+    )
 
 
 def test_a_tool_error_is_failed_a_lost_answer_unknown_a_refusal_failed() -> None:
     error = ToolMessage(content="nope", tool_call_id="x", status="error")
     failed = _run(_Conn(answer=error), ClaimStore())
     assert (failed.result, failed.status, failed.content) == ("failed", "error", "nope")
+    assert failed.started_at is not None
     lost = _run(_Conn(error=AlgentaGraphError("connection reset")), ClaimStore())
-    assert lost.result == "unknown" and "connection reset" in lost.content
+    assert (lost.result, lost.status) == ("unknown", "error") and lost.started_at is not None
+    assert lost.content == "the call may have run, its answer was lost: connection reset"
     refused = _run(_Conn(error=ToolNotInProfileError("delete_customer", "execute")), ClaimStore())
-    assert refused.result == "failed" and refused.content.startswith("Error: ")
+    assert (refused.result, refused.status) == ("failed", "error")
+    assert refused.content.startswith("Error: ") and refused.started_at is not None
 
 
 def test_the_recorded_result_is_read_back_and_a_damaged_one_reads_unknown() -> None:
