@@ -319,3 +319,27 @@ async def test_an_edit_that_breaks_an_argument_rule_is_refused_before_it_is_save
         out = await graph.ainvoke(Command(resume=APPROVE), config("t"))
     assert crm.calls == [("refund", {"account_id": "a1", "amount": 10})]
     assert [d["verdict"] for d in out["operator_decisions"]] == ["approved"]
+
+
+async def test_a_run_may_only_tighten_a_graph_side_gate(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    gates = ToolGates(require_approval=["crm.delete_customer"])
+    replies = [calls(("delete_customer", {"account_id": "a1"})), "halted?"]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, model),
+    ):
+        with pytest.raises(ValueError, match=r"\['approval'\]: 'report' is looser"):
+            await graph.ainvoke(
+                {"messages": [("user", "delete a1")]},
+                config("loose", on_denial={"approval": "report"}),
+            )
+        out = await graph.ainvoke(
+            {"messages": [("user", "delete a1")]}, config("t", on_denial={"approval": "halt"})
+        )
+        state = await graph.aget_state(config("t"))
+    assert crm.calls == [] and state.next == () and not state.interrupts
+    [held] = out["denials"]
+    assert (held["gate"], held["policy"]) == ("approval", "halt")
+    assert "escalation_id" not in held
