@@ -124,8 +124,8 @@ async def run_held(
         )
     else:
         content = plain_content(message.content)
-        text = content if isinstance(content, str) else json.dumps(content, default=str)
-        failed = getattr(message, "status", "success") == "error"
+        text = content if isinstance(content, str) else json.dumps(content)
+        failed = message.status == "error"
         outcome = HeldOutcome(
             "failed" if failed else "executed",
             text,

@@ -270,6 +270,16 @@ def test_a_predicate_may_be_a_dotted_attribute() -> None:
     assert rules.check(REFUND, {"amount": 500}, CallCounts()).message.endswith("too big")  # type: ignore[union-attr]
 
 
+def test_a_rule_of_another_tool_does_not_stop_the_next_rule() -> None:
+    rules = ToolGates(
+        argument_rules=[
+            ArgumentRule(name="other", tool="pay.*", schema={"required": ["x"]}),
+            ArgumentRule(name="mine", tool="crm.refund", schema={"required": ["y"]}),
+        ]
+    ).compile()
+    assert rules.check(REFUND, {}, CallCounts()).rule == "mine"  # type: ignore[union-attr]
+
+
 def test_a_top_level_violation_is_named_as_the_arguments() -> None:
     rule = ArgumentRule(name="needs_id", tool="*", schema={"required": ["id"]})
     broken = ToolGates(argument_rules=[rule]).compile().check(REFUND, {}, CallCounts())
@@ -489,6 +499,20 @@ def test_the_start_marker_names_who_and_what_and_every_outcome_when_it_started()
         "status": "success",
         "started_at": marker.answer["started_at"],
     }
+
+
+def test_a_held_call_is_called_by_its_catalog_name_else_its_tool() -> None:
+    conn = _Conn()
+    renamed = {"escalation_id": "e3", "catalog_name": "crm_refund", "tool": "refund"}
+    asyncio.run(run_held(conn, ClaimStore(), renamed, {}, operator="a"))  # type: ignore[arg-type]
+    assert conn.sent == [("crm_refund", {})]
+
+
+def test_a_start_marker_without_a_time_says_so() -> None:
+    store = ClaimStore()
+    asyncio.run(store.claim(new_claim(start_key("esc_1"), {})))
+    outcome = _run(_Conn(), store)
+    assert "was started at ? by an earlier attempt" in outcome.content
 
 
 def test_a_held_call_without_a_catalog_name_is_called_by_its_tool() -> None:
