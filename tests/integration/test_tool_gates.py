@@ -343,3 +343,42 @@ async def test_a_run_may_only_tighten_a_graph_side_gate(
     [held] = out["denials"]
     assert (held["gate"], held["policy"]) == ("approval", "halt")
     assert "escalation_id" not in held
+
+
+async def test_per_call_mode_asks_about_each_held_call_and_runs_each_approved_once(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    from algenta_graph.governance.escalations import EscalationSettings
+
+    gates = ToolGates(require_approval=["crm.delete_customer"])
+    replies = [
+        calls(
+            ("delete_customer", {"account_id": "a1"}),
+            ("delete_customer", {"account_id": "a2"}),
+        ),
+        "one of two",
+    ]
+    settings = EscalationSettings(interrupt_mode="per_call")
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates, escalation=settings) as (
+            graph,
+            _,
+        ),
+    ):
+        await graph.ainvoke({"messages": [("user", "delete both")]}, config("t"))
+        first = await graph.aget_state(config("t"))
+        [asked] = first.interrupts
+        assert asked.value["type"] == "tool_approval" and asked.value["name"] == "delete_customer"
+        assert asked.value["args"] == {"account_id": "a1"}
+        await graph.ainvoke(
+            Command(resume={asked.id: {"type": "approve", "operator": "ana"}}), config("t")
+        )
+        second = await graph.aget_state(config("t"))
+        [then] = second.interrupts
+        assert then.value["args"] == {"account_id": "a2"}
+        out = await graph.ainvoke(
+            Command(resume={then.id: {"type": "reject", "operator": "ana"}}), config("t")
+        )
+    assert crm.calls == [("delete_customer", {"account_id": "a1", "reason": ""})]
+    assert [d["verdict"] for d in out["operator_decisions"]] == ["approved", "declined"]
