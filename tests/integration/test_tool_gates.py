@@ -328,7 +328,7 @@ async def test_a_run_may_only_tighten_a_graph_side_gate(
     replies = [calls(("delete_customer", {"account_id": "a1"})), "halted?"]
     async with (
         connection(engine, crm) as conn,
-        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, model),
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
     ):
         with pytest.raises(ValueError, match=r"\['approval'\]: 'report' is looser"):
             await graph.ainvoke(
