@@ -84,6 +84,7 @@ from algenta_graph.governance.escalations import (
     NotifyHook,
 )
 from algenta_graph.governance.gates import GateName, Policy, describe_gates, parse_on_denial
+from algenta_graph.governance.tool_gates import ToolGates
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -588,6 +589,9 @@ class AgentConfig(ConfigTable):
     """How the denial handlers ask operators (``[escalation]``)."""
     telemetry: TelemetryTable = TelemetryTable()
     """Where spans and metrics go (``[telemetry]``)."""
+    tool_gates: ToolGates = ToolGates()
+    """Gates on any tool (``[tool_gates]``: ``require_approval``, ``[[tool_gates.budgets]]``,
+    ``[[tool_gates.argument_rules]]``; :class:`~algenta_graph.governance.tool_gates.ToolGates`)."""
     name: Annotated[str, Field(min_length=1)] = DEFAULT_NAME
     """The compiled graph's name."""
 

@@ -73,6 +73,7 @@ from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, parse_on_denial
 from algenta_graph.governance.run_settings import GraphSettings, RunContext
+from algenta_graph.governance.tool_gates import CompiledGates, ToolGates, parse_tool_gates
 from algenta_graph.models import resolve_model
 from algenta_graph.nodes.agent import STEP_LIMIT_MESSAGE, AgentNodes
 from algenta_graph.nodes.answers import AuthorizeOperator
@@ -134,6 +135,7 @@ def build_governed_graph(
     usage: UsageSignal | None = None,
     embeddings: Embeddings | None = None,
     escalation: EscalationSettings | None = None,
+    tool_gates: ToolGates | CompiledGates | Mapping[str, Any] | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Build the governed graph (uncompiled) over an **open** connection.
 
@@ -163,12 +165,17 @@ def build_governed_graph(
             (:class:`~algenta_graph.governance.escalations.EscalationSettings`: reasons,
             ``per_call`` mode, allowed decisions per gate, deadlines, notifications; default
             the defaults).
+        tool_gates: the graph-side gates' rules for any tool
+            (:class:`~algenta_graph.governance.tool_gates.ToolGates`, its keys as a mapping, or
+            already compiled): which calls an operator must approve, call budgets, argument
+            rules. Default: none.
 
     Returns:
         The uncompiled ``StateGraph``.
 
     Raises:
-        ValueError: ``top_k`` is not an int >= 1, ``on_denial`` is malformed, ``index`` and
+        ValueError: ``top_k`` is not an int >= 1, ``on_denial`` or ``tool_gates`` is
+            malformed (a predicate that does not import is named with its rule), ``index`` and
             ``embeddings`` are both given (pass ``embeddings=`` to the ``ToolIndex``), or
             ``always_include`` names a tool the catalog does not show.
     """
@@ -187,7 +194,11 @@ def build_governed_graph(
     )
     built = GraphSettings(top_k=top_k, policies=policies)
     executor = DecisionExecutor(connection)  # one, held by governed_tool and every handler
-    tools = GovernedToolNode(catalog, executor, built)
+    if not isinstance(tool_gates, CompiledGates):
+        tool_gates = parse_tool_gates(tool_gates).compile()
+    tools = GovernedToolNode(
+        catalog, executor, built, None if tool_gates.gates.empty else tool_gates
+    )
     nodes = AgentNodes(catalog, built, system_prompt)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(
         GovernedState, context_schema=RunContext, input_schema=GovernedInput
@@ -201,7 +212,11 @@ def build_governed_graph(
         graph.add_node(
             handler_node_name(gate),
             DenialHandler(
-                gate, executor, authorize_operator=authorize_operator, settings=escalation
+                gate,
+                executor,
+                authorize_operator=authorize_operator,
+                settings=escalation,
+                tool_gates=tool_gates,
             ),
             destinations=destinations,
         )
@@ -253,6 +268,7 @@ async def create_governed_agent(
     store: BaseStore | None = None,
     name: str | None = None,
     escalation: EscalationSettings | None = None,
+    tool_gates: ToolGates | Mapping[str, Any] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Connect to the engine, list its tools and return the compiled governed graph.
 
@@ -313,6 +329,8 @@ async def create_governed_agent(
         name: the compiled graph's name.
         escalation: see :func:`build_governed_graph`; default the configuration's
             ``[escalation]``.
+        tool_gates: see :func:`build_governed_graph`; default the configuration's
+            ``[tool_gates]`` (approval, budgets and argument rules on any tool).
 
     The graph is instrumented (:func:`~algenta_graph.telemetry.instrument`) when OpenTelemetry
     is configured when it is built (the configuration's ``[telemetry]`` exporter, or the
@@ -400,6 +418,8 @@ async def create_governed_agent(
         index = await build_index(
             connection.tools, embeddings if embeddings is not None else resolved.embeddings
         )
+        gates = parse_tool_gates(cfg.tool_gates if tool_gates is None else tool_gates)
+        compiled_gates = await asyncio.to_thread(gates.compile)  # predicates import: off the loop
         graph = build_governed_graph(
             connection,
             model if model is not None else resolved.model,
@@ -415,6 +435,7 @@ async def create_governed_agent(
             always_include=base_tools,
             usage=usage,
             escalation=escalation if escalation is not None else resolved.escalation,
+            tool_gates=compiled_gates,
         )
         compiled = graph.compile(checkpointer=checkpointer, store=store, name=name or cfg.name)
         conf: dict[str, Any] = {}

@@ -190,8 +190,21 @@ def read_records(db: str | Path, thread: str | None = None) -> Records:
     return thread_records(latest, str(db))[0]
 
 
+def _subject(record: Mapping[str, Any]) -> str:
+    """What a record is about: its decision, else (a graph-side gate's) its tool."""
+    tool = record.get("tool")
+    if record.get("decision_id") is None and tool:
+        server = record.get("server")
+        return f"{server}.{tool}" if server else str(tool)
+    return str(record.get("decision_id"))
+
+
 def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]) -> str:
-    """A plain-text table of receipts, then denials, then operator decisions, per thread."""
+    """A plain-text table of receipts, denials, operator decisions and gated calls, per thread.
+
+    A record of a graph-side gate (a held, denied or approved call of any tool) shows its tool,
+    ``server.name``, where an ``execute_decision`` record shows its decision.
+    """
     rows: list[tuple[str, ...]] = []
     for tid, kinds in records.items():
         for r in kinds.get("receipts", []):
@@ -209,8 +222,8 @@ def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]
                 (
                     tid,
                     "denial",
-                    str(d.get("decision_id")),
-                    f"gate={d.get('gate')}",
+                    _subject(d),
+                    f"gate={d.get('gate')}" + (f" rule={d['rule']}" if d.get("rule") else ""),
                     short(d.get("message"), 60),
                 )
             )
@@ -219,9 +232,19 @@ def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]
                 (
                     tid,
                     "operator",
-                    str(o.get("decision_id")),
+                    _subject(o),
                     f"{o.get('action')} {o.get('gate')} -> {o.get('result')}",
                     f"by {o.get('operator')}: {short(o.get('reason'), 40)}",
+                )
+            )
+        for c in kinds.get("tool_calls", []):
+            rows.append(
+                (
+                    tid,
+                    "tool_call",
+                    f"{c.get('server')}.{c.get('tool')}",
+                    "let through",
+                    f"args {short(c.get('args_digest'), 24)}",
                 )
             )
     header = ("thread", "record", "decision_id", "outcome", "detail")

@@ -284,6 +284,7 @@ class EngineConnection:
         self._extra_specs = extras
         self._servers: dict[str, ServerSession] = {}
         self._tools: dict[str, BaseTool] = {}
+        self._origins: dict[str, tuple[str, str]] = {}
         self._algenta_names: frozenset[str] = frozenset()
         self._advertised: frozenset[str] = frozenset()
         self.execute_supplied: frozenset[str] = frozenset()
@@ -394,6 +395,7 @@ class EngineConnection:
             server_name=ALGENTA_SERVER,
         )
         catalog = {t.name: t for t in tools}
+        origins = {t.name: (ALGENTA_SERVER, t.name) for t in tools}
         self._advertised = frozenset(view.advertised)
         self._algenta_names = frozenset(catalog)
         taken = set(self._advertised) | set(load_contract().get("mcp_tool_reference", {}))
@@ -409,6 +411,7 @@ class EngineConnection:
             )
             for tool in extra_tools:
                 final = tool.name
+                origin = (name, tool.name)
                 if final in taken:
                     final = f"{name}_{tool.name}"
                     n = 2
@@ -417,7 +420,9 @@ class EngineConnection:
                     tool.name = final
                 taken.add(final)
                 catalog[final] = tool
+                origins[final] = origin
         self._tools = catalog
+        self._origins = origins
 
     async def aclose(self) -> None:
         """Close every session (idempotent)."""
@@ -452,6 +457,14 @@ class EngineConnection:
     def get_tool(self, name: str) -> BaseTool | None:
         """The catalog tool called ``name`` (its final name), or None."""
         return self._tools.get(name)
+
+    def tool_origin(self, name: str) -> tuple[str, str] | None:
+        """``(server, MCP tool name)`` of the catalog tool called ``name``, or ``None``.
+
+        The real name on its own server, before any renaming for a clash (an extra server's
+        ``delete_customer`` may be the catalog's ``crm_delete_customer``): what tool gates match.
+        """
+        return self._origins.get(name)
 
     def is_algenta_tool(self, name: str) -> bool:
         """True only for the Algenta engine's own catalog tools, never an extra server's."""

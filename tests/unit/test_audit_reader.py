@@ -40,7 +40,9 @@ from algenta_graph.state import RECORD_FIELDS, GovernedState
 def _tool(state: dict[str, Any]) -> dict[str, Any]:
     n = len(state.get("receipts") or [])
     receipt = {"decision_id": f"dec_{n}", "execution_status": "delivered", "response_code": 200}
-    return seal(state, {"receipts": [receipt], "denials": [], "operator_decisions": []})
+    return seal(
+        state, {"receipts": [receipt], "denials": [], "operator_decisions": [], "tool_calls": []}
+    )
 
 
 def _graph(saver: Any) -> Any:

@@ -31,6 +31,7 @@ from algenta_graph.config import (
     read_config_file,
     resolve_config,
 )
+from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.graph import build_governed_graph
 from algenta_graph.models import DemoChatModel
 from algenta_graph.testing import ScriptedChatModel
@@ -110,11 +111,7 @@ def test_the_environment_variables_win_over_the_file_and_say_so(tmp_path: Path) 
     }
     config = load_config(environ=env)
     assert (config.top_k, config.profile) == (7, "govern")
-    assert config.on_denial == {
-        "idempotency": "report",
-        "confidence": "report",
-        "risk_floor": "report",
-    }
+    assert config.on_denial == dict.fromkeys(GATE_NAMES, "report")
     assert config.api_key == EnvSecret(env="ALGENTA_API_KEY")  # the name, never the value
     assert config.source_of("top_k") == "environment variable ALGENTA_TOP_K"
     assert config.source_of("profile") == str(path)
@@ -208,7 +205,7 @@ def test_every_problem_is_reported_at_once_file_and_environment(tmp_path: Path) 
     assert _problems(caught) == [
         "environment variable ALGENTA_TOP_K: top_k: must be an integer >= 1, not 'many'",
         "environment variable ALGENTA_ON_DENIAL: on_denial: unknown gate 'gate9'; the gates are "
-        "idempotency, confidence, risk_floor",
+        "idempotency, confidence, risk_floor, approval, budget, arguments",
         f"{path}: profile: unknown Algenta tool profile 'root'; valid profiles: observe, "
         "govern, execute, full",
         f"{path}: topk: unknown key",

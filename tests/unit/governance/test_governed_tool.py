@@ -570,7 +570,7 @@ def test_route_takes_the_strictest_policy_ties_in_table_order() -> None:
         routed(["x", "x"], [d("confidence", "c0", "escalate"), d("idempotency", "c1", "halt")])
         == "idempotency"
     )
-    assert routed(["x"], [d("approval", "c0", "report")]) == HALT
+    assert routed(["x"], [d("geo_fence", "c0", "report")]) == HALT
     assert routed(["x", "x"], [d("confidence", "c0"), d("idempotency", "c1")]) == "confidence"
 
 
@@ -593,12 +593,12 @@ def test_gate_order_uses_the_recorded_policy_else_the_default() -> None:
         [d("confidence", policy="halt"), d("confidence", policy="report"), d("risk_floor")]
     ) == ["confidence", "risk_floor"]
     # an unknown gate halts, and sorts before the table's gates among equals
-    assert gate_order([d("risk_floor", policy="halt"), d("approval")]) == [
-        "approval",
+    assert gate_order([d("risk_floor", policy="halt"), d("geo_fence")]) == [
+        "geo_fence",
         "risk_floor",
     ]
-    assert gate_order([d("idempotency", policy="halt"), d("approval")]) == [
-        "approval",
+    assert gate_order([d("idempotency", policy="halt"), d("geo_fence")]) == [
+        "geo_fence",
         "idempotency",
     ]
 
