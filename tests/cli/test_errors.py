@@ -14,9 +14,8 @@ from importlib import metadata
 import pytest
 from cli_support import assert_one_line_error, cli
 
-from algenta_graph.connection.outcomes import KNOWN_GATES
 from algenta_graph.governance.contract import DEFAULT_PROFILE, PROFILE_NAMES
-from algenta_graph.governance.gates import DEFAULT_POLICIES, POLICIES, parse_on_denial
+from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, POLICIES, parse_on_denial
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,7 +39,7 @@ def test_help_shows_every_default_and_choice() -> None:
         assert profile in run
     assert f"(default: {DEFAULT_PROFILE})" in run
     assert "default: algenta-graph.sqlite" in run
-    for gate in KNOWN_GATES:
+    for gate in GATE_NAMES:
         assert f"{gate} {DEFAULT_POLICIES[gate]}" in run  # each gate and its default policy
     for word in ("|".join(POLICIES), "default: 5", "default: cli", "ALGENTA_BASE_URL"):
         assert word in run, word
@@ -67,7 +66,10 @@ def test_every_subcommand_is_registered() -> None:
         (["--on-denial", "sometimes"], ["'sometimes'"]),
         (
             ["--on-denial", '{"unknwon": "halt"}'],
-            ["'unknwon'", "the gates are idempotency, confidence, risk_floor"],
+            [
+                "'unknwon'",
+                "the gates are idempotency, confidence, risk_floor, approval, budget, arguments",
+            ],
         ),
         (["--on-denial", '{"confidence": "nope"}'], ["--on-denial['confidence']", "'nope'"]),
         (["--profile", "bogus"], ["'bogus'", "observe"]),
@@ -102,10 +104,13 @@ def test_an_unreachable_engine_is_one_line(tmp_path) -> None:  # type: ignore[no
 
 
 def test_a_bare_policy_applies_to_every_gate_and_json_to_the_named_ones() -> None:
-    assert parse_on_denial("halt") == dict.fromkeys(KNOWN_GATES, "halt")
-    assert parse_on_denial(' "report" ') == dict.fromkeys(KNOWN_GATES, "report")
+    assert parse_on_denial("halt") == dict.fromkeys(GATE_NAMES, "halt")
+    assert parse_on_denial(' "report" ') == dict.fromkeys(GATE_NAMES, "report")
     assert parse_on_denial(json.dumps({"risk_floor": "halt"})) == {"risk_floor": "halt"}
-    with pytest.raises(ValueError, match="the gates are idempotency, confidence, risk_floor"):
+    with pytest.raises(
+        ValueError,
+        match="the gates are idempotency, confidence, risk_floor, approval, budget, arguments",
+    ):
         parse_on_denial('{"unknown": "halt"}')
 
 
