@@ -22,6 +22,7 @@ use pyo3::types::{
 use serde_json::Value;
 
 use crate::index::fusion::{self, Fusion};
+use crate::index::ties::Ties;
 use crate::index::vectors::{Precision, QueryVec};
 use crate::index::{analyze_query, Index, Params, Staged, VectorSearch};
 use crate::project::{project_schema, Field, Json, JsonKind, ProjectError};
@@ -673,6 +674,33 @@ impl PyIndex {
                         ))
                     }
                 })
+            })
+        })
+    }
+
+    /// BM25F top `k` for `query` with every posting of every query term scored, no pruning:
+    /// what `search` must return without a vector, computed the slow way (for tests and
+    /// benchmarks of the pruning).
+    #[pyo3(signature = (query, k = 5, allow = None))]
+    fn search_exhaustive(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        k: usize,
+        allow: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<(String, f32)>> {
+        not_building().map_err(PyRuntimeError::new_err)?;
+        let allow = allow_names(allow)?;
+        py.detach(|| {
+            guarded(|| {
+                let index = self.read()?;
+                let mask = allow
+                    .as_ref()
+                    .map(|a| index.allow_mask(a.iter().map(String::as_str)));
+                let ties = Ties::new(query);
+                let hits =
+                    index.search_exhaustive(&analyze_query(query), k, mask.as_deref(), Some(&ties));
+                Ok(index.named(hits))
             })
         })
     }

@@ -8,7 +8,7 @@ use crate::tokenize::{is_stemmable, is_stopword, Kind, Tokenizer};
 
 use super::docs::doc_key;
 use super::postings::Posting;
-use super::scoring::scale_len;
+use super::scoring::{scale_len, Scorer};
 use super::stage::{Staged, StagedVector};
 use super::vocab::intern;
 use super::Index;
@@ -136,7 +136,23 @@ impl Index {
                 }
             }
         }
-        // Pass 2: insert.
+        // Pass 2: insert. The postings' bounds (`bounds.rs`) are taken under the reference
+        // statistics; a first add takes as reference the statistics it will leave.
+        self.bounds.tfw.resize(self.postings.len(), 0.0);
+        if self.bounds.reference.is_none() || self.by_name.is_empty() {
+            let mut sum_len = self.sum_len;
+            for &(_, _, lens) in &tools {
+                for (total, len) in sum_len.iter_mut().zip(lens) {
+                    *total += u64::from(len);
+                }
+            }
+            let n = (self.by_name.len() + tools.len()) as f64;
+            self.bounds.reference = Some(Scorer::new(&self.params, &sum_len, n).norm_b());
+        }
+        let reference = self
+            .bounds
+            .reference_scorer(&self.params)
+            .expect("set above");
         let docs = &self.docs;
         self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
         for (i, (tool, &(start, end, lens))) in staged.tools.iter().zip(&tools).enumerate() {
@@ -148,6 +164,7 @@ impl Index {
                 lens,
                 vector,
                 staged,
+                &reference,
             );
             if (i + 1).is_multiple_of(every) {
                 progress("index", i + 1);
@@ -155,6 +172,19 @@ impl Index {
         }
         if every != usize::MAX && !tools.len().is_multiple_of(every) {
             progress("index", tools.len());
+        }
+        self.rebase_if_stale();
+    }
+
+    /// Recompute the pruning bounds if the statistics have moved too far from theirs.
+    pub(super) fn rebase_if_stale(&mut self) {
+        let scorer = self.scorer();
+        if self
+            .bounds
+            .stale(&self.params, &scorer, self.postings.len())
+        {
+            self.bounds
+                .rebase(&scorer, &self.postings, &self.scaled_lens);
         }
     }
 
@@ -166,6 +196,7 @@ impl Index {
         lens: [u32; NUM_FIELDS],
         vector: StagedVector,
         staged: &Staged,
+        reference: &Scorer,
     ) {
         // One probe of the name table for a new name: where it is absent is where it goes.
         let docs = &self.docs;
@@ -178,7 +209,7 @@ impl Index {
                         kept = self.vectors.to_f32(old).map(|v| (v, key));
                     }
                 }
-                self.remove(name);
+                self.remove_tool(name);
                 let docs = &self.docs;
                 self.by_name
                     .find(name.as_bytes(), |s| doc_key(docs, s))
@@ -193,16 +224,19 @@ impl Index {
                 self.docs.push_free_slot()
             }
         };
+        let e = self.params.length_exponent;
+        let scaled: [f32; NUM_FIELDS] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
         for &(id, tf) in terms {
-            // Postings stay sorted by slot (binary search in `search_tokens`); a bulk add
-            // appends, a reused slot is inserted in place.
+            // Postings stay sorted by slot (seeks in `search.rs`); a bulk add appends, a
+            // reused slot is inserted in place.
             self.postings[id as usize].insert(Posting { slot, tf });
+            let bound = &mut self.bounds.tfw[id as usize];
+            *bound = bound.max(reference.tfw(&tf, &scaled));
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);
         }
-        let e = self.params.length_exponent;
-        self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
+        self.scaled_lens[slot as usize] = scaled;
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
         self.docs.set(slot, name, lens, &mut ids);
         self.by_name.put_at(bucket, slot);
@@ -231,6 +265,15 @@ impl Index {
 
     /// Remove a tool; returns whether it was present.
     pub fn remove(&mut self, name: &str) -> bool {
+        let removed = self.remove_tool(name);
+        if removed {
+            self.rebase_if_stale();
+        }
+        removed
+    }
+
+    /// [`Index::remove`] without recomputing the bounds (an add does that once at its end).
+    fn remove_tool(&mut self, name: &str) -> bool {
         let docs = &self.docs;
         let Some(slot) = self.by_name.remove(name.as_bytes(), |s| doc_key(docs, s)) else {
             return false;
@@ -239,8 +282,13 @@ impl Index {
             .docs
             .take(slot)
             .expect("slot of a named tool is occupied");
+        self.bounds.removed += terms.len();
         for t in terms {
-            self.postings[t as usize].remove(slot);
+            let list = &mut self.postings[t as usize];
+            list.remove(slot);
+            if list.is_empty() {
+                self.bounds.tfw[t as usize] = 0.0;
+            }
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total -= u64::from(len);

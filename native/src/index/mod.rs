@@ -9,6 +9,7 @@
 //!   so an index built incrementally scores bit-for-bit like one built from scratch.
 //! * Top-k goes through a bounded heap; equal scores are ordered by tool name.
 
+mod bounds;
 mod build;
 mod docs;
 pub mod fusion;
@@ -27,6 +28,7 @@ use crate::table::IdTable;
 use crate::project::NUM_FIELDS;
 use crate::tokenize::Analyzer;
 
+use bounds::Bounds;
 use docs::{doc_key, Docs};
 use postings::PostingList;
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
@@ -49,6 +51,8 @@ pub struct Index {
     sum_len: [u64; NUM_FIELDS],
     /// The tools' embeddings, by slot.
     vectors: Vectors,
+    /// Per term, an upper bound of its contribution (dynamic pruning).
+    bounds: Bounds,
 }
 
 thread_local! {
@@ -143,6 +147,12 @@ impl Index {
             + names
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
             + self.vectors.heap_bytes()
+            + self.bounds.heap_bytes()
+    }
+
+    /// The scorer of the current statistics.
+    fn scorer(&self) -> scoring::Scorer {
+        scoring::Scorer::new(&self.params, &self.sum_len, self.by_name.len() as f64)
     }
 
     /// Bitset over slots of the allowed tool names (unknown names are ignored).

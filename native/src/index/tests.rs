@@ -406,3 +406,238 @@ fn pruned_search_equals_brute_force() {
         "pruning was never exercised"
     );
 }
+
+/// A deterministic xorshift generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, m: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % m as u64) as usize
+    }
+}
+
+#[test]
+fn seek_and_intersect_agree_with_a_scan() {
+    use super::search::{intersect, seek};
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..300 {
+        let density = 1 + rng.next(60);
+        let mut list: Vec<Posting> = Vec::new();
+        let mut slot = rng.next(5) as u32;
+        for _ in 0..rng.next(if round % 3 == 0 { 5 } else { 3000 }) {
+            list.push(Posting {
+                slot,
+                tf: [1, 0, 0, 0],
+            });
+            slot += 1 + rng.next(density) as u32;
+        }
+        let max = slot + 10;
+        for _ in 0..50 {
+            let from = rng.next(list.len() + 1);
+            let target = rng.next(max as usize) as u32;
+            let want = from + list[from..].partition_point(|p| p.slot < target);
+            assert_eq!(
+                seek(&list, from, target),
+                want,
+                "from {from} target {target}"
+            );
+        }
+        let mut other: Vec<Posting> = list.iter().filter(|_| rng.next(3) == 0).copied().collect();
+        for _ in 0..rng.next(200) {
+            other.push(Posting {
+                slot: rng.next(max as usize) as u32,
+                tf: [0, 1, 0, 0],
+            });
+        }
+        other.sort_by_key(|p| p.slot);
+        other.dedup_by_key(|p| p.slot);
+        let (from, at) = (rng.next(list.len() + 1), rng.next(other.len() + 1));
+        let end = from + rng.next(list.len() - from + 1);
+        let mut out = Vec::new();
+        let (i, j) = intersect(&list, from, end, &other, at, &mut out);
+        let want: Vec<(u32, u32)> = (from..i)
+            .filter_map(|a| {
+                other[at..]
+                    .iter()
+                    .position(|p| p.slot == list[a].slot)
+                    .map(|b| (a as u32, (at + b) as u32))
+            })
+            .collect();
+        assert_eq!(out, want);
+        assert!(i == end || j == other.len());
+        // Every posting of `other` before `j` is below the next slot of `list` still to read.
+        if j > at && i < list.len() {
+            assert!(other[j - 1].slot < list[i].slot || i == end);
+        }
+    }
+}
+
+/// A catalog with skewed word frequencies, rare words (product names), identical tools under
+/// different names (ties at every score), and a few long descriptions.
+fn skewed_catalog(rng: &mut Rng, n: usize, tag: &str) -> Vec<(String, String, Vec<String>)> {
+    let common: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
+    let rare: Vec<String> = (0..300).map(|i| format!("rare{i}x")).collect();
+    let pick = |rng: &mut Rng| {
+        // A squared draw: low-numbered words are far more frequent.
+        let r = rng.next(common.len() * common.len());
+        common[(r as f64).sqrt() as usize].clone()
+    };
+    let mut tools: Vec<(String, String, Vec<String>)> = Vec::new();
+    for i in 0..n {
+        if i > 0 && rng.next(12) == 0 {
+            // A copy of an earlier tool, another name: same score for every query.
+            let (_, d, p) = tools[rng.next(tools.len())].clone();
+            tools.push((format!("{tag}copy{i}"), d, p));
+            continue;
+        }
+        let mut desc: Vec<String> = (0..1 + rng.next(10)).map(|_| pick(rng)).collect();
+        if rng.next(5) == 0 {
+            desc.push(rare[rng.next(rare.len())].clone());
+        }
+        if rng.next(200) == 0 {
+            desc.extend((0..300).map(|_| pick(rng)));
+        }
+        let params: Vec<String> = (0..rng.next(4)).map(|_| pick(rng)).collect();
+        let name = format!("{}_{}_{tag}{i}", pick(rng), pick(rng));
+        tools.push((name, desc.join(" "), params));
+    }
+    tools
+}
+
+fn stage_catalog(tools: &[(String, String, Vec<String>)]) -> Staged {
+    let mut staged = Staged::default();
+    for (name, desc, params) in tools {
+        staged.begin(name);
+        staged.text(Field::Description, desc);
+        for p in params {
+            staged.text(Field::ParamNames, p);
+            staged.text(Field::ParamText, &format!("the {p} of it"));
+        }
+    }
+    staged
+}
+
+/// Under the current statistics, no posting scores above its term's bound.
+fn assert_bounds_hold(ix: &Index) {
+    let scorer = ix.scorer();
+    let drift = ix.bounds.drift(&ix.params, &scorer);
+    let n = ix.len() as f64;
+    for (t, list) in ix.postings.iter().enumerate() {
+        let df = list.len() as f64;
+        if df == 0.0 {
+            continue;
+        }
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+        let bound = scorer.bound(idf, ix.bounds.tfw[t] * drift);
+        for p in list.as_slice() {
+            let s = scorer.score(idf, p, &ix.scaled_lens[p.slot as usize]);
+            assert!(s <= bound, "term {t}: score {s} above its bound {bound}");
+        }
+    }
+}
+
+fn random_queries(rng: &mut Rng, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            (0..1 + rng.next(7))
+                .map(|_| match rng.next(4) {
+                    0 => format!("rare{}x", rng.next(300)),
+                    1 => format!("w{}", rng.next(20)),
+                    _ => format!("w{}", rng.next(400)),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// Pruned and exhaustive searches agree exactly (names, scores bit for bit, order).
+fn assert_pruning_exact(ix: &Index, queries: &[String], allow: Option<&[u64]>) {
+    for q in queries {
+        let tokens = analyze_query(q);
+        let ties = super::ties::Ties::new(q);
+        for k in [1, 2, 5, 10, 50] {
+            let got = ix.search_slots(&tokens, k, allow, Some(&ties));
+            let want = ix.search_exhaustive(&tokens, k, allow, Some(&ties));
+            assert_eq!(ix.named(got), ix.named(want), "query {q:?} k {k}");
+        }
+    }
+}
+
+#[test]
+fn maxscore_equals_exhaustive_scoring_on_a_skewed_catalog() {
+    use super::search::{CHUNKS, WARM};
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let tools = skewed_catalog(&mut rng, 6000, "t");
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&stage_catalog(&tools));
+    assert_bounds_hold(&ix);
+    let queries = random_queries(&mut rng, 400);
+    let (pruned, warm, chunks) = (
+        PRUNED.with(|p| p.get()),
+        WARM.with(|w| w.get()),
+        CHUNKS.with(|c| c.get()),
+    );
+    assert_pruning_exact(&ix, &queries, None);
+    // Every path ran: terms left non-essential, the warm start, the chunked intersection.
+    assert!(PRUNED.with(|p| p.get()) - pruned > 500);
+    assert!(WARM.with(|w| w.get()) - warm > 100);
+    assert!(CHUNKS.with(|c| c.get()) - chunks > 100);
+    // With a filter: a random third of the tools.
+    let names: Vec<String> = tools.iter().map(|t| t.0.clone()).collect();
+    let allowed: Vec<&str> = names
+        .iter()
+        .filter(|_| rng.next(3) == 0)
+        .map(String::as_str)
+        .collect();
+    let mask = ix.allow_mask(allowed.iter().copied());
+    assert_pruning_exact(&ix, &queries[..150], Some(&mask));
+}
+
+#[test]
+fn maxscore_stays_exact_through_adds_and_removes() {
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    let mut tools = skewed_catalog(&mut rng, 3000, "a");
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&stage_catalog(&tools));
+    let queries = random_queries(&mut rng, 120);
+    // Remove a third (the statistics move, the bounds go stale), re-add some changed, add
+    // tools with much longer texts (average lengths grow: the bounds must be rebased).
+    for round in 0..4 {
+        let mut kept = Vec::new();
+        for t in tools.drain(..) {
+            if rng.next(3) == 0 {
+                assert!(ix.remove(&t.0));
+            } else {
+                kept.push(t);
+            }
+        }
+        tools = kept;
+        let mut more = skewed_catalog(&mut rng, 400, &format!("r{round}_"));
+        for t in more.iter_mut() {
+            if round % 2 == 1 {
+                t.1 = format!("{} {}", t.1, t.1.repeat(6));
+            }
+        }
+        ix.add_staged(&stage_catalog(&more));
+        tools.extend(more);
+        assert_bounds_hold(&ix);
+        assert_pruning_exact(&ix, &queries, None);
+    }
+    // And the same ranking as an index built from scratch.
+    let mut fresh = Index::new(Params::default()).unwrap();
+    fresh.add_staged(&stage_catalog(&tools));
+    for q in &queries {
+        let tokens = analyze_query(q);
+        for k in [1, 5, 20] {
+            assert_eq!(
+                ix.named(ix.search_slots(&tokens, k, None, None)),
+                fresh.named(fresh.search_slots(&tokens, k, None, None)),
+                "query {q:?}"
+            );
+        }
+    }
+}

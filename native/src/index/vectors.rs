@@ -571,8 +571,8 @@ mod tests {
             .sum();
         assert!((f64::from(dot_f32(&a, &b)) - plain).abs() < 1e-3 * plain.abs().max(1.0));
         assert_eq!(dot_f32(&a, &b).to_bits(), dot_f32_body(&a, &b).to_bits());
-        let qa: Vec<i8> = (0..261).map(|i| (i * 37 % 255) as i32 as i8).collect();
-        let qb: Vec<i8> = (0..261).map(|i| (i * 11 % 255) as i32 as i8).collect();
+        let qa: Vec<i8> = (0..261).map(|i| (i * 37 % 255) as i8).collect();
+        let qb: Vec<i8> = (0..261).map(|i| (i * 11 % 255) as i8).collect();
         let exact: i32 = qa
             .iter()
             .zip(&qb)
