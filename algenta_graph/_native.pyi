@@ -100,6 +100,11 @@ class Bm25Index:
         vector: _Vector | None = None,
     ) -> list[tuple[str, float]]:
         """BM25F top ``k``; with the query's ``vector``, BM25 and cosine fused."""
+    def search_exhaustive(
+        self, query: str, k: int = 5, allow: Iterable[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """``search`` without a vector, every posting of every query term scored (no
+        pruning): for tests and benchmarks of the pruning."""
     def search_many(
         self,
         queries: Iterable[str],

@@ -25,6 +25,13 @@ fn cpu_ms() -> f64 {
     ts.sec as f64 * 1e3 + ts.nsec as f64 / 1e6
 }
 
+/// The process's CPU time in ms (every thread).
+fn proc_ms() -> f64 {
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    unsafe { clock_gettime(2, &mut ts) };
+    ts.sec as f64 * 1e3 + ts.nsec as f64 / 1e6
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let catalog = &args[1];
@@ -47,17 +54,26 @@ fn main() {
     }
     eprintln!("staged {} tools in {:?}", staged.len(), t.elapsed());
     let mut ix = Index::new(Params::default()).unwrap();
-    let t = Instant::now();
-    let mut last = Instant::now();
-    ix.add_staged_with(&staged, 250_000, &mut |phase, done| {
-        eprintln!("  {phase} {done} {:?}", last.elapsed());
+    let (t, c) = (Instant::now(), proc_ms());
+    let (mut last, mut last_c) = (Instant::now(), proc_ms());
+    ix.add_staged_with(&staged, usize::MAX - 1, &mut |phase, done| {
+        eprintln!(
+            "  {phase} {done}: {:?} wall, {:.0} ms cpu",
+            last.elapsed(),
+            proc_ms() - last_c
+        );
         last = Instant::now();
+        last_c = proc_ms();
     });
     eprintln!(
-        "built in {:?}; heap {} MB",
+        "built in {:?} wall, {:.0} ms cpu; heap {} MB",
         t.elapsed(),
+        proc_ms() - c,
         ix.heap_bytes() >> 20
     );
+    for (k, v) in ix.heap_parts() {
+        eprintln!("  {k}: {:.1} MB", v as f64 / 1048576.0);
+    }
     drop(staged);
     let mut lat = Vec::new();
     let rounds: usize = std::env::var("ROUNDS")

@@ -1,12 +1,9 @@
 //! Adding tools: tokenize every staged text (pass 1), then insert (pass 2).
 
-use rust_stemmers::{Algorithm, Stemmer};
-use rustc_hash::FxHashMap;
-
-use crate::project::{Field, NUM_FIELDS};
-use crate::tokenize::{is_stemmable, is_stopword, Kind, Tokenizer};
+use crate::project::NUM_FIELDS;
 
 use super::docs::doc_key;
+use super::pass1::Pass1;
 use super::postings::Posting;
 use super::scoring::{scale_len, Scorer};
 use super::stage::{Staged, StagedVector};
@@ -15,8 +12,6 @@ use super::Index;
 
 /// Batches of at least this many tools size every postings list they extend once, up front.
 pub(super) const RESERVE_BATCH: usize = 64;
-/// Parameter texts up to this many bytes are tokenized once per batch and remembered.
-pub(super) const MEMO_TEXT_LEN: usize = 256;
 
 impl Index {
     /// Add or replace (by name) every staged tool, in order.
@@ -32,102 +27,39 @@ impl Index {
         every: usize,
         progress: &mut dyn FnMut(&str, usize),
     ) {
-        const STOP: u32 = u32::MAX;
-        let mut tokenizer = Tokenizer::default();
-        let stemmer = Stemmer::create(Algorithm::English);
-        // Part as written -> id of its stem (STOP for a stopword): one hash lookup per repeated
-        // part. Short parameter texts (names, enum values, stock descriptions) repeat across a
-        // catalog: their term ids are remembered per text. Both live for this batch only.
-        let mut part_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
-        let mut text_ids: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
-        let mut memo: Vec<u32> = Vec::new();
-        let mut ids: Vec<u32> = Vec::new();
-        let mut occurrences: Vec<(u32, u8)> = Vec::new();
-        let mut owner: Vec<u32> = Vec::new();
-        let mut at: Vec<u32> = Vec::new();
-        // Pass 1: every tool's distinct terms, in one buffer, and how many postings each term
-        // gains, so that pass 2 sizes every postings list once.
-        let mut all_terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
-        let mut tools: Vec<(usize, usize, [u32; NUM_FIELDS])> = Vec::with_capacity(staged.len());
-        for tool in &staged.tools {
-            let (first, end) = tool.texts;
-            occurrences.clear();
-            let mut lens = [0u32; NUM_FIELDS];
-            for &(from, to, field) in &staged.texts[first..end] {
-                let text = &staged.arena[from..to];
-                let remembered = matches!(field, Field::ParamNames | Field::ParamText)
-                    && text.len() <= MEMO_TEXT_LEN;
-                if let Some(&(at, n)) = remembered.then(|| text_ids.get(text)).flatten() {
-                    ids.clear();
-                    ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
-                } else {
-                    ids.clear();
-                    let Index {
-                        vocab, postings, ..
-                    } = self;
-                    tokenizer.for_each(text, |tok, kind| {
-                        let id = match kind {
-                            Kind::Whole => intern(vocab, postings, tok),
-                            Kind::Part => match part_ids.get(tok) {
-                                Some(&id) => id,
-                                None => {
-                                    let id = if is_stopword(tok) {
-                                        STOP
-                                    } else if is_stemmable(tok) {
-                                        intern(vocab, postings, &stemmer.stem(tok))
-                                    } else {
-                                        intern(vocab, postings, tok)
-                                    };
-                                    part_ids.insert(tok.into(), id);
-                                    id
-                                }
-                            },
-                        };
-                        if id != STOP {
-                            ids.push(id);
-                        }
-                    });
-                    if remembered {
-                        text_ids.insert(text, (memo.len() as u32, ids.len() as u32));
-                        memo.extend_from_slice(&ids);
-                    }
-                }
-                let f = field as usize;
-                lens[f] = lens[f].saturating_add(ids.len() as u32);
-                occurrences.extend(ids.iter().map(|&id| (id, f as u8)));
-            }
-            // Aggregate per term without sorting: `at[id]` is the term's entry in this tool's
-            // slice of `all_terms` while `owner[id]` says the entry belongs to this tool.
-            let start = all_terms.len();
-            let tool_no = tools.len() as u32 + 1;
-            for &(id, f) in &occurrences {
-                let i = id as usize;
-                if i >= owner.len() {
-                    owner.resize(self.postings.len().max(i + 1), 0);
-                    at.resize(owner.len(), 0);
-                }
-                if owner[i] == tool_no {
-                    let tf = &mut all_terms[at[i] as usize].1[f as usize];
-                    *tf = tf.saturating_add(1);
-                } else {
-                    owner[i] = tool_no;
-                    at[i] = all_terms.len() as u32;
-                    let mut tf = [0u8; NUM_FIELDS];
-                    tf[f as usize] = 1;
-                    all_terms.push((id, tf));
-                }
-            }
-            tools.push((start, all_terms.len(), lens));
-            if tools.len().is_multiple_of(every) {
-                progress("tokenize", tools.len());
-            }
+        let mut pass1 = Pass1::new();
+        pass1.tokenize(staged, every, &mut |done| progress("tokenize", done));
+        if every != usize::MAX && !pass1.len().is_multiple_of(every) {
+            progress("tokenize", pass1.len());
         }
-        if every != usize::MAX && !tools.len().is_multiple_of(every) {
-            progress("tokenize", tools.len());
+        self.insert_pass1(&[staged], pass1, every, &mut |done| progress("index", done));
+    }
+
+    /// Pass 2 of an add: the terms of `pass1` (which tokenized `chunks`, in order) merged into
+    /// the vocabulary, then every tool inserted, calling `progress(done)` every `every` tools
+    /// and at the end.
+    pub fn insert_pass1(
+        &mut self,
+        chunks: &[&Staged],
+        mut pass1: Pass1,
+        every: usize,
+        progress: &mut dyn FnMut(usize),
+    ) {
+        // Local term ids to the index's, interned in order of first appearance (what one
+        // pass over the tools in order would have given).
+        let global: Vec<u32> = (0..pass1.vocab.len() as u32)
+            .map(|l| intern(&mut self.vocab, &mut self.postings, pass1.vocab.term(l)))
+            .collect();
+        drop(std::mem::take(&mut pass1.vocab));
+        for (id, _) in pass1.all_terms.iter_mut() {
+            *id = global[*id as usize];
         }
-        if staged.len() >= RESERVE_BATCH {
+        drop(global);
+        let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
+        if tools.len() >= RESERVE_BATCH {
+            // Every postings list sized once, for all it gains.
             let mut gained = vec![0u32; self.postings.len()];
-            for &(id, _) in &all_terms {
+            for &(id, _) in all_terms {
                 gained[id as usize] += 1;
             }
             for (list, &n) in self.postings.iter_mut().zip(&gained) {
@@ -136,12 +68,12 @@ impl Index {
                 }
             }
         }
-        // Pass 2: insert. The postings' bounds (`bounds.rs`) are taken under the reference
-        // statistics; a first add takes as reference the statistics it will leave.
+        // The postings' bounds (`bounds.rs`) are taken under the reference statistics; a first
+        // add takes as reference the statistics it will leave.
         self.bounds.tfw.resize(self.postings.len(), 0.0);
         if self.bounds.reference.is_none() || self.by_name.is_empty() {
             let mut sum_len = self.sum_len;
-            for &(_, _, lens) in &tools {
+            for &(_, _, lens) in tools {
                 for (total, len) in sum_len.iter_mut().zip(lens) {
                     *total += u64::from(len);
                 }
@@ -154,25 +86,31 @@ impl Index {
             .reference_scorer(&self.params)
             .expect("set above");
         let docs = &self.docs;
-        self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
-        for (i, (tool, &(start, end, lens))) in staged.tools.iter().zip(&tools).enumerate() {
-            let (from, to) = tool.key;
-            let vector = staged.vectors.get(i).copied().unwrap_or(StagedVector::None);
-            self.insert(
-                &staged.arena[from..to],
-                &all_terms[start..end],
-                lens,
-                vector,
-                staged,
-                &reference,
-            );
-            if (i + 1).is_multiple_of(every) {
-                progress("index", i + 1);
+        self.by_name.reserve(tools.len(), |s| doc_key(docs, s));
+        let mut i = 0;
+        for staged in chunks {
+            for (j, tool) in staged.tools.iter().enumerate() {
+                let (start, end, lens) = tools[i];
+                let (from, to) = tool.key;
+                let vector = staged.vectors.get(j).copied().unwrap_or(StagedVector::None);
+                self.insert(
+                    &staged.arena[from..to],
+                    &all_terms[start..end],
+                    lens,
+                    vector,
+                    staged,
+                    &reference,
+                );
+                i += 1;
+                if i.is_multiple_of(every) {
+                    progress(i);
+                }
             }
         }
-        if every != usize::MAX && !tools.len().is_multiple_of(every) {
-            progress("index", tools.len());
+        if every != usize::MAX && !i.is_multiple_of(every) {
+            progress(i);
         }
+        drop(pass1);
         self.rebase_if_stale();
     }
 

@@ -13,6 +13,7 @@ mod bounds;
 mod build;
 mod docs;
 pub mod fusion;
+pub mod pass1;
 mod postings;
 mod scoring;
 mod search;
@@ -30,6 +31,7 @@ use crate::tokenize::Analyzer;
 
 use bounds::Bounds;
 use docs::{doc_key, Docs};
+pub use pass1::Pass1;
 use postings::PostingList;
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
 pub use stage::{split_name, Staged, StagedVector};
@@ -305,5 +307,28 @@ impl Index {
             }
         });
         self.top_k_by(hits.into_iter(), k)
+    }
+}
+impl Index {
+    /// The heap estimate by part, in bytes (diagnostics, for `examples/harness.rs`).
+    pub fn heap_parts(&self) -> Vec<(&'static str, usize)> {
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(PostingList::heap_bytes)
+            .sum::<usize>();
+        vec![
+            ("postings data", postings),
+            (
+                "postings lists",
+                self.postings.capacity() * std::mem::size_of::<PostingList>(),
+            ),
+            ("num postings*8", self.num_postings() * 8),
+            ("vocab", self.vocab.heap_bytes()),
+            ("docs", self.docs.heap_bytes()),
+            ("names", self.by_name.heap_bytes()),
+            ("scaled", self.scaled_lens.capacity() * 16),
+            ("bounds", self.bounds.heap_bytes()),
+        ]
     }
 }

@@ -641,3 +641,52 @@ fn maxscore_stays_exact_through_adds_and_removes() {
         }
     }
 }
+
+#[test]
+fn pass1_tokenizes_as_the_analyzer_with_its_caches() {
+    use crate::tokenize::Analyzer;
+    let texts = [
+        "get_weather getWeather get-weather GET_WEATHER",
+        "a__b x. .y -z- _private_ a-_b end.",
+        "getHTTPResponseCode side1 s3_upload getV2Users HTTP2Server ipv4 2024",
+        "Turn the lights off, not on! The files, the FILES.",
+        "math.factorial x = 3.14, y = 2 v1.2.3 a.b_c ab--cd",
+        "Caf\u{e9} Stra\u{df}e na\u{ef}ve r\u{e9}sum\u{e9} \u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}",
+        "",
+        "weather weather weather forecast",
+    ];
+    for field in [
+        Field::Description,
+        Field::ParamText,
+        Field::ParamNames,
+        Field::Name,
+    ] {
+        let mut staged = Staged::default();
+        // Each text twice: the second time comes from the caches.
+        for text in texts.iter().chain(texts.iter()) {
+            staged.begin("x");
+            staged.text(field, text);
+        }
+        let mut pass1 = Pass1::new();
+        pass1.tokenize(&staged, usize::MAX, &mut |_| {});
+        for (i, text) in texts.iter().chain(texts.iter()).enumerate() {
+            let mut want: Vec<(String, u8)> = Vec::new();
+            for tok in Analyzer::new().tokenize(text) {
+                match want.iter_mut().find(|w| w.0 == tok) {
+                    Some(w) => w.1 += 1,
+                    None => want.push((tok, 1)),
+                }
+            }
+            let got: Vec<(String, u8)> = pass1
+                .terms_of(i)
+                .into_iter()
+                .map(|(t, tf)| (t, tf[field as usize]))
+                .collect();
+            assert_eq!(got, want, "{field:?} {text:?}");
+            assert_eq!(
+                pass1.tools[i].2[field as usize] as usize,
+                want.iter().map(|w| w.1 as usize).sum::<usize>()
+            );
+        }
+    }
+}
