@@ -33,6 +33,7 @@ __all__ = [
     "checkpointer_of",
     "default_durability",
     "infer_as_node",
+    "interrupt_id",
     "rebuild_as",
     "state_checkpointer",
 ]
@@ -43,6 +44,22 @@ _Graph = TypeVar("_Graph")
 def checkpointer_of(config: RunnableConfig | None) -> Any:
     """The checkpointer of the run ``config`` belongs to (``None`` without one)."""
     return ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+
+
+def interrupt_id(config: RunnableConfig | None, answered: int) -> str | None:
+    """The id LangGraph gives the interrupt a node raises after ``answered`` answered ones.
+
+    An escalation records the id of the interrupt that asked about it (invariant 15), and
+    LangGraph computes it from the task's checkpoint namespace with a private function. If a
+    release drops it, ``None`` is recorded: the record says the id is unknown, and nothing else
+    changes (the answer is bound by the escalation's digest, not by this id).
+    """
+    try:
+        from langgraph.types import _interrupt_id
+    except ImportError:  # pragma: no cover - a LangGraph without it: the id is unknown
+        return None
+    ns = ((config or {}).get("configurable") or {}).get("checkpoint_ns")
+    return _interrupt_id(ns, answered) if isinstance(ns, str) else None
 
 
 def default_durability(durability: str) -> dict[str, Any]:
@@ -65,8 +82,11 @@ def infer_as_node(graph: Any, versions_seen: Mapping[str, Any]) -> str | None:
 
 
 def state_checkpointer(graph: Any, config: Any) -> Any:
-    """The checkpointer ``graph.update_state(config, ...)`` writes to (the graph's, or the one
-    the LangGraph server puts in ``config``); the graph's own when LangGraph has no resolver."""
+    """The checkpointer ``graph.update_state(config, ...)`` writes to.
+
+    The graph's, or the one the LangGraph server puts in ``config``; the graph's own when
+    LangGraph has no resolver.
+    """
     resolve = getattr(graph, "_state_checkpointer", None)
     if resolve is not None:
         return resolve(config)

@@ -117,8 +117,11 @@ class ServiceContext:
 
 
 class BackgroundService(ServiceContext):
-    """A :class:`ServiceContext` over one :class:`BackgroundServer`: ``start()`` makes and
-    starts it in ``_server``; ``stop()`` stops it, joins its thread and drops it."""
+    """A :class:`ServiceContext` over one :class:`BackgroundServer`.
+
+    ``start()`` makes and starts it in ``_server``; ``stop()`` stops it, joins its thread and
+    drops it.
+    """
 
     _server: BackgroundServer | None = None
 

@@ -1,5 +1,7 @@
-"""Moved to :mod:`algenta_graph.serving.auth`; this path keeps ``langgraph.json`` files that
-name ``algenta_graph.auth:auth`` working."""
+"""Moved to :mod:`algenta_graph.serving.auth`.
+
+This path keeps ``langgraph.json`` files that name ``algenta_graph.auth:auth`` working.
+"""
 
 from algenta_graph.serving.auth import auth
 

@@ -51,6 +51,10 @@ class EngineConnectionError(AlgentaGraphError):
 
     Raised by :class:`~algenta_graph.connection.engine.EngineConnection` when it opens or calls;
     the message names the URL and what to check (the URL, that the engine runs, the token).
+
+    Args:
+        message: what failed, and what to check.
+        url: the endpoint that failed (kept as ``url``).
     """
 
     def __init__(self, message: str, *, url: str | None = None) -> None:
@@ -67,7 +71,12 @@ class EngineTimeoutError(EngineConnectionError):
 
 
 class ToolNotInProfileError(AlgentaGraphError):
-    """A tool outside the active profile was called; the engine was not contacted."""
+    """A tool outside the active profile was called; the engine was not contacted.
+
+    Args:
+        tool: the tool that was called (kept as ``tool``).
+        profile: the name of the active profile (kept as ``profile``).
+    """
 
     def __init__(self, tool: str, profile: str) -> None:
         super().__init__(
@@ -78,9 +87,10 @@ class ToolNotInProfileError(AlgentaGraphError):
 
 
 class UnsupportedToolSchemaError(AlgentaGraphError, ValueError):
-    """A tool's parameter schema is one the providers reject and that cannot be fixed safely
-    (raised by :mod:`algenta_graph.retrieval.naming`; the tool is then left out, with a
-    warning)."""
+    """A tool's parameter schema is one the providers reject and that cannot be fixed safely.
+
+    Raised by :mod:`algenta_graph.retrieval.naming`; the tool is then left out, with a warning.
+    """
 
 
 # --------------------------------------------------------------------------- the operator
@@ -94,6 +104,9 @@ class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
     who decided, how, and where; nothing was done or recorded in this run's name. (A
     ``RuntimeError`` too, so the LangGraph server shows the message to the API client instead of
     "An internal error occurred".)
+
+    Args:
+        claim: the claim in force (kept as ``claim``): who decided, how, and where.
     """
 
     def __init__(self, claim: Claim) -> None:
@@ -110,12 +123,16 @@ class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
 
 
 class RecordsWriteRefused(AlgentaGraphError, PermissionError, HTTPException):
-    """An ``update_state`` tried to write governed records, to fork an earlier checkpoint, to
-    write as a governance node, or to change a thread whose governed step is unfinished.
+    """An ``update_state`` was refused by the record guard.
 
-    Raised by the record guard (:mod:`algenta_graph.governance.record_guard`). It is a Starlette
-    ``HTTPException`` with status 403 too, so a LangGraph server answers the client with 403 and
-    the message as ``detail``.
+    It tried to write governed records, to fork an earlier checkpoint, to write as a governance
+    node, or to change a thread whose governed step is unfinished. Raised by the record guard
+    (:mod:`algenta_graph.governance.record_guard`). It is a Starlette ``HTTPException`` with
+    status 403 too, so a LangGraph server answers the client with 403 and the message as
+    ``detail``.
+
+    Args:
+        detail: why the update was refused (the message, and the 403's ``detail``).
     """
 
     def __init__(self, detail: str) -> None:
@@ -123,6 +140,7 @@ class RecordsWriteRefused(AlgentaGraphError, PermissionError, HTTPException):
         Exception.__init__(self, detail)
 
     def __str__(self) -> str:
+        """The refusal's ``detail`` (the message)."""
         return str(self.detail)
 
 
@@ -148,7 +166,10 @@ class ModelSetupError(AlgentaGraphError):
 class ModelPackageMissingError(ModelSetupError, ImportError):
     """The chat model package of a model string's provider is not installed.
 
-    ``package`` is what to ``pip install`` (e.g. ``langchain-openai`` for ``"openai:gpt-5"``).
+    Args:
+        model: the model string (kept as ``model``).
+        package: what to ``pip install`` (kept as ``package``; e.g. ``langchain-openai`` for
+            ``"openai:gpt-5"``).
     """
 
     def __init__(self, model: str, package: str) -> None:
@@ -180,16 +201,25 @@ class CheckpointerURLError(CheckpointerError, ValueError):
 
 
 class RecordsFileError(AlgentaGraphError, ValueError):
-    """A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are
-    not an algenta-graph thread's; the message names the file or store and says why."""
+    """Not a readable LangGraph SQLite checkpoint file, or checkpoints not an algenta-graph's.
+
+    A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are not
+    an algenta-graph thread's; the message names the file or store and says why.
+    """
 
 
 # --------------------------------------------------------------------------- the command line
 
 
 class CommandError(AlgentaGraphError):
-    """A bad input or a failed ``algenta-graph`` command: one line for the user, and the exit
-    code (2 a bad value, 1 a failure, 3 an escalation left pending)."""
+    """A bad input or a failed ``algenta-graph`` command.
+
+    One line for the user, and the exit code (kept as ``code``).
+
+    Args:
+        message: the line for the user.
+        code: the exit code: 2 a bad value, 1 a failure, 3 an escalation left pending.
+    """
 
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
@@ -197,5 +227,7 @@ class CommandError(AlgentaGraphError):
 
 
 class DemoError(AlgentaGraphError, RuntimeError):
-    """The ``algenta-graph demo`` walkthrough did not go as narrated (a step's expected outcome
-    did not happen)."""
+    """The ``algenta-graph demo`` walkthrough did not go as narrated.
+
+    A step's expected outcome did not happen.
+    """

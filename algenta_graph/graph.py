@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypeIs
 
 from algenta_graph._langgraph import default_durability
 from algenta_graph.governance.contract import resolve_profile
@@ -120,16 +122,36 @@ def build_governed_graph(
 ) -> StateGraph[Any, Any, Any, Any]:
     """Build the governed graph (uncompiled) over an **open** connection.
 
-    The catalog (``connection.tools``) and the BM25 index over it are built here, once. Pass
-    ``index`` to reuse one already built over the same tools. Compile it yourself with any
-    checkpointer; consider ``durability="sync"`` when invoking (see :func:`create_governed_agent`).
-    ``always_include``: tool names bound on every step whatever retrieval ranks (not counted
-    in ``top_k``; still subject to the run's profile). ``usage``: a
-    :class:`~algenta_graph.retrieval.usage.UsageSignal` (kept in a LangGraph store) that reranks
-    retrieval by what served similar queries and learns from each successful call.
-    ``embeddings``: any LangChain ``Embeddings``, fused with BM25 in the native index
-    (:mod:`algenta_graph.retrieval.fusion`) (nothing is downloaded
-    or called without it).
+    The catalog (``connection.tools``) and the BM25 index over it are built here, once. Compile
+    it yourself with any checkpointer; consider ``durability="sync"`` when invoking (see
+    :func:`create_governed_agent`).
+
+    Args:
+        connection: the open engine connection
+            (:class:`~algenta_graph.connection.engine.EngineClient`).
+        model: as for :func:`create_governed_agent`.
+        top_k: how many tools retrieval binds per turn (an int >= 1).
+        on_denial: as for :func:`create_governed_agent`.
+        index: a tool index already built over the same tools, to reuse.
+        system_prompt: the model's system prompt (default :data:`DEFAULT_SYSTEM_PROMPT`; none
+            when ``None`` or empty).
+        authorize_operator: ``(identity, gate, config) -> bool``, who may answer an escalation.
+        always_include: tool names bound on every step whatever retrieval ranks (not counted
+            in ``top_k``; still subject to the run's profile).
+        usage: a :class:`~algenta_graph.retrieval.usage.UsageSignal` (kept in a LangGraph
+            store) that reranks retrieval by what served similar queries and learns from each
+            successful call.
+        embeddings: any LangChain ``Embeddings``, fused with BM25 in the native index
+            (:mod:`algenta_graph.retrieval.fusion`) (nothing is downloaded or called without
+            it).
+
+    Returns:
+        The uncompiled ``StateGraph``.
+
+    Raises:
+        ValueError: ``top_k`` is not an int >= 1, ``on_denial`` is malformed, ``index`` and
+            ``embeddings`` are both given (pass ``embeddings=`` to the ``ToolIndex``), or
+            ``always_include`` names a tool the catalog does not show.
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
@@ -210,27 +232,55 @@ async def create_governed_agent(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Connect to the engine, list its tools and return the compiled governed graph.
 
-    - ``model``: a chat model, an ``init_chat_model`` string (``"openai:gpt-5"``) or ``None``
-      for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
-    - ``profile``: the tool profile (default ``"observe"``). With ``connection=`` the
-      connection's profile applies and ``profile`` may only narrow it.
-    - ``on_denial``: ``{gate: "report" | "escalate" | "halt"}`` (or one policy for every gate)
-      over :data:`~algenta_graph.governance.gates.DEFAULT_POLICIES`; a run may only make them
-      stricter.
-    - ``checkpointer``: any ``BaseCheckpointSaver``, or a SQLite path / ``postgresql://`` URL
-      (opened here and closed with the graph; see :mod:`algenta_graph.serving.checkpointer`).
-    - ``durability``: the default checkpoint durability of every run (``"sync"``: a step's
-      checkpoint is written before the next step starts); a run's own ``durability=`` wins.
-    - ``step_limit``: the default ``recursion_limit``; a run that reaches it ends with
-      :data:`STEP_LIMIT_MESSAGE` instead of ``GraphRecursionError``.
-    - ``authorize_operator``: ``(identity, gate, config) -> bool``, who may answer an escalation.
-    - ``operator_api_key``: the engine credential of the operator path alone (an engine key
-      with the operator role; default ``ALGENTA_OPERATOR_API_KEY``): the override flags are
-      sent with it, the model's calls never are.
-    - ``always_include``, ``usage``, ``embeddings``: see :func:`build_governed_graph`.
-
     Without ``connection=``, the graph opens one and keeps it open for its life: close it with
     ``await aclose_governed_agent(graph)``, or use ``async with governed_agent(...) as graph``.
+
+    Args:
+        model: a chat model, an ``init_chat_model`` string (``"openai:gpt-5"``) or ``None``
+            for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
+        base_url: the engine's MCP endpoint (see
+            :class:`~algenta_graph.connection.engine.EngineConnection`).
+        api_key: the engine's API token (see
+            :class:`~algenta_graph.connection.engine.EngineConnection`).
+        operator_api_key: the engine credential of the operator path alone (an engine key
+            with the operator role; default ``ALGENTA_OPERATOR_API_KEY``): the override flags
+            are sent with it, the model's calls never are.
+        profile: the tool profile (default ``"observe"``). With ``connection=`` the
+            connection's profile applies and ``profile`` may only narrow it.
+        top_k: how many tools retrieval binds per turn (an int >= 1).
+        on_denial: ``{gate: "report" | "escalate" | "halt"}`` (or one policy for every gate)
+            over :data:`~algenta_graph.governance.gates.DEFAULT_POLICIES`; a run may only make
+            them stricter.
+        checkpointer: any ``BaseCheckpointSaver``, or a SQLite path / ``postgresql://`` URL
+            (opened here and closed with the graph; see
+            :mod:`algenta_graph.serving.checkpointer`).
+        extra_servers: more MCP servers whose tools join the catalog (see
+            :class:`~algenta_graph.connection.engine.EngineConnection`).
+        connection: an open engine connection to use instead of opening one (the caller closes
+            it; ``base_url``, ``api_key``, ``operator_api_key`` and ``extra_servers`` are then
+            not given).
+        system_prompt: the model's system prompt (default :data:`DEFAULT_SYSTEM_PROMPT`; none
+            when ``None`` or empty).
+        durability: the default checkpoint durability of every run (``"sync"``: a step's
+            checkpoint is written before the next step starts); a run's own ``durability=``
+            wins. Without a checkpointer none is set.
+        step_limit: the default ``recursion_limit``; a run that reaches it ends with
+            :data:`STEP_LIMIT_MESSAGE` instead of ``GraphRecursionError``.
+        authorize_operator: ``(identity, gate, config) -> bool``, who may answer an escalation.
+        always_include: see :func:`build_governed_graph`.
+        usage: see :func:`build_governed_graph`.
+        embeddings: see :func:`build_governed_graph`.
+        name: the compiled graph's name.
+
+    Returns:
+        The compiled governed graph.
+
+    Raises:
+        ValueError: a malformed argument (``step_limit`` below 4, ``connection=`` together
+            with ``base_url`` / ``api_key`` / ``operator_api_key`` / ``extra_servers``, and
+            those of :func:`build_governed_graph`).
+        EngineConnectionError: the engine could not be reached.
+        ModelSetupError: the model string could not be turned into a chat model.
     """
     if isinstance(step_limit, bool) or not isinstance(step_limit, int) or step_limit < 4:
         raise ValueError(f"step_limit must be an int >= 4, got {step_limit!r}")
@@ -273,7 +323,7 @@ async def create_governed_agent(
             usage=usage,
             embeddings=embeddings,
         )
-        compiled = graph.compile(checkpointer=checkpointer, name=name)  # type: ignore[arg-type]
+        compiled = graph.compile(checkpointer=checkpointer, name=name)
         conf: dict[str, Any] = {}
         if profile is not None:
             conf["profile"] = resolve_profile(profile).name
@@ -281,10 +331,10 @@ async def create_governed_agent(
             # (without a checkpointer durability means nothing, and langgraph 1.2 fails on
             # "sync" there)
             conf.update(default_durability(durability))
-        with_config: dict[str, Any] = {"recursion_limit": step_limit}
+        with_config: RunnableConfig = {"recursion_limit": step_limit}
         if conf:
             with_config["configurable"] = conf
-        compiled = compiled.with_config(with_config)  # type: ignore[arg-type]
+        compiled = compiled.with_config(with_config)
     except BaseException:
         await stack.aclose()
         raise
@@ -292,7 +342,7 @@ async def create_governed_agent(
     return compiled
 
 
-def _is_saver(value: Any) -> bool:
+def _is_saver(value: object) -> TypeIs[BaseCheckpointSaver[Any]]:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     return isinstance(value, BaseCheckpointSaver)
@@ -309,7 +359,11 @@ async def aclose_governed_agent(graph: Any) -> None:
 async def governed_agent(
     model: BaseChatModel | str | None = None, **kwargs: Any
 ) -> AsyncIterator[CompiledStateGraph[Any, Any, Any, Any]]:
-    """``async with governed_agent(...) as graph``: :func:`create_governed_agent`, then close."""
+    """:func:`create_governed_agent` as an async context manager, closing the graph on exit.
+
+    ``async with governed_agent(...) as graph``; the arguments are
+    :func:`create_governed_agent`'s.
+    """
     graph = await create_governed_agent(model, **kwargs)
     try:
         yield graph

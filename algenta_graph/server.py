@@ -1,5 +1,7 @@
-"""Moved to :mod:`algenta_graph.serving.server`; this path keeps ``langgraph.json`` files that
-name ``algenta_graph.server:make_graph`` working."""
+"""Moved to :mod:`algenta_graph.serving.server`.
+
+This path keeps ``langgraph.json`` files that name ``algenta_graph.server:make_graph`` working.
+"""
 
 from algenta_graph.serving.server import make_graph
 

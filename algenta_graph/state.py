@@ -48,6 +48,7 @@ __all__ = [
     "OperatorAction",
     "OperatorDecision",
     "OperatorDecisionRecord",
+    "OperatorVerdict",
     "PolicyName",
     "ReceiptRecord",
     "RecordSource",
@@ -55,6 +56,7 @@ __all__ = [
     "denial_record",
     "escalation_id_of",
     "new_escalation_id",
+    "now_iso",
     "operator_decision_record",
     "receipt_record",
 ]
@@ -70,14 +72,29 @@ with no answer (which counts as executed, ``docs/ARCHITECTURE.md`` invariant 8).
 PolicyName = Literal["report", "escalate", "halt"]
 """What the graph does about a denial (:mod:`algenta_graph.governance.gates`)."""
 OperatorAction = Literal["override", "decline"]
-"""What an operator decided about an escalated denial."""
+"""What an operator decided about an escalated denial: execute it on the operator path, or not."""
 DecisionResult = Literal["receipt", "failed", "denied", "declined"]
-"""What came of an operator decision."""
+"""What came of an operator decision (``declined``: nothing was executed)."""
+OperatorVerdict = Literal["approved", "modified", "overrode", "declined", "responded", "expired"]
+"""The operator's outcome, as the record states it (``docs/ARCHITECTURE.md``, invariant 15):
+
+- ``approved``: the reviewed call was approved as shown (LangChain's ``approve``, Agent Inbox's
+  ``accept``) and sent on the operator path with the escalated gate's override;
+- ``modified``: approved with edited arguments (``edit``), sent the same way;
+- ``overrode``: the short answer ``{"action": "override"}``, sent the same way;
+- ``declined``: rejected (``reject``, ``ignore``, ``{"action": "decline"}``): nothing executed;
+- ``responded``: the operator answered in the tool's place (``respond``, Agent Inbox's
+  ``response``): the text went to the model, nothing executed;
+- ``expired``: the escalation's deadline had passed: nothing executed, whatever the answer.
+"""
 
 
 class ReceiptRecord(TypedDict):
-    """A receipt in state: an :class:`~algenta_graph.connection.outcomes.ExecutionReceipt` and
-    where it came from. Written by :func:`receipt_record`."""
+    """A receipt in state: an execution receipt and where it came from.
+
+    An :class:`~algenta_graph.connection.outcomes.ExecutionReceipt`; written by
+    :func:`receipt_record`.
+    """
 
     kind: Literal["receipt"]
     """Always ``"receipt"``."""
@@ -140,9 +157,10 @@ class ReceiptRecord(TypedDict):
 
 
 class DenialRecord(TypedDict):
-    """A named-gate denial in state: an
-    :class:`~algenta_graph.connection.outcomes.ExecutionDenial`, its call and its policy.
-    Written by :func:`denial_record`.
+    """A named-gate denial in state: the denial, its call and its policy.
+
+    An :class:`~algenta_graph.connection.outcomes.ExecutionDenial`; written by
+    :func:`denial_record`.
 
     A denial with ``policy == "escalate"`` and no operator decision for its ``tool_call_id``
     is a **pending escalation**: a resume completes it from the state alone, whatever context
@@ -178,6 +196,9 @@ class DenialRecord(TypedDict):
     escalation_id: NotRequired[str]
     """An escalated denial's own identity (``esc_<hex>``), given when it is raised: copies of
     the thread, later tasks and other processes all answer *this* escalation, exactly once."""
+    raised_at: NotRequired[str]
+    """When an escalated denial was raised (ISO 8601, UTC): the escalation's ``asked_at``, from
+    which its deadline counts (``expires_after``)."""
     seq: NotRequired[int]
     """The record's place in the thread's audit chain."""
     prev: NotRequired[str]
@@ -187,15 +208,20 @@ class DenialRecord(TypedDict):
 
 
 class OperatorDecisionRecord(TypedDict):
-    """An operator decision in state (:class:`OperatorDecision` dumped to JSON). Written by
-    :func:`operator_decision_record`."""
+    """An operator decision in state (:class:`OperatorDecision` dumped to JSON).
+
+    Written by :func:`operator_decision_record`. It says who answered (identity and roles),
+    what they were shown (``digest``), when the escalation was asked and when it was decided,
+    and the outcome (``verdict``): ``docs/ARCHITECTURE.md``, invariant 15.
+    """
 
     operator: str
     """Who decided: the authenticated identity when served with auth."""
-    reason: str
-    """Why, in the operator's words."""
+    reason: str | None
+    """Why, in the operator's words (``None`` when no reason was given); for ``responded``, the
+    text the model was given; for ``expired``, the deadline that passed."""
     action: OperatorAction
-    """``override`` or ``decline``."""
+    """``override`` (sent on the operator path) or ``decline`` (nothing sent)."""
     gate: str
     """The gate whose denial was escalated."""
     decision_id: str | None
@@ -214,6 +240,26 @@ class OperatorDecisionRecord(TypedDict):
     """The escalation answered (its denial's ``escalation_id``)."""
     answered_in_thread: str | None
     """Where the answer was given, when not in this thread."""
+    verdict: NotRequired[OperatorVerdict]
+    """The operator's outcome (:data:`OperatorVerdict`)."""
+    roles: NotRequired[list[str]]
+    """The operator's roles when it answered (the served graph's authenticated roles; empty
+    when the graph runs without auth)."""
+    digest: NotRequired[str | None]
+    """The digest of what the operator was shown (``sha256:<hex>``, the escalation's
+    ``digest``): the answer took effect on exactly that."""
+    interrupt_id: NotRequired[str | None]
+    """The id of the interrupt that asked (LangGraph's ``Interrupt.id``)."""
+    asked_at: NotRequired[str | None]
+    """When the escalation was raised (its denial's ``raised_at``)."""
+    decided_at: NotRequired[str | None]
+    """When the answer was given (claimed: the moment it became the one answer)."""
+    expires_at: NotRequired[str | None]
+    """The escalation's deadline, when its gate has one (``expires_after``)."""
+    original_args: NotRequired[dict[str, Any] | None]
+    """For ``modified``: the reviewed call's arguments."""
+    edited_args: NotRequired[dict[str, Any] | None]
+    """For ``modified``: the arguments the operator sent instead (scrubbed like a model call)."""
     seq: NotRequired[int]
     """The record's place in the thread's audit chain."""
     prev: NotRequired[str]
@@ -252,7 +298,11 @@ def denial_record(
     timeout_seconds: float | None = None,
     escalation_id: str | None = None,
 ) -> DenialRecord:
-    """The state record of ``denial``; an escalated one gets its identity here (invariant 12)."""
+    """The state record of ``denial``.
+
+    An escalated one (``policy == "escalate"``) gets its identity (invariant 12) and the time it
+    was raised here.
+    """
     record = DenialRecord(
         kind="denial",
         gate=denial.gate,
@@ -273,13 +323,15 @@ def denial_record(
         record["escalation_id"] = escalation_id
     elif policy == "escalate":
         record["escalation_id"] = new_escalation_id()
+    if policy == "escalate":
+        record["raised_at"] = now_iso()
     return record
 
 
 def operator_decision_record(
     *,
     operator: str,
-    reason: str,
+    reason: str | None,
     action: OperatorAction,
     gate: str,
     decision_id: str | None,
@@ -289,8 +341,20 @@ def operator_decision_record(
     tool_call_id: str | None = None,
     escalation_id: str | None = None,
     answered_in_thread: str | None = None,
+    verdict: OperatorVerdict | None = None,
+    roles: Sequence[str] = (),
+    digest: str | None = None,
+    interrupt_id: str | None = None,
+    asked_at: str | None = None,
+    decided_at: str | None = None,
+    expires_at: str | None = None,
+    original_args: Mapping[str, Any] | None = None,
+    edited_args: Mapping[str, Any] | None = None,
 ) -> OperatorDecisionRecord:
-    """The state record of one operator decision (validated by :class:`OperatorDecision`)."""
+    """The state record of one operator decision (validated by :class:`OperatorDecision`).
+
+    ``verdict`` defaults to what ``action`` says (``overrode`` or ``declined``).
+    """
     decision = OperatorDecision(
         operator=operator,
         reason=reason,
@@ -303,6 +367,15 @@ def operator_decision_record(
         tool_call_id=tool_call_id,
         escalation_id=escalation_id,
         answered_in_thread=answered_in_thread,
+        verdict=verdict or ("overrode" if action == "override" else "declined"),
+        roles=list(roles),
+        digest=digest,
+        interrupt_id=interrupt_id,
+        asked_at=asked_at,
+        decided_at=decided_at,
+        expires_at=expires_at,
+        original_args=dict(original_args) if original_args is not None else None,
+        edited_args=dict(edited_args) if edited_args is not None else None,
     )
     return OperatorDecisionRecord(
         operator=decision.operator,
@@ -317,6 +390,15 @@ def operator_decision_record(
         time=decision.time,
         escalation_id=decision.escalation_id,
         answered_in_thread=decision.answered_in_thread,
+        verdict=decision.verdict or ("overrode" if action == "override" else "declined"),
+        roles=list(decision.roles),
+        digest=decision.digest,
+        interrupt_id=decision.interrupt_id,
+        asked_at=decision.asked_at,
+        decided_at=decision.decided_at,
+        expires_at=decision.expires_at,
+        original_args=decision.original_args,
+        edited_args=decision.edited_args,
     )
 
 
@@ -395,18 +477,21 @@ class GovernedState(TypedDict):
     before the limit instead of raising ``GraphRecursionError``."""
 
 
-def _now() -> str:
+def now_iso() -> str:
+    """The current time, ISO 8601 in UTC: the time format of every record."""
     return datetime.now(timezone.utc).isoformat()
 
 
 class OperatorDecision(BaseModel):
-    """One human operator decision on an escalated denial, approved or declined (the validated
-    form of :class:`OperatorDecisionRecord`, whose fields it documents)."""
+    """One human operator decision on an escalated denial, approved or declined.
+
+    The validated form of :class:`OperatorDecisionRecord`, whose fields it documents.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     operator: str
-    reason: str
+    reason: str | None = None
     action: OperatorAction
     gate: str
     decision_id: str | None
@@ -414,9 +499,18 @@ class OperatorDecision(BaseModel):
     result: DecisionResult
     outcome: dict[str, Any] | None = None
     tool_call_id: str | None = None
-    time: str = Field(default_factory=_now)
+    time: str = Field(default_factory=now_iso)
     escalation_id: str | None = None
     answered_in_thread: str | None = None
+    verdict: OperatorVerdict | None = None
+    roles: list[str] = Field(default_factory=list)
+    digest: str | None = None
+    interrupt_id: str | None = None
+    asked_at: str | None = None
+    decided_at: str | None = None
+    expires_at: str | None = None
+    original_args: dict[str, Any] | None = None
+    edited_args: dict[str, Any] | None = None
     seq: int | None = None
     """The record's place in the thread's audit chain (:mod:`algenta_graph.audit.chain`)."""
     prev: str | None = None

@@ -36,6 +36,11 @@ class GovernedAgentSync:
     The MCP session and the SQLite checkpointer live on that one loop for the agent's life, so
     every call reuses them. Works inside Jupyter too (its own loop is left alone).
 
+    Args:
+        model: as for :func:`~algenta_graph.graph.create_governed_agent`.
+        db: the checkpointer: a SQLite path or a ``postgresql://`` URL.
+        **kwargs: every other argument of :func:`~algenta_graph.graph.create_governed_agent`.
+
     Example::
 
         with create_governed_agent_sync(profile="execute", db="runs.sqlite") as agent:
@@ -113,12 +118,20 @@ class GovernedAgentSync:
         self._loop.close()
 
     def __enter__(self) -> GovernedAgentSync:
+        """The agent itself (already open)."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the agent (:meth:`close`)."""
         self.close()
 
 
 def create_governed_agent_sync(model: Any = None, **kwargs: Any) -> GovernedAgentSync:
-    """Synchronous :func:`create_governed_agent`; ``db=``: a SQLite path or a database URL."""
+    """Synchronous :func:`create_governed_agent`: a :class:`GovernedAgentSync`.
+
+    Args:
+        model: as for :func:`~algenta_graph.graph.create_governed_agent`.
+        **kwargs: ``db=`` (a SQLite path or a database URL) and every other argument of
+            :func:`~algenta_graph.graph.create_governed_agent`.
+    """
     return GovernedAgentSync(model, **kwargs)

@@ -92,9 +92,14 @@ def _as_message(reply: Any) -> AIMessage:
 
 
 class OfflineConnection:
-    """An :class:`~algenta_graph.connection.engine.EngineClient` with a fixed catalog and no
-    engine: the graph builds over it (to draw it, or test its wiring); every call raises
+    """An :class:`~algenta_graph.connection.engine.EngineClient` with a fixed catalog and no engine.
+
+    The graph builds over it (to draw it, or test its wiring); every call raises
     :class:`~algenta_graph.errors.EngineConnectionError`.
+
+    Args:
+        tools: the fixed catalog (every tool counts as the engine's).
+        profile: the name of the connection's tool profile.
 
     >>> from algenta_graph.graph import build_governed_graph
     >>> graph = build_governed_graph(OfflineConnection()).compile()
@@ -120,12 +125,15 @@ class OfflineConnection:
         return EngineConnectionError("an OfflineConnection has no engine to call")
 
     async def call_tool(self, name: str, args: Mapping[str, Any], *, tool_call_id: str) -> Any:
+        """Always raises :class:`~algenta_graph.errors.EngineConnectionError` (no engine)."""
         raise self._offline()
 
     async def execute_as_operator(
         self, decision_id: str, webhook_url: str, **kwargs: Any
     ) -> ExecutionOutcome:
+        """Always raises :class:`~algenta_graph.errors.EngineConnectionError` (no engine)."""
         raise self._offline()
 
     async def get_decision(self, decision_id: str) -> dict[str, Any]:
+        """Always raises :class:`~algenta_graph.errors.EngineConnectionError` (no engine)."""
         raise self._offline()

@@ -1,5 +1,6 @@
-"""The governed graph's node names and route labels: one definition of each, read by the
-factory, the nodes, the record guard, the console and Studio's drawing.
+"""The governed graph's node names and route labels, one definition of each.
+
+They are read by the factory, the nodes, the record guard, the console and Studio's drawing.
 
 ::
 

@@ -46,7 +46,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import bfcl  # noqa: E402  (bench/bfcl.py, shared with tests/test_retrieval_bfcl.py)
+import bfcl  # noqa: E402  (bench/bfcl.py, shared with tests/retrieval/test_bfcl.py)
 
 ENGINES = ("algenta", "ratel", "bm25s", "rank_bm25")
 SEED = 20260501

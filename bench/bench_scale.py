@@ -190,7 +190,7 @@ def worker_main(raw: str) -> int:
 def engine_process(tmp: Path) -> Iterator[str]:
     from algenta_graph._net import free_port
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from guarantee_support import EngineProcess
 
     with EngineProcess(port=free_port(), db=tmp / "engine.sqlite") as engine:
@@ -212,7 +212,7 @@ def postgres(pg_url: str | None, *, durable: bool = True) -> Iterator[Any]:
 
         yield fresh
         return
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from postgres_support import PostgresServer, find_bindir
 
     bindir = find_bindir()

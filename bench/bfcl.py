@@ -1,6 +1,6 @@
 """BFCL v3 as a tool-retrieval benchmark (setup: ``bench/eval/README.md``).
 
-Shared by ``bench/bench_retrieval.py`` and ``tests/test_retrieval_bfcl.py``. The whole catalog
+Shared by ``bench/bench_retrieval.py`` and ``tests/retrieval/test_bfcl.py``. The whole catalog
 (every function definition of ``BFCL_v3_simple`` and ``BFCL_v3_multiple``) is indexed; each of
 the 600 queries asks for its gold function. A name defined more than once (130 of the 589) is
 merged deliberately into one tool: its distinct descriptions joined, its parameters united

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Mutation testing of the governance core against its fast tests (issue 16).
+# Mutation testing of the governance core against its unit tests (issue 16).
 #
-#   bench/mutation.sh                      # every module in [tool.mutmut] only_mutate
-#   bench/mutation.sh outcomes gates       # only these modules (algenta_graph/<name>.py)
+#   bench/mutation.sh                      # every module [tool.mutmut] only_mutate matches
+#   bench/mutation.sh outcomes gates       # only these modules (by name, or a path under
+#                                          # algenta_graph/ such as governance/gates)
 #   MUTATION_JOBS=2 bench/mutation.sh      # parallel workers (default 1: the machine is shared)
 #
-# The configuration is `[tool.mutmut]` in pyproject.toml (which modules, which tests). mutmut
-# copies the sources into `mutants/`, so the run happens in a scratch copy of this tree
-# (MUTATION_DIR, default a new temporary directory) and never touches the working tree. It
-# prints mutmut's results (every mutant that was not killed) and the score, and leaves the
-# scratch copy for `cd $MUTATION_DIR && mutmut show <mutant>`.
+# The configuration is `[tool.mutmut]` in pyproject.toml, both sides as directories (no list of
+# files to keep up to date): the modules of the governance core's directories (only_mutate:
+# algenta_graph/governance/*, algenta_graph/nodes/*, state.py, connection/outcomes.py) against
+# the tests of tests/unit/governance. mutmut copies the sources into `mutants/`, so the run
+# happens in a scratch copy of this tree (MUTATION_DIR, default a new temporary directory) and
+# never touches the working tree. It prints mutmut's results (every mutant that was not killed)
+# and the score, and leaves the scratch copy for `cd $MUTATION_DIR && mutmut show <mutant>`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work="${MUTATION_DIR:-$(mktemp -d /tmp/algenta-mutation.XXXXXX)}"
@@ -26,15 +29,33 @@ cd "$work"
 if [ "$#" -gt 0 ]; then
     # narrow only_mutate to the modules named on the command line
     python - "$@" <<'PY'
+import fnmatch
 import re
 import sys
 from pathlib import Path
 
 path = Path("pyproject.toml")
 text = path.read_text()
-wanted = ", ".join(f'"algenta_graph/{name.removesuffix(".py")}.py"' for name in sys.argv[1:])
-text = re.sub(r"only_mutate = \[[^\]]*\]", f"only_mutate = [{wanted}]", text, count=1)
+block = re.search(r"only_mutate = \[([^\]]*)\]", text)
+assert block, "no only_mutate in [tool.mutmut]"
+patterns = re.findall(r'"([^"]+)"', block.group(1))
+core = sorted(
+    str(p)
+    for p in Path("algenta_graph").rglob("*.py")
+    if any(fnmatch.fnmatch(str(p), pattern) for pattern in patterns)
+)
+wanted = []
+for name in sys.argv[1:]:
+    stem = name.removeprefix("algenta_graph/").removesuffix(".py")
+    found = [p for p in core if p == f"algenta_graph/{stem}.py" or p.endswith(f"/{stem}.py")]
+    if len(found) != 1:
+        what = "several modules" if found else "no module"
+        sys.exit(f"{name}: {what} of the governance core ({', '.join(found or core)})")
+    wanted += found
+listed = ", ".join(f'"{p}"' for p in wanted)
+text = text[: block.start()] + f"only_mutate = [{listed}]" + text[block.end() :]
 path.write_text(text)
+print("only_mutate:", listed)
 PY
 fi
 

@@ -3,8 +3,9 @@
 The picture depends only on the graph's nodes and edges, not on an engine's catalog, so the
 builder is given an empty offline catalog (``algenta_graph.testing.OfflineConnection``). The
 same drawing as Mermaid text is ``docs/graph.mmd``, held against the builder by
-``tests/test_graph.py`` (no engine needed). LangGraph draws one edge per (source, target) pair
-with one label; here the labels of every branch between two nodes are merged (``ok / failed``).
+``tests/integration/test_graph.py`` (no engine needed). LangGraph draws one edge per (source,
+target) pair with one label; here the labels of every branch between two nodes are merged (``ok
+/ failed``).
 
 Needs Graphviz and pygraphviz (``apt-get install graphviz libgraphviz-dev && pip install
 pygraphviz``); run ``python docs/render_graph.py``.

@@ -7,11 +7,25 @@
 - ``webhook``: a :class:`WebhookReceiver` on a free port (JSONL log in ``tmp_path``).
 - ``mcp_session(url, api_key=None)``: an async context manager yielding an initialised plain
   ``mcp.ClientSession`` over streamable HTTP.
+
+The helper modules live in ``tests/support`` (put on ``sys.path`` here, so a test imports them
+by name: ``from graph_support import agent``).
+
+The tier of a test is the directory it sits in (``TIERS``), set here as its marker; no test
+file carries one, and a test file outside these directories is an error:
+
+- ``unit``: in-process, no server (``unit/``, ``retrieval/``); ``unit/governance/`` is what
+  mutation testing runs (``[tool.mutmut]`` in ``pyproject.toml``);
+- ``integration``: a real engine, PostgreSQL, a stand-in server or a CLI subprocess, seconds;
+- ``slow``: the guarantees, ``langgraph dev``, PostgreSQL under load, the README and notebooks.
+
+``pytest -m "not slow"`` is the fast tier; ``pytest`` (CI) runs everything.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +37,50 @@ from mcp.client.streamable_http import streamable_http_client
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
+HERE = Path(__file__).resolve().parent
+SUPPORT = HERE / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
+
+TIERS = {
+    "unit": "unit",  # in-process: the governance core (unit/governance), contract, audit, ...
+    "retrieval": "unit",  # the tool index, the native tokenizer, the recall floors
+    "support": "unit",  # the helpers' own docstring examples
+    "integration": "integration",  # the graph (and the served factory) on a real engine
+    "engine": "integration",  # the reference engine, in-process and as a subprocess
+    "cli": "integration",  # the algenta-graph command as a subprocess
+    "providers": "integration",  # the real provider clients against local stand-ins
+    "guarantees": "slow",  # the guarantees (FIGURE lines): crashes, races, faults, fuzzing
+    "served": "slow",  # langgraph dev
+    "postgres": "slow",  # PostgreSQL under load, served, and the CLI on it
+    "docs": "slow",  # the README's snippets and the notebooks
+}
+"""Each directory of ``tests/`` and the tier marker of every test in it."""
+TIER_MARKERS = frozenset(TIERS.values())
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            where = item.path.resolve().relative_to(HERE).parts
+        except ValueError:  # the package's docstring examples
+            item.add_marker("unit")
+            continue
+        carried = TIER_MARKERS & {mark.name for mark in item.iter_markers()}
+        if carried:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test file carries no tier marker ({', '.join(sorted(carried))}):"
+                " the tier is its directory's (TIERS in tests/conftest.py)"
+            )
+        tier = TIERS.get(where[0]) if len(where) > 1 else None
+        if tier is None:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test lives in one of the tier directories of tests/"
+                f" ({', '.join(sorted(TIERS))}; TIERS in tests/conftest.py)"
+            )
+        item.add_marker(tier)
+
 
 @pytest.fixture
 def start_engine(tmp_path: Path) -> Iterator[Callable[..., ReferenceEngine]]:
@@ -31,7 +89,7 @@ def start_engine(tmp_path: Path) -> Iterator[Callable[..., ReferenceEngine]]:
     def start(**options: Any) -> ReferenceEngine:
         options.setdefault("db", tmp_path / f"engine-{len(started)}.sqlite")
         # tests about something else than the execute requirements run the engine relaxed
-        # (the three gates only); tests/test_engine_strict.py asks for strict explicitly
+        # (the three gates only); tests/engine/test_strict.py asks for strict explicitly
         options.setdefault("relaxed", True)
         engine = ReferenceEngine(**options).start()
         started.append(engine)

@@ -20,13 +20,15 @@ tagged form instead of failing (see ``_plain``).
 
 Sealing (:func:`seal`) happens in the graph's nodes: a node's update is linked to the chain head
 found in the node's input state, its new records taken in a fixed order (receipts, then denials,
-then operator decisions, each list in order). Verifying (:func:`verify_chain`,
-:func:`verify_audit`) recomputes every link and names the first broken record: an edited field
+then operator decisions, each list in order). Verifying (:func:`verify_chain`, and over a store
+:func:`~algenta_graph.audit.history.verify_audit`) recomputes every link and names the first
+broken record: an edited field
 (hash mismatch), a deleted record (a gap in ``seq``), two records reordered (a list out of
 ``seq`` order, or a ``prev`` that is not its predecessor's hash), an injected record (a duplicate
-``seq`` or a bad link) and, against a chain head exported before (:func:`export_jsonl`,
-:func:`read_heads`), a truncated tail. :func:`verify_history` (what :func:`verify_audit` and
-``algenta-graph receipts --verify`` run) does this for **every checkpoint** of a thread, not
+``seq`` or a bad link) and, against a chain head exported before
+(:mod:`~algenta_graph.audit.export`), a truncated tail.
+:func:`~algenta_graph.audit.history.verify_history` (what ``algenta-graph receipts --verify``
+runs) does this for **every checkpoint** of a thread, not
 only its latest, and compares each checkpoint with the one it follows: the record lists only
 ever grow, so a record that vanished or changed between two checkpoints is named with the
 checkpoint it was found in. It does not check the pending writes of a step that has not
@@ -44,19 +46,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
-import pickle
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import rfc8785
 
 from algenta_graph.state import RECORD_FIELDS
-
-if TYPE_CHECKING:
-    from algenta_graph.serving.checkpointer import StoredCheckpoint
 
 __all__ = [
     "CHAIN_FIELDS",
@@ -67,25 +64,24 @@ __all__ = [
     "ChainHead",
     "ChainReport",
     "audit_key",
-    "averify_audit",
     "chain_head",
-    "export_jsonl",
     "format_reports",
+    "gone_threads",
     "link_bytes",
     "link_hash",
-    "read_heads",
-    "read_jsonl",
+    "record_items",
     "records_in_order",
     "report_dict",
     "seal",
-    "verify_audit",
+    "seq_of",
+    "sort_seq",
     "verify_chain",
-    "verify_history",
-    "verify_jsonl",
+    "verify_threads_values",
+    "verify_values",
 ]
 
 ENV_AUDIT_KEY = "ALGENTA_AUDIT_KEY"
-"""The governed record lists, in the order a node's new records are sealed."""
+"""The environment variable holding the chain's HMAC key (plain SHA-256 without it)."""
 CHAIN_FIELDS: tuple[str, ...] = ("seq", "prev", "hash")
 GENESIS = "0" * 64
 """The ``prev`` of a thread's first record."""
@@ -168,7 +164,7 @@ class ChainHead:
     hash: str
 
 
-def _records(values: Mapping[str, Any]) -> Iterator[tuple[str, int, Any]]:
+def record_items(values: Mapping[str, Any]) -> Iterator[tuple[str, int, Any]]:
     """``(list name, index, record)`` of every entry of the three lists; a value that is not a
     list at all is skipped here (:func:`verify_chain` reports it)."""
     for name in RECORD_FIELDS:
@@ -184,7 +180,7 @@ def a_type(value: Any) -> str:
     return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
-def _seq_of(record: Any) -> int | None:
+def seq_of(record: Any) -> int | None:
     """A record's ``seq`` when it is a valid one (an int >= 1), else ``None``."""
     seq = record.get("seq") if isinstance(record, Mapping) else None
     if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1:
@@ -198,8 +194,8 @@ def chain_head(values: Mapping[str, Any]) -> ChainHead:
     Does not verify anything (see :func:`verify_chain`).
     """
     best = ChainHead(0, GENESIS)
-    for _, _, record in _records(values):
-        seq = _seq_of(record)
+    for _, _, record in record_items(values):
+        seq = seq_of(record)
         if seq is not None and seq > best.seq:
             digest = record.get("hash")
             if isinstance(digest, str):
@@ -320,13 +316,15 @@ def verify_chain(
     rewritten from that point).
     """
     secret = audit_key(key)
-    return _verify(values, secret, expected, lambda name, record: link_hash(name, record, secret))
+    return verify_values(
+        values, secret, expected, lambda name, record: link_hash(name, record, secret)
+    )
 
 
 Hasher = Callable[[str, Mapping[str, Any]], str]
 
 
-def _verify(
+def verify_values(
     values: Mapping[str, Any],
     secret: bytes | None,
     expected: ChainHead | None,
@@ -339,14 +337,14 @@ def _verify(
         listed = values.get(name)
         if listed is not None and not isinstance(listed, list | tuple):
             problems.append(Broken(name, None, None, f"not a list of records ({a_type(listed)})"))
-    for name, index, record in _records(values):
+    for name, index, record in record_items(values):
         count += 1
         if not isinstance(record, Mapping):
             problems.append(
                 Broken(name, index, None, f"not a record (a JSON object): {a_type(record)}")
             )
             continue
-        seq = _seq_of(record)
+        seq = seq_of(record)
         if seq is None:
             problems.append(Broken(name, index, None, "unsealed: no valid seq/prev/hash"))
             continue
@@ -464,244 +462,7 @@ def _verify(
 # checkpoints: every checkpoint of a thread's history
 
 
-class _HashMemo:
-    """``link_hash`` remembered by the record's exact content (its pickle: types and values,
-    so ``1``, ``1.0`` and ``True`` never share an entry), so that a record that stays the same
-    through many checkpoints is hashed once. A record that cannot be pickled is hashed each
-    time."""
-
-    def __init__(self, secret: bytes | None) -> None:
-        self.secret = secret
-        self._known: dict[tuple[str, bytes], str] = {}
-
-    def __call__(self, name: str, record: Mapping[str, Any]) -> str:
-        try:
-            memo_key = (name, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
-        except Exception:
-            return link_hash(name, record, self.secret)
-        digest = self._known.get(memo_key)
-        if digest is None:
-            digest = self._known[memo_key] = link_hash(name, record, self.secret)
-        return digest
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two stored values are the same JSON value, as the chain hashes them: ``True``
-    is not ``1``, ``1`` is not ``1.0``, keys compare as the strings they are hashed as, and a
-    list and a tuple with the same items are the same array."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        left = {str(k): v for k, v in a.items()}
-        right = {str(k): v for k, v in b.items()}
-        return (
-            len(left) == len(a)
-            and len(right) == len(b)
-            and left.keys() == right.keys()
-            and all(_same(v, right[k]) for k, v in left.items())
-        )
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float) and a != a:
-        return b != b  # NaN
-    return bool(a == b)
-
-
-def _where(cp: StoredCheckpoint) -> str:
-    return f"checkpoint {cp.checkpoint_id}" + (f" (step {cp.step})" if cp.step is not None else "")
-
-
-def _compare(
-    parent: StoredCheckpoint,
-    child: StoredCheckpoint,
-    broken_in_parent: set[tuple[str | None, int | None]],
-    broken_in_child: set[tuple[str | None, int | None]],
-) -> list[Broken]:
-    """What ``child`` lost or changed of ``parent``'s records: the lists only ever grow, and a
-    list whose channel version is the same in both (LangGraph did not write it in between)
-    must be the same list."""
-    found: list[Broken] = []
-
-    def problem(name: str, index: int, record: Any, why: str) -> None:
-        found.append(Broken(name, index, _seq_of(record), why, child.checkpoint_id, child.step))
-
-    for name in RECORD_FIELDS:
-        before = parent.values.get(name)
-        after = child.values.get(name)
-        now = after if isinstance(after, list | tuple) else ()
-        was = before if isinstance(before, list | tuple) else ()
-        for index, old in enumerate(was):
-            if index >= len(now):
-                problem(
-                    name,
-                    index,
-                    old,
-                    f"in {_where(parent)}, gone from this one, which follows it (deleted?)",
-                )
-            elif not _same(old, now[index]) and not (
-                (name, index) in broken_in_parent or (name, index) in broken_in_child
-            ):
-                problem(
-                    name,
-                    index,
-                    now[index],
-                    f"differs from the same record in {_where(parent)}, which it follows "
-                    "(changed after it was checkpointed, its links recomputed?)",
-                )
-        version = parent.versions.get(name)
-        if version is not None and child.versions.get(name) == version:
-            for index in range(len(was), len(now)):
-                problem(
-                    name,
-                    index,
-                    now[index],
-                    f"not in {_where(parent)}, which it follows, though {name} was not written "
-                    "in between (its channel version is the same): added outside the graph, "
-                    "or deleted from that checkpoint?",
-                )
-    return found
-
-
-def verify_history(
-    checkpoints: Sequence[StoredCheckpoint],
-    *,
-    key: str | bytes | None = None,
-    expected: ChainHead | None = None,
-) -> ChainReport:
-    """Verify **every checkpoint** of one thread (:func:`verify_chain` on each), and each
-    checkpoint against the one it follows (``parent_id``): a record there must still be here,
-    unchanged. Each problem names the checkpoint it was found in; a problem carried unchanged
-    into later checkpoints is named once, where it first appears. A checkpoint whose parent is
-    missing from the history is a problem too (what it held cannot be compared).
-
-    ``checkpoints``: the thread's root checkpoints
-    (:func:`algenta_graph.serving.checkpointer.read_history`), in any order (LangGraph's ids sort in
-    creation order; time travel branches the history, and each branch is checked along its
-    own parents). ``count`` and ``head`` are those of the latest checkpoint, and ``expected``
-    (a head exported before) is checked against it. Reads only.
-    """
-    secret = audit_key(key)
-    hasher = _HashMemo(secret)
-    ordered = sorted(checkpoints, key=lambda c: c.checkpoint_id)
-    if not ordered:
-        return _verify({}, secret, expected, hasher)
-    by_id = {cp.checkpoint_id: cp for cp in ordered}
-    own: dict[str, set[tuple[Any, ...]]] = {}  # each checkpoint's problems (to skip inherited)
-    bad: dict[str, set[tuple[str | None, int | None]]] = {}  # its records that fail on their own
-    problems: list[Broken] = []
-    last = ordered[-1]
-    report = _verify(last.values, secret, expected, hasher)
-    for cp in ordered:
-        mine = report if cp is last else _verify(cp.values, secret, None, hasher)
-        keys = {(b.field, b.index, b.seq, b.reason) for b in mine.problems}
-        bad[cp.checkpoint_id] = {(b.field, b.index) for b in mine.problems}
-        parent = by_id.get(cp.parent_id) if cp.parent_id is not None else None
-        # (a parent read later than its child has a forged id: nothing to inherit from it)
-        inherited = own.get(parent.checkpoint_id, set()) if parent is not None else set()
-        problems += [
-            replace(b, checkpoint=cp.checkpoint_id, step=cp.step)
-            for b in mine.problems
-            if (b.field, b.index, b.seq, b.reason) not in inherited
-        ]
-        own[cp.checkpoint_id] = keys
-        if cp.parent_id is not None and parent is None:
-            problems.append(
-                Broken(
-                    None,
-                    None,
-                    None,
-                    f"the checkpoint it follows ({cp.parent_id}) is not in the store (deleted?): "
-                    "what that one held cannot be compared",
-                    cp.checkpoint_id,
-                    cp.step,
-                )
-            )
-        elif parent is not None:
-            broken_before = bad.get(parent.checkpoint_id, set())
-            problems += _compare(parent, cp, broken_before, bad[cp.checkpoint_id])
-    return ChainReport(
-        ok=not problems,
-        count=report.count,
-        head=report.head,
-        broken=problems[0] if problems else None,
-        problems=tuple(problems),
-        checkpoints=len(ordered),
-    )
-
-
-def verify_audit(
-    source: Any,
-    thread: str | None = None,
-    *,
-    key: str | bytes | None = None,
-    expected: Mapping[str, ChainHead] | None = None,
-) -> dict[str, ChainReport]:
-    """Verify every thread's chain (or ``thread``'s) through **every checkpoint** of its
-    history (:func:`verify_history`).
-
-    ``source``: a SQLite checkpoint file path (opened read-only) or a checkpoint saver with a
-    synchronous ``list`` (for an async saver or a PostgreSQL URL use :func:`averify_audit`).
-    ``expected``: heads exported before, per thread (:func:`read_heads`); a thread that has
-    vanished is reported. Threads of another graph sharing the store are left out
-    (:func:`algenta_graph.audit.split_threads`); a store holding none of ours raises
-    :class:`~algenta_graph.serving.checkpointer.RecordsFileError`.
-    """
-    from algenta_graph.serving.checkpointer import read_history
-
-    history = read_history(source, thread, fields=RECORD_FIELDS)
-    return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
-
-
-async def averify_audit(
-    saver: Any,
-    thread: str | None = None,
-    *,
-    key: str | bytes | None = None,
-    expected: Mapping[str, ChainHead] | None = None,
-) -> dict[str, ChainReport]:
-    """:func:`verify_audit` for an async checkpoint saver (``alist``), a SQLite file, or a
-    ``postgresql://`` URL (opened without creating anything)."""
-    from algenta_graph.serving.checkpointer import aread_history
-
-    history = await aread_history(saver, thread, fields=RECORD_FIELDS)
-    return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
-
-
-def _name(source: Any) -> str:
-    from algenta_graph.serving.checkpointer import is_postgres_url, redact_url
-
-    if is_postgres_url(source):
-        return redact_url(str(source).strip())
-    if isinstance(source, str | os.PathLike):
-        return str(source)
-    return type(source).__name__
-
-
-def verify_threads(
-    history: Mapping[str, Sequence[StoredCheckpoint]],
-    where: str,
-    *,
-    key: str | bytes | None = None,
-    expected: Mapping[str, ChainHead] | None = None,
-    thread: str | None = None,
-) -> dict[str, ChainReport]:
-    """:func:`verify_history` for each algenta-graph thread of ``history`` (``{thread_id:
-    checkpoints}``, as :func:`algenta_graph.serving.checkpointer.read_history` returns it; ``where``
-    names the store in errors). Threads of another graph are left out; a thread an exported
-    head names that is gone, or no longer looks like an algenta-graph thread, is reported."""
-    from algenta_graph.audit.records import no_thread_of_ours, split_threads
-
-    ours, foreign = split_threads(history)
-    if foreign and not ours:
-        raise no_thread_of_ours(where, foreign)
-    reports = {
-        tid: verify_history(history[tid], key=key, expected=(expected or {}).get(tid))
-        for tid in ours
-    }
-    return _gone(reports, expected, thread, foreign)
-
-
-def _gone(
+def gone_threads(
     reports: dict[str, ChainReport],
     expected: Mapping[str, ChainHead] | None,
     thread: str | None,
@@ -720,7 +481,7 @@ def _gone(
     return reports
 
 
-def _reports(
+def verify_threads_values(
     latest: Mapping[str, Mapping[str, Any]],
     key: str | bytes | None,
     expected: Mapping[str, ChainHead] | None,
@@ -730,122 +491,11 @@ def _reports(
         tid: verify_chain(values, key=key, expected=(expected or {}).get(tid))
         for tid, values in sorted(latest.items())
     }
-    return _gone(reports, expected, thread)
+    return gone_threads(reports, expected, thread)
 
 
 # ---------------------------------------------------------------------------------------------
 # JSONL export, verified offline
-
-
-def export_jsonl(
-    threads: Mapping[str, Mapping[str, Any]],
-    out: IO[str],
-) -> dict[str, ChainHead]:
-    """Write every thread's records, in ``seq`` order, then its chain head, one JSON per line.
-
-    ``threads``: ``{thread_id: values}``. Lines::
-
-        {"type": "record", "thread_id": ..., "field": "receipts", "record": {..., "hash": ...}}
-        {"type": "head", "thread_id": ..., "seq": N, "hash": "...", "count": N}
-
-    Returns the heads written (the last *record's* ``seq``/``hash``, as stored; verify first
-    if the export should only contain intact chains). Keep a copy of the head lines elsewhere:
-    :func:`verify_jsonl` against them detects a truncated tail.
-    """
-    heads: dict[str, ChainHead] = {}
-    for tid, values in threads.items():
-        rows = sorted(
-            _records(values),
-            key=lambda r: (_sort_seq(r[2]), RECORD_FIELDS.index(r[0]), r[1]),
-        )
-        for name, _, record in rows:
-            line: dict[str, Any] = {
-                "type": "record",
-                "thread_id": tid,
-                "field": name,
-                "record": dict(record) if isinstance(record, Mapping) else record,
-            }
-            # ASCII only: a raw U+2028 in a record would split the line for some readers
-            out.write(json.dumps(line, sort_keys=True) + "\n")
-        head = chain_head(values)
-        heads[tid] = head
-        line = {
-            "type": "head",
-            "thread_id": tid,
-            "seq": head.seq,
-            "hash": head.hash,
-            "count": len(rows),
-        }
-        out.write(json.dumps(line, sort_keys=True) + "\n")
-    return heads
-
-
-def read_jsonl(
-    lines: Iterable[str],
-) -> tuple[dict[str, dict[str, list[dict[str, Any]]]], dict[str, ChainHead]]:
-    """An export's records per thread (as state values) and its head lines."""
-    threads: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    heads: dict[str, ChainHead] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            tid = str(row["thread_id"])
-            if row["type"] == "record":
-                if row["field"] not in RECORD_FIELDS:
-                    raise ValueError(f"unknown field {row['field']!r}")
-                values = threads.setdefault(tid, {f: [] for f in RECORD_FIELDS})
-                values[row["field"]].append(row["record"])
-            elif row["type"] == "head":
-                heads[tid] = ChainHead(int(row["seq"]), str(row["hash"]))
-                threads.setdefault(tid, {f: [] for f in RECORD_FIELDS})
-            else:
-                raise ValueError(f"unknown type {row['type']!r}")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"line {number}: not an algenta-graph audit export: {exc}") from None
-    return threads, heads
-
-
-def read_heads(path_or_lines: str | os.PathLike[str] | Iterable[str]) -> dict[str, ChainHead]:
-    """The head lines of an export (a file path, or its lines)."""
-    if isinstance(path_or_lines, str | os.PathLike):
-        with open(path_or_lines, encoding="utf-8") as f:
-            return read_jsonl(f)[1]
-    return read_jsonl(path_or_lines)[1]
-
-
-def verify_jsonl(
-    path_or_lines: str | os.PathLike[str] | Iterable[str],
-    *,
-    key: str | bytes | None = None,
-    expected: Mapping[str, ChainHead] | None = None,
-) -> dict[str, ChainReport]:
-    """Verify an export offline: every link, the export's own head lines, and ``expected``
-    (heads exported before, :func:`read_heads`), which exposes a truncated tail."""
-    if isinstance(path_or_lines, str | os.PathLike):
-        with open(path_or_lines, encoding="utf-8") as f:
-            threads, heads = read_jsonl(f)
-    else:
-        threads, heads = read_jsonl(path_or_lines)
-    reports = _reports(threads, key, expected, None)
-    for tid, report in list(reports.items()):
-        own = heads.get(tid)
-        problem: Broken | None = None
-        if own is None and report.count:
-            problem = Broken(None, None, None, "the export has no head line for this thread")
-        elif own is not None and own != report.head:
-            problem = Broken(
-                None,
-                None,
-                own.seq,
-                f"the export's head line (seq {own.seq}) is not its last intact link "
-                f"(seq {report.head.seq})",
-            )
-        if problem is not None:
-            problems = (*report.problems, problem)
-            reports[tid] = ChainReport(False, report.count, report.head, problems[0], problems)
-    return reports
 
 
 SHOWN_PROBLEMS = 20
@@ -884,10 +534,10 @@ def report_dict(report: ChainReport) -> dict[str, Any]:
 
 def records_in_order(values: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """``(field, record)`` for every record of ``values``, in ``seq`` order (unsealed last)."""
-    rows = sorted(_records(values), key=lambda r: (_sort_seq(r[2]), r[1]))
+    rows = sorted(record_items(values), key=lambda r: (sort_seq(r[2]), r[1]))
     return [(name, record) for name, _, record in rows]
 
 
-def _sort_seq(record: Any) -> int:
-    seq = _seq_of(record)
+def sort_seq(record: Any) -> int:
+    seq = seq_of(record)
     return seq if seq is not None else 1 << 62

@@ -6,6 +6,7 @@ Subcommands:
 - ``run [PROMPT]``: one turn against a real engine, asking the operator on an escalation; or,
   without a prompt, resume a thread (a pending escalation, a killed run's unfinished step).
 - ``receipts``: every receipt, denial and operator decision in a checkpoint file.
+- ``escalations``: what waits for an operator in a checkpoint store; ``--expire`` the overdue.
 - ``engine``: serve the local reference engine over MCP streamable HTTP.
 
 The subcommands live in :mod:`algenta_graph.cli.common` and :mod:`algenta_graph.engine.cli`;
@@ -49,6 +50,7 @@ def version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from algenta_graph.cli.demo import add_demo_parser
+    from algenta_graph.cli.escalations import add_escalations_parser
     from algenta_graph.cli.receipts import add_receipts_parser
     from algenta_graph.cli.run import add_run_parser
     from algenta_graph.engine.cli import add_engine_parser
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_parser(sub)
     add_run_parser(sub)
     add_receipts_parser(sub)
+    add_escalations_parser(sub)
     add_engine_parser(sub)
     for subparser in sub.choices.values():
         _check_db_urls(subparser)

@@ -37,6 +37,8 @@ def _demo_handler(args: argparse.Namespace) -> int:
         )
     except sqlite3.DatabaseError as exc:
         raise db_error(str(db), exc) from None
+    except CommandError:
+        raise  # already one line with its own exit code
     except AlgentaGraphError as exc:
         raise CommandError(one_line(exc), EXIT_FAILED) from None
     except Exception as exc:

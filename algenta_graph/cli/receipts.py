@@ -30,7 +30,7 @@ __all__ = ["add_receipts_parser"]
 
 
 def _receipts_handler(args: argparse.Namespace) -> int:
-    from algenta_graph.audit.chain import export_jsonl
+    from algenta_graph.audit.export import export_jsonl
     from algenta_graph.audit.records import format_records, thread_records
     from algenta_graph.errors import RecordsFileError
 
@@ -94,7 +94,9 @@ def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
 
 def _verify(args: argparse.Namespace, history: Any, where: str) -> int:
     """``receipts --verify``: every checkpoint of each thread's history; exit 1 naming a break."""
-    from algenta_graph.audit.chain import ChainHead, format_reports, read_heads, verify_threads
+    from algenta_graph.audit.chain import ChainHead, format_reports
+    from algenta_graph.audit.export import read_heads
+    from algenta_graph.audit.history import verify_threads
     from algenta_graph.audit.records import no_thread_of_ours, split_threads
 
     expected: dict[str, ChainHead] = {}

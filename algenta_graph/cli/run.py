@@ -113,6 +113,7 @@ async def run_thread(
     ``prompt`` is sent. Returns an exit code.
     """
     from langgraph.types import Command
+    from pydantic import ValidationError
 
     from algenta_graph.console import StreamPrinter
 
@@ -177,8 +178,22 @@ async def run_thread(
         else:
             break
         before = snapshot.config
-        async for mode, item in graph.astream(payload, config, stream_mode=["updates", "messages"]):
-            printer.feed(mode, item)
+        try:
+            async for mode, item in graph.astream(
+                payload, config, stream_mode=["updates", "messages"]
+            ):
+                printer.feed(mode, item)
+        except ValidationError as exc:
+            # the answer was refused before it was saved (the interrupt's response_schema):
+            # nothing was done, the escalation still waits
+            printer.close()
+            if not isinstance(payload, Command) or not interactive or resumed_from_option:
+                raise CommandError(
+                    f"--resume: the answer was refused: {one_line(exc)}; nothing was done"
+                ) from None
+            print(f"  (answer refused: {one_line(exc)}; nothing was done)", file=out)
+            snapshot = await graph.aget_state(config)
+            continue
         printer.close()
         snapshot = await graph.aget_state(config)
         if payload is None and snapshot.config == before:  # never loop on a stuck step
@@ -239,6 +254,8 @@ async def _run(args: argparse.Namespace) -> int:
             return code
     except sqlite3.DatabaseError as exc:
         raise db_error(db, exc) from None
+    except CommandError:
+        raise  # already one line with its own exit code
     except AlgentaGraphError as exc:
         raise CommandError(one_line(exc), EXIT_FAILED) from None
     except Exception as exc:

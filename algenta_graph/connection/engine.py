@@ -1,5 +1,7 @@
-"""One connection to an Algenta engine: the governed tool catalog, the model's calls, and the
-operator path, over the persistent sessions of :mod:`algenta_graph.connection.transport`.
+"""One connection to an Algenta engine.
+
+The governed tool catalog, the model's calls, and the operator path, over the persistent
+sessions of :mod:`algenta_graph.connection.transport`.
 
 :class:`EngineConnection`'s catalog (:attr:`EngineConnection.tools`) is built with
 ``load_mcp_tools`` and holds
@@ -41,7 +43,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
@@ -65,6 +67,9 @@ from algenta_graph.governance.contract import (
     resolve_profile,
 )
 from algenta_graph.governance.scrub import GovernanceInterceptor, scrub_schema, strip_graph_supplied
+
+if TYPE_CHECKING:
+    from langchain_mcp_adapters.sessions import Connection
 
 __all__ = [
     "ALGENTA_SERVER",
@@ -151,9 +156,11 @@ class EngineClient(Protocol):
 
 
 class _SessionView:
-    """What ``load_mcp_tools`` sees as the session: the server's tool list, filtered and
-    scrubbed, and calls sent over the server's current live session (so the tools keep working
-    after a reconnect)."""
+    """What ``load_mcp_tools`` sees as the session.
+
+    The server's tool list, filtered and scrubbed, and calls sent over the server's current live
+    session (so the tools keep working after a reconnect).
+    """
 
     def __init__(self, conn: EngineConnection, server: ServerSession, keep: Callable[[Tool], bool]):
         self._conn = conn
@@ -212,6 +219,10 @@ class EngineConnection:
             own with this key, after an operator's answer; the model's calls never use it.
             Without it the operator path uses ``api_key``, which an engine that requires an
             operator for overrides refuses (recorded as a failed override).
+
+    Raises:
+        ValueError: the profile is unknown, a timeout is not positive, an extra server takes a
+            name reserved for the engine, or its connection dict has no ``transport``.
     """
 
     def __init__(
@@ -230,7 +241,7 @@ class EngineConnection:
         self.url: str = resolve_base_url(base_url)
         self.profile: Profile = resolve_profile(profile)
         self.timeout = float(timeout)
-        self.call_timeout = float(call_timeout)
+        self._call_timeout = float(call_timeout)
         token = api_key if api_key is not None else os.environ.get("ALGENTA_API_KEY")
         self.__token = token or None
         operator = (
@@ -260,6 +271,7 @@ class EngineConnection:
         self._closed = False
 
     def __repr__(self) -> str:
+        """The URL, the profile and whether tokens are set (never the tokens)."""
         auth = "token" if self.__token else "no token"
         if self.__operator_token:
             auth += ", operator token"
@@ -301,15 +313,34 @@ class EngineConnection:
             specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
         return specs
 
+    @property
+    def call_timeout(self) -> float:
+        """Seconds one tool call may take; setting it applies to the open sessions too."""
+        return self._call_timeout
+
+    @call_timeout.setter
+    def call_timeout(self, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError(f"call_timeout must be positive, got {seconds!r}")
+        self._call_timeout = float(seconds)
+        for server in self._servers.values():
+            server.call_timeout = self._call_timeout
+
     async def open(self) -> EngineConnection:
-        """Open the sessions and build the catalog (idempotent). Raises EngineConnectionError."""
+        """Open the sessions and build the catalog (idempotent).
+
+        Raises:
+            EngineConnectionError: the engine (or an extra server) could not be reached.
+            AlgentaGraphError: this connection was closed (create a new one).
+        """
         if self._servers:
             return self
         if self._closed:
             raise AlgentaGraphError("this EngineConnection was closed; create a new one")
         self._loop = asyncio.get_running_loop()
         specs = self._connection_specs()
-        client = MultiServerMCPClient(specs)  # type: ignore[arg-type]
+        # the adapters' connection dicts, built key by key (an extra server's is the caller's)
+        client = MultiServerMCPClient(cast("dict[str, Connection]", specs))
         for name, spec in specs.items():
             url = str(spec.get("url") or spec.get("command") or name)
             server = ServerSession(
@@ -334,6 +365,8 @@ class EngineConnection:
         algenta = self._servers[ALGENTA_SERVER]
         view = _SessionView(self, algenta, lambda t: self.profile.allows(t.name))
         tools = await load_mcp_tools(
+            # a third-party type too narrow: the adapters name mcp's ClientSession, and call
+            # only the list_tools / call_tool that the view implements
             view,  # type: ignore[arg-type]
             tool_interceptors=[GovernanceInterceptor(self.profile)],
             server_name=ALGENTA_SERVER,
@@ -348,7 +381,7 @@ class EngineConnection:
                 continue
             extra_view = _SessionView(self, server, lambda t: True)
             extra_tools = await load_mcp_tools(
-                extra_view,  # type: ignore[arg-type]
+                extra_view,  # type: ignore[arg-type]  # ClientSession, as above
                 tool_interceptors=[GovernanceInterceptor(None)],
                 server_name=name,
             )
@@ -375,9 +408,11 @@ class EngineConnection:
                 logger.debug("closing the session to %s failed", server.name, exc_info=True)
 
     async def __aenter__(self) -> EngineConnection:
+        """Open the connection (:meth:`open`)."""
         return await self.open()
 
     async def __aexit__(self, *exc: object) -> None:
+        """Close every session (:meth:`aclose`)."""
         await self.aclose()
 
     # ------------------------------------------------------------------ catalog
@@ -435,9 +470,14 @@ class EngineConnection:
     ) -> ToolMessage:
         """Call a catalog tool as the model would: profile guard, argument scrub, one session.
 
-        Returns the adapters' ``ToolMessage`` (content blocks; ``artifact["structured_content"]``
-        holds structuredContent; ``status="error"`` for an MCP error result). A name outside
-        the catalog raises :class:`ToolNotInProfileError` and nothing is sent.
+        Returns:
+            The adapters' ``ToolMessage`` (content blocks; ``artifact["structured_content"]``
+            holds structuredContent; ``status="error"`` for an MCP error result).
+
+        Raises:
+            ToolNotInProfileError: ``name`` is outside the catalog; nothing was sent.
+            AlgentaGraphError: the connection is not open (or was opened in another event
+                loop), or ``args`` is not a mapping.
         """
         self._server(ALGENTA_SERVER)
         tool = self._tools.get(name)
@@ -470,7 +510,11 @@ class EngineConnection:
 
         Not a tool and never bound to a model; it bypasses the scrub (and the profile) and
         returns the parsed outcome. ``extra``: the graph-supplied arguments (idempotency key,
-        nonce). Connection problems raise EngineConnectionError.
+        nonce).
+
+        Raises:
+            ValueError: ``decision_id`` or ``webhook_url`` is not a non-empty string.
+            EngineConnectionError: a connection problem.
         """
         if not isinstance(decision_id, str) or not decision_id:
             raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
@@ -493,8 +537,13 @@ class EngineConnection:
         return parse_execution_outcome(await self._send(server, EXECUTE_TOOL, arguments))
 
     async def get_decision(self, decision_id: str) -> dict[str, Any]:
-        """The engine's record of a decision and its executions (internal, read-only; outside
-        the profile guard). Raises AlgentaGraphError when the engine answers with an error."""
+        """The engine's record of a decision and its executions.
+
+        Internal and read-only, outside the profile guard.
+
+        Raises:
+            AlgentaGraphError: the engine answered with an error.
+        """
         result = await self._raw_call(GET_DECISION_TOOL, {"decision_id": decision_id})
         body = tool_result_json(result)
         if result.isError or not isinstance(body, Mapping) or "error" in body:

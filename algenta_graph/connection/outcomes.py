@@ -400,9 +400,11 @@ _NOTHING: Any = _Nothing()
 
 
 def _decode_json(text: str, *, lenient: bool = False) -> Any:
-    """Decode the JSON that ``text`` is (after a FastMCP tool-error prefix); ``_NOTHING`` if
-    none. ``lenient`` also finds a JSON object inside surrounding prose (used for denials only:
-    a receipt must be the whole text)."""
+    """Decode the JSON that ``text`` is (after a FastMCP tool-error prefix); ``_NOTHING`` if none.
+
+    ``lenient`` also finds a JSON object inside surrounding prose (used for denials only: a
+    receipt must be the whole text).
+    """
     stripped = text.strip()
     if not stripped:
         return _NOTHING
@@ -456,9 +458,11 @@ def _safe_raw(value: Any) -> str:
 
 
 def tool_result_json(result: Any) -> Any:
-    """The JSON body of any tool's MCP result: a ``CallToolResult`` (``structuredContent``, else
-    its text blocks) or a ``ToolMessage`` (``artifact["structured_content"]``, else its text),
-    with FastMCP's ``{"result": ...}`` wrapper removed; ``None`` when there is no JSON body.
+    """The JSON body of any tool's MCP result; ``None`` when there is no JSON body.
+
+    A ``CallToolResult`` (``structuredContent``, else its text blocks) or a ``ToolMessage``
+    (``artifact["structured_content"]``, else its text), with FastMCP's ``{"result": ...}``
+    wrapper removed.
 
     >>> from mcp.types import CallToolResult, TextContent
     >>> tool_result_json(CallToolResult(content=[TextContent(type="text", text='{"a": 1}')]))

@@ -1,16 +1,19 @@
-"""The MCP transport of an engine connection: one persistent session per server, and the one
-translation of whatever the MCP client raises into a typed error naming the URL.
+"""The MCP transport of an engine connection: one persistent session per server.
+
+It also holds the one translation of whatever the MCP client raises into a typed error naming
+the URL.
 
 How failures surface through mcp 1.x's streamable-HTTP client (measured, and each one tested in
-``tests/test_connection.py``): an ``httpx`` error on a POST (connection refused, HTTP 401 or
-500) is raised inside the transport's task group, so the session's ``async with`` ends with an
-``ExceptionGroup`` in the task holding it, while the request that triggered it is left waiting
-for its read timeout. Every request therefore runs as its own task raced against the holding
-task (:meth:`ServerSession.guard`), and the group is flattened to its first meaningful leaf. A
-body that is not JSON-RPC reaches the session's ``message_handler`` as an exception. A request
-timeout is an ``McpError`` with code 408. A server restarted between two calls answers HTTP 404
-to the old session id, which arrives as ``McpError("Session terminated")``; that request never
-ran, so it is sent once more on a new session (:meth:`ServerSession.send`).
+``tests/integration/test_connection.py``): an ``httpx`` error on a POST (connection refused,
+HTTP 401 or 500) is raised inside the transport's task group, so the session's ``async with``
+ends with an ``ExceptionGroup`` in the task holding it, while the request that triggered it is
+left waiting for its read timeout. Every request therefore runs as its own task raced against
+the holding task (:meth:`ServerSession.guard`), and the group is flattened to its first
+meaningful leaf. A body that is not JSON-RPC reaches the session's ``message_handler`` as an
+exception. A request timeout is an ``McpError`` with code 408. A server restarted between two
+calls answers HTTP 404 to the old session id, which arrives as ``McpError("Session
+terminated")``; that request never ran, so it is sent once more on a new session
+(:meth:`ServerSession.send`).
 
 The session is held inside one dedicated asyncio task (anyio cancel scopes must be exited by
 the task that entered them), instead of the adapters' default of a new session per tool call.
@@ -24,7 +27,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -52,6 +55,7 @@ ALGENTA_SERVER = "algenta"
 OPERATOR_SERVER = "algenta-operator"
 """The operator path's own session to the engine, with the operator credential."""
 _CLOSE_TIMEOUT = 5.0
+_T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------- errors
@@ -91,7 +95,7 @@ def _is_forgotten(exc: BaseException) -> bool:
 
 
 def _is_late_answer(exc: BaseException) -> bool:
-    """mcp's report of an answer to a request it no longer waits for (it timed out)."""
+    """The mcp client's report of an answer to a request it no longer waits for (timed out)."""
     return isinstance(exc, RuntimeError) and "unknown request ID" in str(exc)
 
 
@@ -193,8 +197,10 @@ class ServerSession:
         timeout: httpx.Timeout | None = None,
         auth: httpx.Auth | None = None,
     ) -> httpx.AsyncClient:
-        """The adapters' ``httpx_client_factory``: an ``AsyncClient`` whose POST responses are
-        watched, so a connection lost in the middle of an answer ends the session at once."""
+        """The adapters' ``httpx_client_factory``: an ``AsyncClient`` that watches its POSTs.
+
+        A connection lost in the middle of a POST's answer ends the session at once.
+        """
         return httpx.AsyncClient(
             headers=headers,
             timeout=timeout,
@@ -204,6 +210,7 @@ class ServerSession:
 
     @property
     def alive(self) -> bool:
+        """Whether there is a session and its holding task still runs."""
         return self.session_value is not None and self.task is not None and not self.task.done()
 
     async def session(self) -> ClientSession:
@@ -287,6 +294,7 @@ class ServerSession:
             self._stop.set()
 
     async def close(self) -> None:
+        """Let the holding task leave the session and wait for it (cancelled if it lingers)."""
         await self._finish_task()
 
     async def cause_of_death(self) -> BaseException | None:
@@ -306,6 +314,7 @@ class ServerSession:
         return f"MCP server {self.name!r}"
 
     def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
+        """The error of no answer within ``seconds`` while ``what``, naming ``option=``."""
         return EngineTimeoutError(
             f"timed out: {self.label} at {self.url} did not answer within {seconds:g} s while "
             f"{what} (raise {option}= if it is just slow).",
@@ -372,7 +381,7 @@ class ServerSession:
             url=self.url,
         )
 
-    async def guard(self, what: str, call: Coroutine[Any, Any, Any]) -> Any:
+    async def guard(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
         """Await an MCP request; translate what the client raises into a typed error.
 
         The request runs as its own task raced against the session's holding task: when the

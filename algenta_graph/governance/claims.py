@@ -77,6 +77,7 @@ class Claim:
 
     @property
     def operator(self) -> str:
+        """Who answered: the answer's ``operator`` (``"?"`` when it names none)."""
         return str(self.answer.get("operator", "?"))
 
     @property
@@ -87,6 +88,7 @@ class Claim:
 
     @property
     def summary(self) -> str:
+        """How: the answer's actions, comma-separated (``"?"`` when it lists none)."""
         actions = [str(d.get("action")) for d in self.answer.get("decisions", [])]
         return ", ".join(actions) or "?"
 
@@ -150,6 +152,10 @@ class ClaimStore:
         with self._lock:
             return self._claims.get(key)
 
+    async def peek(self, key: str) -> Claim | None:
+        """:meth:`get`, creating nothing: a store without the claim table has no claim."""
+        return await self.get(key)
+
     async def claim(self, mine: Claim) -> Claim:
         """Insert ``mine`` unless the key is claimed; return the claim in force."""
         with self._lock:
@@ -172,6 +178,7 @@ class ClaimStore:
             return True
 
     async def finish(self, claim: Claim) -> None:
+        """The answer's side effects finished: mark ``claim`` done (if it is still in force)."""
         with self._lock:
             current = self._claims.get(claim.key)
             if current is not None and current.token == claim.token:
@@ -219,6 +226,15 @@ class _SqlClaims(ClaimStore):
         )
         return _row(key, rows[0]) if rows else None
 
+    async def peek(self, key: str) -> Claim | None:
+        if not self._ready and not await self._table_exists():
+            return None
+        return await self.get(key)
+
+    async def _table_exists(self) -> bool:
+        """Whether the claim table exists (read-only)."""
+        raise NotImplementedError
+
     async def refresh(self, claim: Claim) -> None:
         await self._exec(
             f"UPDATE {_TABLE} SET at = ? WHERE key = ? AND token = ? AND done = 0",
@@ -248,6 +264,16 @@ class _SqlClaims(ClaimStore):
 
 
 class _SqliteClaims(_SqlClaims):
+    async def _table_exists(self) -> bool:
+        await self.saver.setup()
+        async with self.saver.lock:
+            cursor = await self.saver.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_TABLE,)
+            )
+            found = await cursor.fetchall()
+            await cursor.close()
+        return bool(found)
+
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
         # another process may hold the file's write lock (or be switching it to WAL): a
         # "database is locked" happens before the statement runs, so trying again is safe
@@ -276,6 +302,12 @@ class _SqliteClaims(_SqlClaims):
 
 
 class _PostgresClaims(_SqlClaims):
+    async def _table_exists(self) -> bool:
+        async with self.saver._cursor() as cur:
+            await cur.execute("SELECT to_regclass(%s) AS found", (_TABLE,))
+            row = await cur.fetchone()
+        return bool(row and next(iter(row.values())))
+
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
         async with self.saver._cursor() as cur:
             if not self._ready:

@@ -63,9 +63,11 @@ def _is_list(value: Any) -> bool:
 
 
 def _records_written(values: Any) -> list[str]:
-    """The governed record fields an update's values would write, however they are shaped:
-    a mapping, a :class:`~langgraph.types.Command`'s ``update``, a list of either or of
-    ``(field, value)`` pairs, or an object with the fields as attributes."""
+    """The governed record fields an update's values would write, however they are shaped.
+
+    A mapping, a :class:`~langgraph.types.Command`'s ``update``, a list of either or of
+    ``(field, value)`` pairs, or an object with the fields as attributes.
+    """
     if values is None:
         return []
     if isinstance(values, Command):
@@ -162,9 +164,11 @@ def _pending_refusal(state: StateSnapshot) -> str | None:
 def _inferred_refusal(
     graph: CompiledStateGraph[Any, Any, Any, Any], saved: CheckpointTuple | None
 ) -> str | None:
-    """Why an ``as_node=None`` update is refused: LangGraph would attribute it to the last node
-    that ran (its own rule, on the latest checkpoint), and that is a governance node (a run
-    that halted in one)."""
+    """Why an ``as_node=None`` update is refused, if it is.
+
+    LangGraph would attribute it to the last node that ran (its own rule, on the latest
+    checkpoint), and that is a governance node (a run that halted in one).
+    """
     try:
         inferred = infer_as_node(graph, saved.checkpoint["versions_seen"] if saved else {})
     except LookupError:  # pragma: no cover - a LangGraph without this rule: fail closed
@@ -176,9 +180,12 @@ def _unnamed(supersteps: Any) -> bool:
     return any(as_node is None for _, as_node in _updates(supersteps))
 
 
-class _RecordGuardedGraph(CompiledStateGraph):
-    """The compiled graph, whose ``update_state`` cannot write governed records, write as a
-    governance node, or change a thread on which a governance node is due."""
+class _RecordGuardedGraph(CompiledStateGraph[Any, Any, Any, Any]):
+    """The compiled graph, with a guarded ``update_state``.
+
+    It cannot write governed records, write as a governance node, or change a thread on which a
+    governance node is due.
+    """
 
     def bulk_update_state(self, config: Any, supersteps: Any) -> Any:
         refused = _refusal(config, supersteps) or _pending_refusal(self.get_state(config))
@@ -202,8 +209,21 @@ class _RecordGuardedGraph(CompiledStateGraph):
 def guard_records(
     graph: CompiledStateGraph[Any, Any, Any, Any],
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """``graph`` whose ``(a)update_state`` / ``(a)bulk_update_state`` refuse what the module
-    docs list; runs are unaffected."""
+    """Guard ``graph``'s state updates; runs are unaffected.
+
+    Its ``(a)update_state`` / ``(a)bulk_update_state`` then refuse what the module docs list,
+    raising :class:`~algenta_graph.errors.RecordsWriteRefused`.
+
+    Args:
+        graph: the compiled governed graph.
+
+    Returns:
+        ``graph`` rebuilt as a guarded graph (a guarded one is returned as it is).
+
+    Raises:
+        TypeError: a LangGraph release renamed the compiled graph's attributes, so it cannot be
+            rebuilt (fails closed: nothing is served unguarded).
+    """
     if isinstance(graph, _RecordGuardedGraph):
         return graph
     return rebuild_as(graph, _RecordGuardedGraph)

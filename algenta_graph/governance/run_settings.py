@@ -35,8 +35,9 @@ __all__ = ["GraphSettings", "RunContext", "RunSettings", "resolve_run_settings",
 
 
 class RunContext(TypedDict, total=False):
-    """Per-run settings of the governed agent (the graph's ``context_schema``); every one is
-    optional, and each may only tighten what the graph was built or served with.
+    """Per-run settings of the governed agent (the graph's ``context_schema``).
+
+    Every one is optional, and each may only tighten what the graph was built or served with.
 
     Studio shows a form for it, and ``langgraph_sdk`` clients pass it as ``context={...}``;
     nodes read it from their ``Runtime``. The same keys in ``config["configurable"]`` are read
@@ -98,8 +99,19 @@ def resolve_run_settings(
     top_k: int,
     policies: Mapping[str, Policy],
 ) -> RunSettings:
-    """The run's settings: the graph's ``top_k``/``policies`` tightened by ``config`` and
-    ``context`` (a mapping, a pydantic model or a dataclass; anything else is ignored)."""
+    """The run's settings: the graph's ``top_k`` and ``policies``, tightened by the run's.
+
+    Args:
+        config: the run's config; its ``configurable`` is read.
+        context: the run's context: a mapping, a pydantic model or a dataclass (anything else
+            is ignored).
+        top_k: the graph's ``top_k``.
+        policies: the graph's denial policy per gate.
+
+    Raises:
+        ValueError: a malformed request, a looser ``on_denial`` policy, or two conflicting
+            profiles; the message names where it came from.
+    """
     conf: Mapping[str, Any] = (config or {}).get("configurable") or {}
     sources: list[tuple[str, Mapping[str, Any]]] = [("configurable", conf)]
     ctx = _as_mapping(context)
@@ -129,8 +141,11 @@ def resolve_run_settings(
 
 
 def run_settings(config: RunnableConfig | None, runtime: Any, built: GraphSettings) -> RunSettings:
-    """The settings in force for this run: ``built`` tightened by the run's ``config`` and its
-    ``runtime.context`` (:class:`RunContext`), never loosened."""
+    """The settings in force for this run: ``built``, tightened by the run's, never loosened.
+
+    The run's requests are read from its ``config`` and its ``runtime.context``
+    (:class:`RunContext`); see :func:`resolve_run_settings`.
+    """
     context = getattr(runtime, "context", None) if runtime is not None else None
     return resolve_run_settings(config, context, top_k=built.top_k, policies=built.policies)
 

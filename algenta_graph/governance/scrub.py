@@ -87,8 +87,9 @@ def _scrub(value: Any, depth: int) -> tuple[Any, bool]:
 
 
 def scrub_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Remove ``force`` / ``override_safety`` from tool arguments, at any depth and in any
-    spelling, also inside JSON strings; everything else is returned unchanged.
+    """Remove ``force`` / ``override_safety`` from tool arguments; the rest is unchanged.
+
+    They are removed at any depth and in any spelling, also inside JSON strings.
 
     >>> scrub_arguments({"decision_id": "d1", "Force": True, "metadata": {"overrideSafety": 1}})
     {'decision_id': 'd1', 'metadata': {}}
@@ -98,8 +99,11 @@ def scrub_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def scrub_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a JSON schema without ``force`` / ``override_safety`` anywhere: in
-    ``properties`` and ``required`` of the root, of nested objects and of ``$defs``."""
+    """A copy of a JSON schema without ``force`` / ``override_safety`` anywhere.
+
+    They are removed from ``properties`` and ``required`` of the root, of nested objects and of
+    ``$defs``.
+    """
 
     def walk(node: Any) -> Any:
         if isinstance(node, Mapping):
@@ -135,6 +139,9 @@ class GovernanceInterceptor:
        servers, which are outside the Algenta contract);
     2. removes ``force`` / ``override_safety`` from the arguments (see :func:`scrub_arguments`);
     3. changes nothing else.
+
+    Args:
+        profile: the active profile; ``None`` admits every tool.
     """
 
     def __init__(self, profile: Profile | None) -> None:
@@ -145,14 +152,22 @@ class GovernanceInterceptor:
         request: MCPToolCallRequest,
         handler: Callable[[MCPToolCallRequest], Awaitable[MCPToolCallResult]],
     ) -> MCPToolCallResult:
+        """Pass ``request`` on to ``handler`` with its arguments scrubbed, if the profile allows.
+
+        Raises:
+            ToolNotInProfileError: the profile does not admit the tool; nothing is called.
+        """
         if self.profile is not None and not self.profile.allows(request.name):
             raise ToolNotInProfileError(request.name, self.profile.name)
         return await handler(request.override(args=scrub_arguments(request.args)))
 
 
 def strip_graph_supplied(schema: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
-    """``execute_decision``'s schema without :data:`GRAPH_SUPPLIED_FIELDS`, and which of them
-    the engine declared (so the graph knows to supply them).
+    """``execute_decision``'s schema without :data:`GRAPH_SUPPLIED_FIELDS`.
+
+    Returns:
+        The schema without them, and which of them the engine declared (so the graph knows to
+        supply them).
 
     >>> schema = {"type": "object", "properties": {"decision_id": {}, "nonce": {}},
     ...           "required": ["decision_id", "nonce"]}

@@ -1,12 +1,13 @@
-"""The agent's own nodes: ``retrieve_tools`` (this turn's tools) and ``model`` (the chat model,
-bound to them), and the route after the model.
+"""The agent's own nodes, ``retrieve_tools`` and ``model``, and the route after the model.
 
-``retrieve_tools`` ranks the run's catalog for the latest user message and writes the top-K into
-``selected_tools``; then the turn goes on to the model, unless the thread still has unfinished
-governance (:func:`~algenta_graph.nodes.denial_handler.route_pending_escalation`). ``model`` is
-bound to exactly the selected tools plus ``search_tools`` (and ``always_include``); when the
-run's ``remaining_steps`` cannot fit another tool round, a tool-calling reply is replaced by
-:data:`STEP_LIMIT_MESSAGE`, so a looping model ends cleanly, never with ``GraphRecursionError``.
+``retrieve_tools`` (this turn's tools) ranks the run's catalog for the latest user message and
+writes the top-K into ``selected_tools``; then the turn goes on to the model, unless the thread
+still has unfinished governance
+(:func:`~algenta_graph.nodes.denial_handler.route_pending_escalation`). ``model`` (the chat
+model) is bound to exactly the selected tools plus ``search_tools`` (and ``always_include``);
+when the run's ``remaining_steps`` cannot fit another tool round, a tool-calling reply is
+replaced by :data:`STEP_LIMIT_MESSAGE`, so a looping model ends cleanly, never with
+``GraphRecursionError``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ _STEPS_PER_ROUND = 2 + len(GATE_NAMES)
 
 
 class AgentNodes:
-    """``retrieve_tools`` and ``model`` over one catalog."""
+    """``retrieve_tools`` and ``model`` over one catalog.
+
+    Args:
+        catalog: the graph's catalog.
+        built: what the graph was built with (the ceiling of every run's settings).
+        system_prompt: the system message put before the conversation on every model call
+            (none when empty or ``None``).
+    """
 
     def __init__(
         self, catalog: GovernedCatalog, built: GraphSettings, system_prompt: str | None

@@ -77,8 +77,10 @@ _ENGINE_DEFAULT_TIMEOUT = 10.0
 
 
 def counts_as_executed(receipt: Mapping[str, Any]) -> bool:
-    """Whether a receipt's delivery may have reached its target (invariant 8): every receipt,
-    unless the engine states that nothing was sent (``failed`` with ``retryable: true``).
+    """Whether a receipt's delivery may have reached its target (invariant 8).
+
+    Every receipt counts, unless the engine states that nothing was sent (``failed`` with
+    ``retryable: true``).
 
     >>> counts_as_executed({"execution_status": "unknown"})
     True
@@ -123,15 +125,25 @@ def plan_nonce(
     plan_ids: Collection[str] | None = None,
     decision_id: str = "the decision",
 ) -> str | None:
-    """The nonce of the plan a decision runs under, from this thread's ``plan_decision``
-    results (``docs/ARCHITECTURE.md``, invariant 11): bound by plan id, never guessed by hash.
+    """The nonce of the plan a decision runs under, from this thread's ``plan_decision`` results.
 
-    ``plan_ids``: the plans the engine binds the decision to (its ``plan_id``, or every plan it
-    lists for the decision as approved); then only those plans' results count. Without them,
-    the results with ``plan_hash`` count. ``None`` when no result counts; one nonce when exactly
-    one plan does; :class:`~algenta_graph.errors.AlgentaGraphError` naming the plans when
-    several do (every proposal of one scenario has the same hash: which one approved this
-    decision cannot be told apart, so nothing is sent).
+    Bound by plan id, never guessed by hash (``docs/ARCHITECTURE.md``, invariant 11).
+
+    Args:
+        messages: the thread's messages; its ``plan_decision`` results are read.
+        plan_hash: the ``plan_hash`` the decision was logged with.
+        plan_ids: the plans the engine binds the decision to (its ``plan_id``, or every plan it
+            lists for the decision as approved); then only those plans' results count. Without
+            them, the results with ``plan_hash`` count.
+        decision_id: the decision, as the error names it.
+
+    Returns:
+        One nonce when exactly one plan counts; ``None`` when no result counts.
+
+    Raises:
+        AlgentaGraphError: several plans count; it names them (every proposal of one scenario
+            has the same hash: which one approved this decision cannot be told apart, so
+            nothing is sent).
     """
     found: dict[str, str] = {}  # plan id (or the nonce, for a result without one) -> nonce
     for message in messages:
@@ -155,9 +167,11 @@ def plan_nonce(
 
 
 def bound_plans(decision: Mapping[str, Any]) -> frozenset[str] | None:
-    """The plans the engine says a decision may run under: those it lists for the decision as
-    ``approved`` (``plans``: ``[{plan_id, state}]``), else the ``plan_id`` it was logged with;
-    ``None`` when the engine names no plan (then the thread's results are read by hash).
+    """The plans the engine says a decision may run under.
+
+    Those it lists for the decision as ``approved`` (``plans``: ``[{plan_id, state}]``), else the
+    ``plan_id`` it was logged with; ``None`` when the engine names no plan (then the thread's
+    results are read by hash).
 
     >>> sorted(bound_plans({"plan_id": "p1", "plans": [{"plan_id": "p1", "state": "executed"},
     ...                                                  {"plan_id": "p2", "state": "approved"}]}))
@@ -182,8 +196,10 @@ def _result_json(message: ToolMessage) -> Mapping[str, Any]:
 
 
 def _engine_nonce(plan: Any, plan_ids: frozenset[str] | None) -> str | None:
-    """The nonce ``get_decision`` reports for the decision's bound plan, if it is one of
-    ``plan_ids`` (never a plan the engine does not bind the decision to).
+    """The nonce ``get_decision`` reports for the decision's bound plan.
+
+    Only if that plan is one of ``plan_ids`` (never a plan the engine does not bind the decision
+    to).
 
     >>> _engine_nonce({"plan_id": "p1", "nonce": "n1"}, frozenset({"p1"}))
     'n1'
@@ -197,8 +213,11 @@ def _engine_nonce(plan: Any, plan_ids: frozenset[str] | None) -> str | None:
 
 
 def for_decision(outcome: ExecutionOutcome, decision_id: str) -> ExecutionOutcome:
-    """``outcome``, unless it is a receipt for another decision: that is a failure, never a
-    receipt of this call (it would also block that other decision in this thread)."""
+    """``outcome``, unless it is a receipt for another decision: that is a failure.
+
+    Such a receipt is never a receipt of this call (it would also block that other decision in
+    this thread).
+    """
     if isinstance(outcome, ExecutionReceipt) and outcome.decision_id != decision_id:
         return ExecutionFailure(
             message=(
@@ -233,7 +252,11 @@ def bad_arguments(args: Mapping[str, Any]) -> list[str]:
 
 
 class DecisionExecutor:
-    """Sends, finds and recovers executions of decisions over one engine connection."""
+    """Sends, finds and recovers executions of decisions over one engine connection.
+
+    Args:
+        conn: the engine connection (:class:`~algenta_graph.connection.engine.EngineClient`).
+    """
 
     def __init__(self, conn: EngineClient) -> None:
         self.conn = conn
@@ -367,12 +390,13 @@ class DecisionExecutor:
         self,
         denial: Mapping[str, Any],
         operator: str,
-        reason: str,
+        reason: str | None,
         flag: str,
         thread_id: str | None,
         messages: Sequence[BaseMessage] = (),
         *,
         answered_in: str | None = None,
+        edited: Mapping[str, Any] | None = None,
     ) -> ExecutionOutcome:
         """Re-execute an escalated denial on the operator path, with the gate's ``flag``.
 
@@ -380,9 +404,15 @@ class DecisionExecutor:
         process completes it: an execution tagged with its ``escalation_id`` is looked for at
         the engine first (and waited for while in flight), and the idempotency key is the
         escalation's, so completing an answer twice sends nothing twice.
+
+        ``edited``: an operator's edit of the call (:func:`~algenta_graph.nodes.answers.
+        edited_arguments`: its ``webhook_url``, ``timeout_seconds`` and ``metadata``, already
+        scrubbed of every override flag), sent instead of the denied call's; the decision is
+        always the denied one.
         """
         decision_id = denial.get("decision_id")
-        webhook_url = denial.get("webhook_url")
+        call = dict(edited or {})
+        webhook_url = call.get("webhook_url", denial.get("webhook_url"))
         call_id = denial.get("tool_call_id")
         escalation_id = escalation_id_of(denial)
         if not isinstance(decision_id, str) or not isinstance(webhook_url, str):
@@ -402,11 +432,22 @@ class DecisionExecutor:
                 and tag.get("operator") is not None
             )
 
-        settle = settle_for(denial)
+        timeout = call.get("timeout_seconds", denial.get("timeout_seconds"))
+        settle = settle_for({"timeout_seconds": timeout})
         previous = await self.find(decision_id, ours, settle=settle)
         if previous is not None:
             return previous[0]
-        timeout = denial.get("timeout_seconds")
+        metadata = dict(call["metadata"]) if isinstance(call.get("metadata"), Mapping) else {}
+        tag: dict[str, Any] = {
+            "thread_id": answered_in or thread_id,
+            "tool_call_id": call_id,
+            "operator": operator,
+            "reason": reason,
+            "escalation_id": escalation_id,
+        }
+        if edited is not None:
+            tag["edited"] = True
+        metadata["algenta_graph"] = tag
         try:
             supplied = await self.supplied(decision_id, f"escalation:{escalation_id}", messages)
             outcome = await self.conn.execute_as_operator(
@@ -415,15 +456,7 @@ class DecisionExecutor:
                 force=flag == "force",
                 override_safety=flag == "override_safety",
                 timeout_seconds=timeout if isinstance(timeout, int | float) else None,
-                metadata={
-                    "algenta_graph": {
-                        "thread_id": answered_in or thread_id,
-                        "tool_call_id": call_id,
-                        "operator": operator,
-                        "reason": reason,
-                        "escalation_id": escalation_id,
-                    }
-                },
+                metadata=metadata,
                 extra=supplied,
             )
         except AlgentaGraphError as exc:
@@ -439,15 +472,18 @@ class DecisionExecutor:
     async def supplied(
         self, decision_id: str, attempt: str, messages: Sequence[BaseMessage]
     ) -> dict[str, str]:
-        """The ``execute_decision`` arguments only the graph supplies, for the fields the engine
-        declares (see ``algenta_graph/engine/README.md``, "The strict flow"):
+        """The ``execute_decision`` arguments only the graph supplies.
+
+        For the fields the engine declares (see ``algenta_graph/engine/README.md``, "The strict
+        flow"):
 
         - ``idempotency_key``: one per attempt, from the thread and the tool call;
         - ``nonce``: the single-use nonce of the plan the engine binds the decision to (its
           ``plan_id``), from this thread's ``plan_decision`` results, else as ``get_decision``
           reports it; never guessed by hash (:func:`plan_nonce`).
 
-        Raises ``AlgentaGraphError`` naming what is missing (nothing is sent then).
+        Raises:
+            AlgentaGraphError: naming what is missing (nothing is sent then).
         """
         wanted = self.conn.execute_supplied
         out: dict[str, str] = {}
@@ -485,13 +521,20 @@ class DecisionExecutor:
         *,
         settle: float = 0.0,
     ) -> tuple[ExecutionReceipt, Mapping[str, Any]] | None:
-        """An execution of ``decision_id`` on the engine whose ``metadata.algenta_graph`` tag
-        ``match``es: (its receipt, the tag), whatever its delivery status.
+        """An execution of ``decision_id`` on the engine, whatever its delivery status.
 
-        ``settle``: when the execution found is still ``unknown`` (an engine that records a
-        delivery before it starts shows it so while it is in flight, e.g. the one a crashed
-        process left running), look again for up to this many seconds, so the record says how
-        it ended; it stays ``unknown`` if it never ends (the engine died during it).
+        Args:
+            decision_id: the decision.
+            match: the test of an execution's ``metadata.algenta_graph`` tag.
+            settle: when the execution found is still ``unknown`` (an engine that records a
+                delivery before it starts shows it so while it is in flight, e.g. the one a
+                crashed process left running), look again for up to this many seconds, so the
+                record says how it ended; it stays ``unknown`` if it never ends (the engine died
+                during it).
+
+        Returns:
+            ``(its receipt, the tag)`` of an execution whose tag ``match``es (a delivered one
+            first, else the latest attempt), or ``None``.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + settle

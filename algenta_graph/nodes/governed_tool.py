@@ -67,7 +67,14 @@ logger = logging.getLogger(__name__)
 
 
 class GovernedToolNode:
-    """The ``governed_tool`` node (see the module docs)."""
+    """The ``governed_tool`` node (see the module docs).
+
+    Args:
+        catalog: the graph's catalog.
+        executor: the graph's one :class:`~algenta_graph.nodes.executor.DecisionExecutor`
+            (the denial handlers hold the same one).
+        built: what the graph was built with (the ceiling of every run's settings).
+    """
 
     def __init__(
         self, catalog: GovernedCatalog, executor: DecisionExecutor, built: GraphSettings
@@ -83,6 +90,12 @@ class GovernedToolNode:
         config: RunnableConfig,
         runtime: Runtime[RunContext] | None = None,
     ) -> dict[str, Any]:
+        """Run the latest step's unanswered tool calls under governance (see the module docs).
+
+        Returns:
+            The state update: the calls' answers, their receipts and denials (each linked into
+            the thread's hash chain), and the tools ``search_tools`` found.
+        """
         run = run_settings(config, runtime, self.built)
         ai, answered = last_step(state.get("messages", []))
         if ai is None:
@@ -159,8 +172,11 @@ class GovernedToolNode:
     async def _learn(
         self, state: GovernedState, run: RunSettings, used: Sequence[tuple[str, ToolMessage]]
     ) -> None:
-        """Feed the usage signal: each tool of the run's profile that served this turn's query
-        successfully (never a denial, a failure or ``search_tools``)."""
+        """Feed the usage signal with this step's catalog calls.
+
+        It learns from each tool of the run's profile that served this turn's query
+        successfully (never a denial, a failure or ``search_tools``).
+        """
         usage = self.catalog.usage
         if usage is None:
             return

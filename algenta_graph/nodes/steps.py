@@ -65,8 +65,10 @@ def last_step(messages: Sequence[BaseMessage]) -> tuple[AIMessage | None, list[T
 
 
 def message_text(message: BaseMessage) -> str:
-    """A message's text: its text blocks joined by a space (``BaseMessage.text`` joins them with
-    nothing, which glues the words of separate blocks: ``["simulate", "the pricing"]``).
+    """A message's text: its text blocks joined by a space.
+
+    ``BaseMessage.text`` joins them with nothing, which glues the words of separate blocks:
+    ``["simulate", "the pricing"]``.
 
     >>> message_text(HumanMessage(["simulate", {"type": "text", "text": "the pricing"}]))
     'simulate the pricing'
@@ -87,13 +89,21 @@ def latest_user_text(messages: Sequence[BaseMessage]) -> str:
 
 
 def step_denials(state: Mapping[str, Any]) -> list[DenialRecord]:
-    """The denials of the latest tool step that a handler must apply a policy to."""
+    """The denials of the latest tool step that a handler must apply a policy to.
+
+    The model's calls' denials, and the denials an operator's override met that were raised
+    under a policy (routed like any other; an override's denial recorded without one is not).
+    """
     _, answered = last_step(state.get("messages", []))
     ids = {m.tool_call_id for m in answered}
     return [
         d
         for d in state.get("denials") or []
-        if d.get("tool_call_id") in ids and d.get("source") in ("model", "thread_receipts")
+        if d.get("tool_call_id") in ids
+        and (
+            d.get("source") in ("model", "thread_receipts")
+            or (d.get("source") == "operator" and "policy" in d)
+        )
     ]
 
 
@@ -113,8 +123,9 @@ def gate_order(denials: Sequence[Mapping[str, Any]]) -> list[str]:
 def in_place(
     messages: Sequence[BaseMessage], ai: AIMessage, answers: list[ToolMessage]
 ) -> list[BaseMessage]:
-    """The ``messages`` update that puts ``answers`` right after ``ai``'s call (and its earlier
-    answers), as every provider requires.
+    """The ``messages`` update that puts ``answers`` right after ``ai``'s call.
+
+    Right after the call and its earlier answers, as every provider requires.
 
     Normally that is ``answers`` themselves (appended). When a later turn's messages already
     follow the call (a step cut short by a cancel or a crash, finished by the next turn,

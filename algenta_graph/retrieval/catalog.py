@@ -1,5 +1,6 @@
-"""The graph's view of the tool catalog: what a run may see, the schemas a model is bound to,
-and the ``search_tools`` gateway.
+"""The graph's view of the tool catalog.
+
+What a run may see, the schemas a model is bound to, and the ``search_tools`` gateway.
 
 One :class:`GovernedCatalog` is built per graph (never per turn) over an open
 :class:`~algenta_graph.connection.EngineConnection`: the connection's tools (already filtered by
@@ -89,8 +90,19 @@ def validation_problems(exc: ValidationError) -> str:
 class GovernedCatalog:
     """The tools of one graph: lookup, per-run visibility, model binding and search.
 
-    ``always_include``: tools bound on every step whatever retrieval ranks (real or
-    model-facing names; each must be in the catalog), still subject to the run's profile.
+    Args:
+        connection: the open engine connection whose catalog (``connection.tools``) this is.
+        model: the chat model, bound to each step's tools.
+        index: the tool index over the catalog (retrieval and ``search_tools``).
+        always_include: tools bound on every step whatever retrieval ranks (real or
+            model-facing names; each must be in the catalog), still subject to the run's
+            profile.
+        usage: an optional usage signal (:attr:`usage`).
+
+    Raises:
+        TypeError: ``always_include`` is one string, not a list of tool names.
+        ValueError: an ``always_include`` tool is not in the catalog, or providers reject its
+            schema.
     """
 
     def __init__(
@@ -131,8 +143,10 @@ class GovernedCatalog:
         self._bound: OrderedDict[tuple[str, ...], Runnable[Any, BaseMessage]] = OrderedDict()
 
     def _model_schema(self, name: str, tool: BaseTool) -> dict[str, Any]:
-        """The OpenAI-format schema a model is shown: model-facing name, provider-valid
-        parameters."""
+        """The OpenAI-format schema a model is shown.
+
+        Its name is the model-facing one, its parameters provider-valid.
+        """
         spec = convert_to_openai_tool(tool)
         function = dict(spec["function"])
         function["name"] = self.names.model(name)
@@ -143,9 +157,11 @@ class GovernedCatalog:
         return {**spec, "function": function}
 
     def real_call(self, name: str, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        """A model's call as MCP sees it: the real tool name, and the real argument keys for
-        the top-level keys renamed for providers (see
-        :func:`~algenta_graph.retrieval.naming.safe_property_keys`)."""
+        """A model's call as MCP sees it: the real tool name and the real argument keys.
+
+        The top-level argument keys renamed for providers are mapped back (see
+        :func:`~algenta_graph.retrieval.naming.safe_property_keys`).
+        """
         real = self.names.real(name)
         keys = self.arg_keys.get(real)
         if not keys:
@@ -188,10 +204,12 @@ class GovernedCatalog:
         return [n for n in self.tools if self.allowed(n, run)]
 
     def bound_names(self, selected: Sequence[str], run: RunSettings) -> list[str]:
-        """The real names bound on a step: ``always_include``, the first ``top_k`` of
-        ``selected`` (retrieval's), the last :data:`MAX_FOUND_TOOLS` of the rest (found by
-        ``search_tools``), each only when this run may see it; ``search_tools`` is added by
-        :meth:`bound_model`."""
+        """The real names bound on a step, each only when this run may see it.
+
+        ``always_include``, the first ``top_k`` of ``selected`` (retrieval's), the last
+        :data:`MAX_FOUND_TOOLS` of the rest (found by ``search_tools``); ``search_tools`` is
+        added by :meth:`bound_model`.
+        """
         chosen = [n for n in selected if n != SEARCH_TOOL and n not in self.always_include]
         chosen = chosen[: run.top_k] + chosen[run.top_k :][-MAX_FOUND_TOOLS:]
         return [n for n in dict.fromkeys([*self.always_include, *chosen]) if self.allowed(n, run)]
@@ -202,7 +220,8 @@ class GovernedCatalog:
         """The model bound to ``names`` plus ``search_tools`` (a small LRU per selection).
 
         With ``run``, ``names`` is the step's ``selected_tools`` and the bound set is
-        :meth:`bound_names` (base tools added, found tools capped)."""
+        :meth:`bound_names` (base tools added, found tools capped).
+        """
         if run is not None:
             names = self.bound_names(names, run)
         key = (
@@ -224,8 +243,11 @@ class GovernedCatalog:
         return run.profile.name if run.profile is not None else self.conn.profile.name
 
     async def retrieve(self, query: str, run: RunSettings) -> list[str]:
-        """The top-K tool names for ``query`` among the tools this run may see, base tools
-        (``always_include``) not counted; reranked by the usage signal when there is one."""
+        """The top-K tool names for ``query`` among the tools this run may see.
+
+        Base tools (``always_include``) are not counted; the usage signal, when there is one,
+        reranks them.
+        """
         if not query:
             return []
         k = run.top_k + len(self.always_include)
@@ -248,7 +270,8 @@ class GovernedCatalog:
         """Answer a ``search_tools`` call: (JSON body or error text, real names found, ok).
 
         Each tool found is listed under the name to call it by (``name``, model-facing) and,
-        when that differs, its real MCP name (``mcp_name``)."""
+        when that differs, its real MCP name (``mcp_name``).
+        """
         try:
             parsed = SearchToolsArgs.model_validate(args)
         except ValidationError as exc:

@@ -56,10 +56,10 @@ __all__ = [
 ]
 
 PROVIDER_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""The tool-name pattern of OpenAI and Anthropic (``^[a-zA-Z0-9_-]{1,64}$``; use ``fullmatch``)."""
 PROVIDER_PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 """Anthropic's pattern for the top-level property keys of a tool's ``input_schema``
 (``^[a-zA-Z0-9_.-]{1,64}$``; it rejects the whole request otherwise)."""
-"""The tool-name pattern of OpenAI and Anthropic (``^[a-zA-Z0-9_-]{1,64}$``; use ``fullmatch``)."""
 MAX_NAME_LENGTH = 64
 ALGENTA_PREFIX = "algenta_"
 _DIGEST = 8
@@ -104,8 +104,15 @@ def model_facing_name(real: str, *, algenta: bool = False, digest: int = _DIGEST
 class ToolNames:
     """The two-way map between a catalog's real tool names and their model-facing names.
 
-    ``algenta`` names the Algenta engine's own tools (the ``algenta_`` convention applies to
-    them). The mapping is a function of the set of real names only (see the module docs).
+    The mapping is a function of the set of real names only (see the module docs).
+
+    Args:
+        names: the catalog's real tool names.
+        algenta: the Algenta engine's own tools among them (the ``algenta_`` convention applies
+            to them).
+
+    Raises:
+        ValueError: no unique provider-safe name can be found for a tool.
     """
 
     def __init__(self, names: Iterable[str], *, algenta: Collection[str] = ()) -> None:
@@ -142,9 +149,11 @@ class ToolNames:
         return {r: m for r, m in self._to_model.items() if r != m}
 
     def __contains__(self, real: object) -> bool:
+        """Whether ``real`` is one of the real tool names."""
         return real in self._to_model
 
     def __len__(self) -> int:
+        """How many tools there are."""
         return len(self._to_model)
 
 
@@ -187,7 +196,9 @@ def provider_parameters(schema: Any, *, tool: str = "?") -> dict[str, Any]:
         raise UnsupportedToolSchemaError(
             f"tool {tool!r}: its parameter schema's 'properties' is not an object"
         )
-    return _with_array_items(copy.deepcopy(fixed))
+    parameters = copy.deepcopy(fixed)
+    _with_array_items(parameters)
+    return parameters
 
 
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
@@ -222,14 +233,17 @@ def _with_array_items(schema: Any) -> Any:
 
 
 def safe_property_keys(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """``schema`` with every top-level property key providers reject renamed, and the map
-    ``{model-facing key: real key}`` of the renamed ones (empty when none was).
+    """``schema`` with every top-level property key providers reject renamed.
 
     Anthropic rejects a request whose tool has a top-level property key outside
     ``^[a-zA-Z0-9_.-]{1,64}$`` (``filter[name]``, ``page size``, common in OpenAPI-generated
     MCP servers). A renamed key is sanitized and given a short hash of the real key (stable,
     unique among the schema's keys); ``required`` follows. Map a model's arguments back with
     the returned map before calling the tool.
+
+    Returns:
+        The schema, and the map ``{model-facing key: real key}`` of the renamed ones (empty
+        when none was).
 
     >>> schema, keys = safe_property_keys({"type": "object", "properties": {"filter[id]": {}}})
     >>> list(schema["properties"]), keys

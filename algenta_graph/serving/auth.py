@@ -19,10 +19,14 @@ Roles (a token may carry several):
 
 - ``agent``: creates threads and runs; reads, searches, streams, updates and runs only the
   threads it created (owner in the thread metadata, :data:`OWNER_KEY`, set by the server).
-- ``operator``: an agent that may also read and search every thread and answer escalations
-  (a run whose ``command`` is a ``resume``) on any thread. ``operator:<gate>`` (e.g.
-  ``operator:confidence``) may answer only that gate's escalations; the API lets any operator
-  role resume, and the graph's handler (:func:`served_authorize_operator`) checks the gate.
+- ``operator``: an agent that may also answer escalations (a run whose ``command`` is a
+  ``resume``) on any thread, and read and search the threads that **wait for an operator** (on
+  any gate) plus those it decided, besides its own. ``operator:<gate>`` (e.g.
+  ``operator:confidence``) reads the threads waiting on that gate plus those it decided, and may
+  answer only that gate's escalations; the API lets any operator role resume, and the graph's
+  handler (:func:`served_authorize_operator`) checks the gate. Which gates a thread waits on,
+  and who decided, are thread metadata the graph keeps itself
+  (:mod:`algenta_graph.governance.visibility`); no client may set them.
 - ``auditor``: reads and searches every thread; changes nothing.
 
 For every role: resuming is an operator's act (HTTP 403 otherwise); governed records
@@ -33,7 +37,9 @@ governance node and any update while an escalation is pending: only an operator'
 it); runs and state updates from an earlier checkpoint (forks, which would drop later records)
 are refused, and so are rollbacks (a cancel with ``action=rollback``,
 ``multitask_strategy="rollback"``) and deleting threads or runs (each deletes checkpoints);
-assistants, crons and the store cannot be changed.
+assistants, crons and the store cannot be changed. A run's ``command`` may only be a ``resume``,
+for every caller, open or not: Agent Chat UI's "mark as resolved" (``goto: END``) never
+disposes of an escalation.
 """
 
 from __future__ import annotations
@@ -49,13 +55,20 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph_sdk import Auth
 
 from algenta_graph.errors import AuthFileError
 from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.governance.visibility import (
+    DECIDED_KEY,
+    GRAPH_METADATA_KEYS,
+    GRAPH_WRITE_KEY,
+    WAITING_KEY,
+    is_graph_write,
+)
 from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
@@ -71,8 +84,12 @@ __all__ = [
     "TokenTable",
     "auth",
     "auth_configured",
+    "forbidden",
     "is_operator",
     "load_auth_file",
+    "operator_gates",
+    "principal_of",
+    "read_filter",
     "served_authorize_operator",
     "startup_check",
     "token_digest",
@@ -111,12 +128,17 @@ def token_digest(token: str) -> str:
 
 
 class TokenTable:
-    """Token digests to principals; :meth:`lookup` compares against every entry."""
+    """Token digests to principals; :meth:`lookup` compares against every entry.
+
+    Args:
+        entries: ``{token digest (:func:`token_digest`): principal}``.
+    """
 
     def __init__(self, entries: Mapping[str, Principal]) -> None:
         self._entries = tuple(entries.items())
 
     def __len__(self) -> int:
+        """How many tokens the table knows."""
         return len(self._entries)
 
     def lookup(self, token: str) -> Principal | None:
@@ -339,7 +361,8 @@ def served_authorize_operator(identity: str, gate: str, config: RunnableConfig) 
 auth = Auth()
 
 
-def _forbidden(detail: str) -> Auth.exceptions.HTTPException:
+def forbidden(detail: str) -> Auth.exceptions.HTTPException:
+    """The HTTP 403 a handler raises, with ``detail`` shown to the client."""
     return Auth.exceptions.HTTPException(status_code=403, detail=detail)
 
 
@@ -400,7 +423,7 @@ async def authenticate(
     if principal is None:
         raise _unauthorized("invalid token")
     if _is_mcp(path) and not _can_write(frozenset(principal.roles)):
-        raise _forbidden("an auditor cannot run the graph (the /mcp endpoint runs it)")
+        raise forbidden("an auditor cannot run the graph (the /mcp endpoint runs it)")
     return {
         "identity": principal.identity,
         "is_authenticated": True,
@@ -413,7 +436,7 @@ def _is_mcp(path: str | None) -> bool:
     return bool(path) and (path == "/mcp" or str(path).startswith("/mcp/"))
 
 
-def _principal(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None:
+def principal_of(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None:
     """``(identity, roles)`` of an authenticated request, ``None`` when the server runs open."""
     user = ctx.user
     if not auth_configured() and not getattr(user, "is_authenticated", True):
@@ -425,7 +448,7 @@ def _principal(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None
         *GATE_ROLES,
         OPERATOR,
     }:
-        raise _forbidden("not an authenticated algenta-graph user")
+        raise forbidden("not an authenticated algenta-graph user")
     return str(user.identity), roles
 
 
@@ -434,19 +457,70 @@ def _can_write(roles: frozenset[str]) -> bool:
 
 
 def _writer(ctx: Auth.types.AuthContext, doing: str) -> tuple[str, frozenset[str]] | None:
-    """:func:`_principal`, refused (403) unless it may write: an auditor cannot ``doing``."""
-    who = _principal(ctx)
+    """:func:`principal_of`, refused (403) unless it may write: an auditor cannot ``doing``."""
+    who = principal_of(ctx)
     if who is not None and not _can_write(who[1]):
-        raise _forbidden(f"an auditor cannot {doing}")
+        raise forbidden(f"an auditor cannot {doing}")
     return who
 
 
 def _reads_all(roles: frozenset[str]) -> bool:
-    return AUDITOR in roles or is_operator(roles)
+    return AUDITOR in roles
 
 
 def _owned(identity: str) -> Auth.types.FilterType:
     return {OWNER_KEY: identity}
+
+
+def operator_gates(roles: Sequence[str] | frozenset[str]) -> tuple[str, ...]:
+    """The gates whose waiting threads ``roles`` may read (every gate for ``operator``).
+
+    >>> operator_gates(["operator:risk_floor", "agent"]), operator_gates(["agent"])
+    (('risk_floor',), ())
+    >>> operator_gates(["operator"]) == GATE_NAMES
+    True
+    """
+    roles = frozenset(roles)
+    if OPERATOR in roles:
+        return GATE_NAMES
+    return tuple(g for g in GATE_NAMES if f"{OPERATOR}:{g}" in roles)
+
+
+def read_filter(
+    identity: str, roles: Sequence[str] | frozenset[str]
+) -> Auth.types.FilterType | None:
+    """The thread metadata filter of what ``identity`` with ``roles`` may read (``None``: all).
+
+    An auditor reads every thread; an operator role the threads waiting on its gates plus those
+    it decided, besides its own; anyone else only its own.
+
+    >>> read_filter("ana", ["agent"])
+    {'algenta_owner': 'ana'}
+    >>> read_filter("ana", ["auditor"]) is None
+    True
+    >>> read_filter("bo", ["operator:confidence"])["$or"]  # doctest: +NORMALIZE_WHITESPACE
+    [{'algenta_owner': 'bo'}, {'algenta_decided_by': {'$contains': 'bo'}},
+     {'algenta_waiting': {'$contains': 'confidence'}}]
+    """
+    if _reads_all(frozenset(roles)):
+        return None
+    gates = operator_gates(roles)
+    if not gates:
+        return _owned(identity)
+    groups: list[dict[str, Any]] = [
+        {OWNER_KEY: identity},
+        {DECIDED_KEY: {"$contains": identity}},
+        *({WAITING_KEY: {"$contains": gate}} for gate in gates),
+    ]
+    # LangGraph's filters take $or (its FilterType does not spell it out)
+    return cast(Auth.types.FilterType, {"$or": groups})
+
+
+def _graph_metadata(metadata: Any) -> list[str]:
+    """The graph's own metadata keys a client tries to set (refused)."""
+    if not isinstance(metadata, Mapping):
+        return []
+    return [k for k in (OWNER_KEY, *GRAPH_METADATA_KEYS) if k in metadata]
 
 
 _ROLLBACK = (
@@ -458,19 +532,19 @@ _ROLLBACK = (
 @auth.on
 async def _deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Default deny: crons, the store, assistant changes and anything not handled below."""
-    if _principal(ctx) is None:
+    if principal_of(ctx) is None:
         return None
-    raise _forbidden(f"{ctx.resource}.{ctx.action} is not allowed on this server")
+    raise forbidden(f"{ctx.resource}.{ctx.action} is not allowed on this server")
 
 
 @auth.on.assistants.read
 async def _assistants_read(ctx: Auth.types.AuthContext, value: Any) -> None:
-    _principal(ctx)
+    principal_of(ctx)
 
 
 @auth.on.assistants.search
 async def _assistants_search(ctx: Auth.types.AuthContext, value: Any) -> None:
-    _principal(ctx)
+    principal_of(ctx)
 
 
 @auth.on.threads.create
@@ -484,17 +558,19 @@ async def _threads_create(
     metadata = value.get("metadata")
     if metadata is None:
         metadata = value["metadata"] = {}
+    for key in GRAPH_METADATA_KEYS:
+        metadata.pop(key, None)  # the graph's own: never the client's
     metadata[OWNER_KEY] = identity  # whatever the client sent
     return _owned(identity)
 
 
 def _read_filter(ctx: Auth.types.AuthContext) -> Auth.types.FilterType | None:
-    """Operators and auditors read every thread; anyone else only the threads they own."""
-    who = _principal(ctx)
+    """What the caller may read (:func:`read_filter`); everything when the server runs open."""
+    who = principal_of(ctx)
     if who is None:
         return None
     identity, roles = who
-    return None if _reads_all(roles) else _owned(identity)
+    return read_filter(identity, roles)
 
 
 @auth.on.threads.read
@@ -515,17 +591,26 @@ async def _threads_search(
 async def _threads_update(
     ctx: Auth.types.AuthContext, value: Auth.types.ThreadsUpdate
 ) -> Auth.types.FilterType | None:
+    # the graph's own metadata (which gates the thread waits on, who decided), patched from a
+    # node through the server's in-process client, as the run's user: on any thread, and
+    # nothing else (its secret proves it comes from the graph, in this process)
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict) and GRAPH_WRITE_KEY in metadata:
+        token = metadata.pop(GRAPH_WRITE_KEY)
+        if is_graph_write(token) and set(metadata) <= set(GRAPH_METADATA_KEYS):
+            return None
+        raise forbidden("the thread metadata of the graph is set by the graph")
     # thread metadata patches, update_state (the served graph refuses governed fields itself)
     # and run cancellations: the thread's owner only
     who = _writer(ctx, "change threads")
     if who is None:
         return None
     identity, _ = who
-    metadata = value.get("metadata")
-    if isinstance(metadata, Mapping) and OWNER_KEY in metadata:
-        raise _forbidden(f"the thread metadata {OWNER_KEY!r} is set by the server")
+    taken = _graph_metadata(value.get("metadata"))
+    if taken:
+        raise forbidden(f"the thread metadata {', '.join(map(repr, taken))} is set by the server")
     if value.get("action") == "rollback":
-        raise _forbidden(_ROLLBACK)
+        raise forbidden(_ROLLBACK)
     return _owned(identity)
 
 
@@ -535,10 +620,10 @@ async def _threads_delete(
 ) -> Auth.types.FilterType | None:
     # deleting a thread, or a run (which deletes the checkpoints it wrote), drops governed
     # records: not an API operation, for any role
-    if _principal(ctx) is None:
+    if principal_of(ctx) is None:
         return None
     what = "runs" if value.get("run_id") else "threads"
-    raise _forbidden(f"{what} cannot be deleted: their checkpoints hold governed records")
+    raise forbidden(f"{what} cannot be deleted: their checkpoints hold governed records")
 
 
 def _mentions_records(update: Any) -> bool:
@@ -559,22 +644,26 @@ _INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _stamp(resume: Any, identity: str) -> Any:
-    """``resume`` with ``operator`` set to the authenticated ``identity`` (403 if it names
-    someone else).
+    """``resume`` with ``operator`` set to the authenticated ``identity``.
+
+    Refused with HTTP 403 if it names someone else. Agent Inbox's answer (a list of responses)
+    has each response stamped.
 
     The stamp travels with the answer into the checkpoint. LangGraph replays a node's earlier
-    resume values when it is resumed again (a refused answer stays in the task's resume list),
-    so an answer must carry who gave it: otherwise a refused answer of one operator would be
-    re-read, on the next resume, in the name of whoever resumes next.
+    resume values when it is resumed again, so an answer must carry who gave it: otherwise an
+    answer of one operator would be re-read, on the next resume, in the name of whoever resumes
+    next.
     """
     if isinstance(resume, dict) and resume and all(_INTERRUPT_ID.match(str(k)) for k in resume):
         # {interrupt_id: answer}: stamp each answer
         return {key: _stamp(value, identity) for key, value in resume.items()}
+    if isinstance(resume, list):
+        return [_stamp(item, identity) if isinstance(item, dict) else item for item in resume]
     if not isinstance(resume, dict):
-        return resume  # not an answer the graph accepts; it interrupts again with an error
+        return resume  # not an answer the graph accepts; its response_schema refuses it
     named = resume.get("operator")
     if isinstance(named, str) and named.strip() and named.strip() != identity:
-        raise _forbidden(
+        raise forbidden(
             f"operator {named.strip()!r} contradicts the authenticated identity {identity!r}"
         )
     return {**resume, "operator": identity}
@@ -597,31 +686,42 @@ async def _threads_create_run(
     if _mentions_records(kwargs.get("input")) or (
         isinstance(command, Mapping) and _mentions_records(command.get("update"))
     ):
-        raise _forbidden(
+        raise forbidden(
             f"governed records ({', '.join(RECORD_FIELDS)}) are written only by the graph"
         )
+    # ... and an escalation is disposed of only by an operator's answer: a ``goto`` (Agent Chat
+    # UI's "mark as resolved" sends ``goto: END``) or an ``update`` never answers one
+    if command is not None and (not isinstance(command, dict) or set(command) - {"resume"}):
+        raise forbidden(
+            "a run's command may only be a resume: an escalation is disposed of only by an "
+            "operator's answer (goto/update, e.g. 'mark as resolved', cannot end it)"
+        )
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict):
+        for key in GRAPH_METADATA_KEYS:
+            metadata.pop(key, None)  # the graph's own: never from a run's metadata
     who = _writer(ctx, "start runs")
     if who is None:
         return None
     identity, roles = who
     if value.get("multitask_strategy") == "rollback":
-        raise _forbidden(_ROLLBACK)
+        raise forbidden(_ROLLBACK)
     if _forks(kwargs):
-        raise _forbidden("runs from an earlier checkpoint are not allowed (they drop records)")
-    metadata = value.get("metadata")
+        raise forbidden("runs from an earlier checkpoint are not allowed (they drop records)")
     if isinstance(metadata, dict):
         metadata[OWNER_KEY] = identity  # a thread this run creates belongs to the caller
     if command is not None:
-        if not isinstance(command, dict) or set(command) - {"resume"}:
-            raise _forbidden("a run's command may only be a resume")
         if not is_operator(roles):
-            raise _forbidden("only an operator may answer an escalation")
+            raise forbidden("only an operator may answer an escalation")
         command["resume"] = _stamp(command.get("resume"), identity)
-        if kwargs.get("input") is None:
-            # an operator answers escalations on any thread
-            return None
+        # an operator answers escalations on any thread (with a command the server ignores the
+        # run's input, which Agent Chat UI sends as {}); the graph checks the gate and the answer
+        return None
     return _owned(identity)
 
+
+# the store's handlers live in their own module, registered on this same Auth object
+from algenta_graph.serving import store_auth  # noqa: E402, F401
 
 if "langgraph_api" in sys.modules:  # loaded by a LangGraph server
     startup_check()

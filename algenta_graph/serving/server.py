@@ -106,6 +106,7 @@ class ServerSettings:
     on_denial: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
+        """Check the profile and ``top_k`` (``ValueError`` naming what is wrong)."""
         resolve_profile(self.profile)  # ValueError naming the valid profiles
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
             raise ValueError(f"top_k must be a positive integer, not {self.top_k!r}")

@@ -1,0 +1,272 @@
+"""Verifying the chain over a checkpoint store: every checkpoint of a thread's history.
+
+:func:`verify_history` (what :func:`verify_audit` and ``algenta-graph receipts --verify`` run)
+checks the chain of **every checkpoint** of a thread, not only its latest, and compares each
+checkpoint with the one it follows: the record lists only ever grow, so a record that vanished
+or changed between two checkpoints is named with the checkpoint it was found in. It does not
+check the pending writes of a step that has not finished (they are sealed into the next
+checkpoint, and checked there once it is written), nor checkpoints of subgraphs (a non-empty
+``checkpoint_ns``). Read-only, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from algenta_graph.audit.chain import (
+    Broken,
+    ChainHead,
+    ChainReport,
+    audit_key,
+    gone_threads,
+    link_hash,
+    seq_of,
+    verify_values,
+)
+from algenta_graph.state import RECORD_FIELDS
+
+if TYPE_CHECKING:
+    from algenta_graph.serving.checkpointer import StoredCheckpoint
+
+__all__ = ["averify_audit", "verify_audit", "verify_history", "verify_threads"]
+
+
+class _HashMemo:
+    """``link_hash`` remembered by the record's exact content (its pickle: types and values,
+    so ``1``, ``1.0`` and ``True`` never share an entry), so that a record that stays the same
+    through many checkpoints is hashed once. A record that cannot be pickled is hashed each
+    time."""
+
+    def __init__(self, secret: bytes | None) -> None:
+        self.secret = secret
+        self._known: dict[tuple[str, bytes], str] = {}
+
+    def __call__(self, name: str, record: Mapping[str, Any]) -> str:
+        try:
+            memo_key = (name, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:
+            return link_hash(name, record, self.secret)
+        digest = self._known.get(memo_key)
+        if digest is None:
+            digest = self._known[memo_key] = link_hash(name, record, self.secret)
+        return digest
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two stored values are the same JSON value, as the chain hashes them: ``True``
+    is not ``1``, ``1`` is not ``1.0``, keys compare as the strings they are hashed as, and a
+    list and a tuple with the same items are the same array."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        left = {str(k): v for k, v in a.items()}
+        right = {str(k): v for k, v in b.items()}
+        return (
+            len(left) == len(a)
+            and len(right) == len(b)
+            and left.keys() == right.keys()
+            and all(_same(v, right[k]) for k, v in left.items())
+        )
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and a != a:
+        return bool(b != b)  # NaN
+    return bool(a == b)
+
+
+def _where(cp: StoredCheckpoint) -> str:
+    return f"checkpoint {cp.checkpoint_id}" + (f" (step {cp.step})" if cp.step is not None else "")
+
+
+def _compare(
+    parent: StoredCheckpoint,
+    child: StoredCheckpoint,
+    broken_in_parent: set[tuple[str | None, int | None]],
+    broken_in_child: set[tuple[str | None, int | None]],
+) -> list[Broken]:
+    """What ``child`` lost or changed of ``parent``'s records: the lists only ever grow, and a
+    list whose channel version is the same in both (LangGraph did not write it in between)
+    must be the same list."""
+    found: list[Broken] = []
+
+    def problem(name: str, index: int, record: Any, why: str) -> None:
+        found.append(Broken(name, index, seq_of(record), why, child.checkpoint_id, child.step))
+
+    for name in RECORD_FIELDS:
+        before = parent.values.get(name)
+        after = child.values.get(name)
+        now = after if isinstance(after, list | tuple) else ()
+        was = before if isinstance(before, list | tuple) else ()
+        for index, old in enumerate(was):
+            if index >= len(now):
+                problem(
+                    name,
+                    index,
+                    old,
+                    f"in {_where(parent)}, gone from this one, which follows it (deleted?)",
+                )
+            elif not _same(old, now[index]) and not (
+                (name, index) in broken_in_parent or (name, index) in broken_in_child
+            ):
+                problem(
+                    name,
+                    index,
+                    now[index],
+                    f"differs from the same record in {_where(parent)}, which it follows "
+                    "(changed after it was checkpointed, its links recomputed?)",
+                )
+        version = parent.versions.get(name)
+        if version is not None and child.versions.get(name) == version:
+            for index in range(len(was), len(now)):
+                problem(
+                    name,
+                    index,
+                    now[index],
+                    f"not in {_where(parent)}, which it follows, though {name} was not written "
+                    "in between (its channel version is the same): added outside the graph, "
+                    "or deleted from that checkpoint?",
+                )
+    return found
+
+
+def verify_history(
+    checkpoints: Sequence[StoredCheckpoint],
+    *,
+    key: str | bytes | None = None,
+    expected: ChainHead | None = None,
+) -> ChainReport:
+    """Verify **every checkpoint** of one thread (:func:`verify_chain` on each), and each
+    checkpoint against the one it follows (``parent_id``): a record there must still be here,
+    unchanged. Each problem names the checkpoint it was found in; a problem carried unchanged
+    into later checkpoints is named once, where it first appears. A checkpoint whose parent is
+    missing from the history is a problem too (what it held cannot be compared).
+
+    ``checkpoints``: the thread's root checkpoints
+    (:func:`algenta_graph.serving.checkpointer.read_history`), in any order (LangGraph's ids sort in
+    creation order; time travel branches the history, and each branch is checked along its
+    own parents). ``count`` and ``head`` are those of the latest checkpoint, and ``expected``
+    (a head exported before) is checked against it. Reads only.
+    """
+    secret = audit_key(key)
+    hasher = _HashMemo(secret)
+    ordered = sorted(checkpoints, key=lambda c: c.checkpoint_id)
+    if not ordered:
+        return verify_values({}, secret, expected, hasher)
+    by_id = {cp.checkpoint_id: cp for cp in ordered}
+    own: dict[str, set[tuple[Any, ...]]] = {}  # each checkpoint's problems (to skip inherited)
+    bad: dict[str, set[tuple[str | None, int | None]]] = {}  # its records that fail on their own
+    problems: list[Broken] = []
+    last = ordered[-1]
+    report = verify_values(last.values, secret, expected, hasher)
+    for cp in ordered:
+        mine = report if cp is last else verify_values(cp.values, secret, None, hasher)
+        keys = {(b.field, b.index, b.seq, b.reason) for b in mine.problems}
+        bad[cp.checkpoint_id] = {(b.field, b.index) for b in mine.problems}
+        parent = by_id.get(cp.parent_id) if cp.parent_id is not None else None
+        # (a parent read later than its child has a forged id: nothing to inherit from it)
+        inherited = own.get(parent.checkpoint_id, set()) if parent is not None else set()
+        problems += [
+            replace(b, checkpoint=cp.checkpoint_id, step=cp.step)
+            for b in mine.problems
+            if (b.field, b.index, b.seq, b.reason) not in inherited
+        ]
+        own[cp.checkpoint_id] = keys
+        if cp.parent_id is not None and parent is None:
+            problems.append(
+                Broken(
+                    None,
+                    None,
+                    None,
+                    f"the checkpoint it follows ({cp.parent_id}) is not in the store (deleted?): "
+                    "what that one held cannot be compared",
+                    cp.checkpoint_id,
+                    cp.step,
+                )
+            )
+        elif parent is not None:
+            broken_before = bad.get(parent.checkpoint_id, set())
+            problems += _compare(parent, cp, broken_before, bad[cp.checkpoint_id])
+    return ChainReport(
+        ok=not problems,
+        count=report.count,
+        head=report.head,
+        broken=problems[0] if problems else None,
+        problems=tuple(problems),
+        checkpoints=len(ordered),
+    )
+
+
+def verify_audit(
+    source: Any,
+    thread: str | None = None,
+    *,
+    key: str | bytes | None = None,
+    expected: Mapping[str, ChainHead] | None = None,
+) -> dict[str, ChainReport]:
+    """Verify every thread's chain (or ``thread``'s) through **every checkpoint** of its
+    history (:func:`verify_history`).
+
+    ``source``: a SQLite checkpoint file path (opened read-only) or a checkpoint saver with a
+    synchronous ``list`` (for an async saver or a PostgreSQL URL use :func:`averify_audit`).
+    ``expected``: heads exported before, per thread (:func:`read_heads`); a thread that has
+    vanished is reported. Threads of another graph sharing the store are left out
+    (:func:`algenta_graph.audit.split_threads`); a store holding none of ours raises
+    :class:`~algenta_graph.serving.checkpointer.RecordsFileError`.
+    """
+    from algenta_graph.serving.checkpointer import read_history
+
+    history = read_history(source, thread, fields=RECORD_FIELDS)
+    return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
+
+
+async def averify_audit(
+    saver: Any,
+    thread: str | None = None,
+    *,
+    key: str | bytes | None = None,
+    expected: Mapping[str, ChainHead] | None = None,
+) -> dict[str, ChainReport]:
+    """:func:`verify_audit` for an async checkpoint saver (``alist``), a SQLite file, or a
+    ``postgresql://`` URL (opened without creating anything)."""
+    from algenta_graph.serving.checkpointer import aread_history
+
+    history = await aread_history(saver, thread, fields=RECORD_FIELDS)
+    return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
+
+
+def _name(source: Any) -> str:
+    from algenta_graph.serving.checkpointer import is_postgres_url, redact_url
+
+    if is_postgres_url(source):
+        return redact_url(str(source).strip())
+    if isinstance(source, str | os.PathLike):
+        return str(source)
+    return type(source).__name__
+
+
+def verify_threads(
+    history: Mapping[str, Sequence[StoredCheckpoint]],
+    where: str,
+    *,
+    key: str | bytes | None = None,
+    expected: Mapping[str, ChainHead] | None = None,
+    thread: str | None = None,
+) -> dict[str, ChainReport]:
+    """:func:`verify_history` for each algenta-graph thread of ``history`` (``{thread_id:
+    checkpoints}``, as :func:`algenta_graph.serving.checkpointer.read_history` returns it; ``where``
+    names the store in errors). Threads of another graph are left out; a thread an exported
+    head names that is gone, or no longer looks like an algenta-graph thread, is reported."""
+    from algenta_graph.audit.records import no_thread_of_ours, split_threads
+
+    ours, foreign = split_threads(history)
+    if foreign and not ours:
+        raise no_thread_of_ours(where, foreign)
+    reports = {
+        tid: verify_history(history[tid], key=key, expected=(expected or {}).get(tid))
+        for tid in ours
+    }
+    return gone_threads(reports, expected, thread, foreign)

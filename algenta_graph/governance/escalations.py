@@ -1,0 +1,216 @@
+"""What an escalation binds, how long it waits, and how a deployment configures both.
+
+The rules of the operator's side, with no node in them (``docs/ARCHITECTURE.md``, "Escalation
+and the operator", invariant 15):
+
+- :class:`EscalationSettings`: the one typed configuration of the denial handlers (reasons
+  required or not, ``batched`` or ``per_call`` interrupts, the decisions each gate accepts,
+  per-gate deadlines, the notification hook). A pydantic model, so a configuration file can
+  include it as a section;
+- :func:`escalation_digest`: the digest of what an operator is shown (thread, tool call, gate,
+  decision, arguments, the denial, the engine's policy snapshot), which an answer may carry: an
+  answer is bound to what was reviewed;
+- :func:`deadline` and :func:`is_overdue`: an escalation past its gate's ``expires_after`` can
+  only be declined (recorded ``expired``, never executed), whatever answer arrives.
+
+>>> settings = EscalationSettings(expires_after={"confidence": "PT1H"})
+>>> deadline(settings, "confidence", "2030-01-01T00:00:00+00:00")
+'2030-01-01T01:00:00+00:00'
+>>> deadline(settings, "risk_floor", "2030-01-01T00:00:00+00:00") is None
+True
+>>> escalation_digest({"gate": "confidence", "decision_id": "d1"})[:7]
+'sha256:'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
+
+import rfc8785
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    field_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+
+from algenta_graph.governance.gates import GateName
+
+__all__ = [
+    "ALL_DECISIONS",
+    "DIGEST_FIELDS",
+    "DecisionType",
+    "EscalationSettings",
+    "InterruptMode",
+    "NotifyHook",
+    "WebhookNotify",
+    "deadline",
+    "escalation_digest",
+    "is_overdue",
+    "parse_time",
+]
+
+DecisionType = Literal["approve", "edit", "reject", "respond"]
+"""LangChain's human-in-the-loop decision types (``langchain.agents.middleware``)."""
+InterruptMode = Literal["batched", "per_call"]
+"""``batched``: one interrupt per gate and step (LangChain's ``HITLRequest``); ``per_call``: one
+interrupt per escalated call (LangChain's ``ToolApprovalRequest``, with a ``response_schema``)."""
+ALL_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
+"""Every decision an escalated ``execute_decision`` call can take (the default for each gate)."""
+
+NotifyHook = Callable[[Mapping[str, Any]], Awaitable[None] | None]
+"""A Python notification hook: called once per escalation raised with its notice (a dict:
+``escalation_id``, ``thread_id``, ``gate``, ``decision_id``, ``tool_call_id``, ``code``,
+``message``, ``digest``, ``asked_at``, ``expires_at``); sync or async; its exception is logged,
+never raised (:mod:`algenta_graph.governance.notifications`)."""
+
+DIGEST_FIELDS: tuple[str, ...] = (
+    "thread_id",
+    "tool_call_id",
+    "gate",
+    "decision_id",
+    "args",
+    "denial",
+    "policy_snapshot_id",
+)
+"""What an escalation's digest binds: everything the operator is shown that decides what an
+approval does."""
+
+
+class WebhookNotify(BaseModel):
+    """A notification URL: a JSON ``POST`` per escalation raised, signed with HMAC-SHA256.
+
+    The request carries ``X-Algenta-Signature: sha256=<hex>`` (the HMAC-SHA256 of the raw body
+    with ``secret``), ``X-Algenta-Escalation-Id`` (the same for every retry of one escalation's
+    notice, so a receiver can drop a duplicate) and ``X-Algenta-Timestamp``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: AnyHttpUrl
+    """Where the notice is posted."""
+    secret: SecretStr
+    """The HMAC key (never logged or shown)."""
+    timeout_seconds: PositiveFloat = 5.0
+    """How long one attempt may take; a timed-out attempt may have been delivered, so it is not
+    repeated."""
+    attempts: PositiveInt = 3
+    """How many attempts one notice gets while the receiver fails (5xx, refused connection)."""
+
+
+class EscalationSettings(BaseModel):
+    """How the denial handlers ask operators, and what an answer may be.
+
+    The defaults are the graph's behaviour without configuration. A frozen pydantic model:
+    include it in a configuration file as a section (everything but ``hook`` is plain data).
+
+    Example::
+
+        EscalationSettings(
+            require_reason=True,
+            expires_after={"confidence": "PT4H", "risk_floor": 3600},
+            notify_url={"url": "https://ops.example/hooks/algenta", "secret": "..."},
+        )
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    require_reason: bool = False
+    """Whether every answer must give a reason; the interrupt's ``response_schema`` then says
+    so, and LangGraph refuses an answer without one before it is saved."""
+    interrupt_mode: InterruptMode = "batched"
+    """``batched`` (one ``HITLRequest`` per gate and step) or ``per_call`` (one
+    ``ToolApprovalRequest`` per escalated call, answered with one decision)."""
+    allowed_decisions: dict[GateName, list[DecisionType]] = Field(default_factory=dict)
+    """Per gate, the decisions an operator may take (default: all of :data:`ALL_DECISIONS`);
+    each review config states them, and any other is refused."""
+    expires_after: dict[GateName, timedelta] = Field(default_factory=dict)
+    """Per gate, how long an escalation waits (seconds, or ISO 8601 ``PT4H``); past it, it can
+    only be declined, recorded ``expired``, whatever answer arrives. No entry: no deadline."""
+    notify_url: WebhookNotify | None = None
+    """A URL notified once per escalation raised (see :class:`WebhookNotify`)."""
+    hook: SkipJsonSchema[NotifyHook | None] = Field(default=None, exclude=True)
+    """A Python callable notified once per escalation raised (:data:`NotifyHook`)."""
+
+    @field_validator("allowed_decisions")
+    @classmethod
+    def _some_decision(cls, value: dict[str, list[DecisionType]]) -> dict[str, list[str]]:
+        for gate, decisions in value.items():
+            if not decisions:
+                raise ValueError(f"{gate}: at least one decision (approve, edit, reject, respond)")
+        return {gate: list(dict.fromkeys(d)) for gate, d in value.items()}
+
+    @field_validator("expires_after")
+    @classmethod
+    def _positive(cls, value: dict[str, timedelta]) -> dict[str, timedelta]:
+        for gate, after in value.items():
+            if after <= timedelta(0):
+                raise ValueError(f"{gate}: expires_after must be positive, got {after}")
+        return value
+
+    def decisions_for(self, gate: str) -> list[DecisionType]:
+        """The decisions an operator may take on an escalation of ``gate``.
+
+        >>> EscalationSettings(allowed_decisions={"idempotency": ["reject"]}).decisions_for(
+        ...     "idempotency")
+        ['reject']
+        >>> EscalationSettings().decisions_for("confidence")
+        ['approve', 'edit', 'reject', 'respond']
+        """
+        return list(self.allowed_decisions.get(gate, ALL_DECISIONS))  # type: ignore[call-overload]
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time as an aware ``datetime`` (a naive one is taken as UTC).
+
+    >>> parse_time("2030-01-01T00:00:00").tzinfo is timezone.utc
+    True
+    """
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def deadline(settings: EscalationSettings, gate: str, raised_at: str | None) -> str | None:
+    """When an escalation of ``gate`` raised at ``raised_at`` expires (ISO 8601), or ``None``."""
+    after: timedelta | None = settings.expires_after.get(gate)  # type: ignore[call-overload]
+    if after is None or not raised_at:
+        return None
+    return (parse_time(raised_at) + after).isoformat()
+
+
+def is_overdue(expires_at: str | None, now: datetime) -> bool:
+    """Whether a deadline has passed at ``now`` (never, without one).
+
+    >>> is_overdue("2030-01-01T00:00:00+00:00", parse_time("2030-01-01T00:00:01+00:00"))
+    True
+    >>> is_overdue("2030-01-01T00:00:00+00:00", parse_time("2030-01-01T00:00:00+00:00"))
+    False
+    >>> is_overdue(None, parse_time("2030-01-01T00:00:00+00:00"))
+    False
+    """
+    return expires_at is not None and now > parse_time(expires_at)
+
+
+def escalation_digest(shown: Mapping[str, Any]) -> str:
+    """The digest of what an operator is shown: ``sha256:`` + the SHA-256 of its RFC 8785 JSON.
+
+    Only :data:`DIGEST_FIELDS` count (a missing one counts as ``null``), so the digest of an
+    escalation is the same wherever and whenever it is computed, and changes when anything that
+    decides what an approval does changes.
+
+    >>> a = escalation_digest({"gate": "confidence", "args": {"webhook_url": "u"}})
+    >>> a == escalation_digest({"args": {"webhook_url": "u"}, "gate": "confidence", "x": 1})
+    True
+    >>> a == escalation_digest({"gate": "confidence", "args": {"webhook_url": "v"}})
+    False
+    """
+    canonical = rfc8785.dumps({name: shown.get(name) for name in DIGEST_FIELDS})
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()

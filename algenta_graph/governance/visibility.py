@@ -1,0 +1,120 @@
+"""Which gates a served thread waits on, kept in its thread metadata for the auth filters.
+
+LangGraph's custom auth filters threads by their **metadata** only (``$eq``, ``$contains``,
+``$or``), and whether a thread waits for an operator is not in it. A node cannot write its
+thread's metadata through the state. The ecosystem's way for code running inside a LangGraph
+server to use the server's own API is ``langgraph_sdk.get_client()`` without a URL: an
+in-process client over ASGI, which skips authentication but still passes the custom auth
+handlers **as the user of the run** (the server carries the run's auth context into it). So a
+denial handler, when served, patches two keys of its thread's metadata with that client:
+
+- :data:`WAITING_KEY`: the gates the thread waits on (set when an escalation is raised, emptied
+  when it is answered or expires);
+- :data:`DECIDED_KEY`: the operators who answered one of its escalations.
+
+The patch carries :data:`GRAPH_WRITE_KEY` with this process's secret (:func:`graph_write`), which
+:mod:`algenta_graph.serving.auth` checks and removes: only the graph itself, in the server's
+process, may set these keys (on any thread, whoever the run's user is); a client that sends them
+is refused. The auth filters read them: ``operator:<gate>`` reads the threads waiting on that
+gate plus those it decided, ``operator`` every waiting thread plus those it decided. Outside a
+LangGraph server (the library, the CLI) there is no thread metadata, and
+:func:`server_metadata_writer` is ``None``.
+
+A failed write is logged, never raised: a thread whose ``waiting`` was not set stays hidden from
+operators (fail closed), and one whose ``waiting`` was not cleared stays visible to those who
+could already read it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "DECIDED_KEY",
+    "GRAPH_METADATA_KEYS",
+    "GRAPH_WRITE_KEY",
+    "WAITING_KEY",
+    "MetadataWriter",
+    "graph_write",
+    "is_graph_write",
+    "server_metadata_writer",
+    "set_waiting",
+]
+
+logger = logging.getLogger(__name__)
+
+WAITING_KEY = "algenta_waiting"
+"""Thread metadata: the gates the thread waits on (a list; empty when none)."""
+DECIDED_KEY = "algenta_decided_by"
+"""Thread metadata: the identities that answered one of the thread's escalations (a list)."""
+GRAPH_METADATA_KEYS: tuple[str, ...] = (WAITING_KEY, DECIDED_KEY)
+"""The thread metadata only the graph writes: a client may not set them."""
+
+GRAPH_WRITE_KEY = "algenta_graph_write"
+"""The key of a metadata patch that proves it comes from the graph in this process (removed
+before it is stored)."""
+
+MetadataWriter = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""``(thread_id, {key: value}) -> None``: merge keys into a thread's metadata."""
+
+_SECRET = secrets.token_hex(32)
+
+
+def graph_write() -> str:
+    """This process's secret, which a metadata patch of the graph's own keys carries."""
+    return _SECRET
+
+
+def is_graph_write(token: Any) -> bool:
+    """Whether ``token`` is this process's secret (constant time)."""
+    return isinstance(token, str) and hmac.compare_digest(token, _SECRET)
+
+
+def server_metadata_writer() -> MetadataWriter | None:
+    """The in-process writer of thread metadata, inside a LangGraph server.
+
+    ``None`` outside one (the server's app is not loaded in this process).
+    """
+    if "langgraph_api.server" not in sys.modules:
+        return None
+    from langgraph_sdk import get_client
+
+    async def write(thread_id: str, patch: dict[str, Any]) -> None:
+        # no URL: the server itself, in process (its auth handlers see the run's user, and the
+        # secret that says the patch is the graph's own)
+        async with get_client(api_key=None) as client:
+            await client.threads.update(
+                thread_id, metadata={**patch, GRAPH_WRITE_KEY: graph_write()}
+            )
+
+    return write
+
+
+async def set_waiting(
+    thread_id: str | None,
+    gates: Sequence[str],
+    *,
+    decided_by: Sequence[str] = (),
+    write: MetadataWriter | None = None,
+) -> None:
+    """Record in the thread's metadata that it waits on ``gates`` (and, given, who decided).
+
+    ``decided_by``: every operator who answered one of the thread's escalations (the state's
+    records say who). ``write`` defaults to :func:`server_metadata_writer`; nothing is done
+    without one or without a thread. Never raises (a failure is logged).
+    """
+    write = write if write is not None else server_metadata_writer()
+    if write is None or not thread_id:
+        return
+    patch: dict[str, Any] = {WAITING_KEY: list(dict.fromkeys(gates))}
+    if decided_by:
+        patch[DECIDED_KEY] = sorted(set(decided_by))
+    try:
+        await write(thread_id, patch)
+    except Exception as exc:  # visibility is kept best-effort; the escalation itself goes on
+        logger.warning("thread %s: could not record waiting gates %s: %s", thread_id, gates, exc)

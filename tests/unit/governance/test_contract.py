@@ -1,0 +1,162 @@
+"""The contract loader agrees with the JSON file it reads (parity), and rejects bad input."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from repo_paths import REPO
+
+import algenta_graph
+from algenta_graph.governance import contract
+from algenta_graph.governance.contract import (
+    DEFAULT_PROFILE,
+    NEVER_MODEL_FACING_FIELDS,
+    PROFILE_NAMES,
+    SAFETY_CRITICAL_TOOLS,
+    Profile,
+    parse_contract,
+    resolve_profile,
+)
+
+PACKAGE_FILE = Path(algenta_graph.__file__).parent / "contracts" / "integration-tool-contract.json"
+REPO_ROOT = REPO
+
+
+@pytest.fixture(scope="module")
+def document() -> dict:
+    return json.loads(PACKAGE_FILE.read_text("utf-8"))
+
+
+def _expected_tools(doc: dict, name: str) -> set[str] | None:
+    """An independent, naive resolution of the file, to compare the loader against."""
+    spec = doc["profiles"][name]
+    if spec.get("tools") == "*":
+        return None
+    tools: set[str] = set()
+    if "extends" in spec:
+        parent = _expected_tools(doc, spec["extends"])
+        if parent is None:
+            return None
+        tools |= parent
+    tools |= set(spec.get("tools", []))
+    tools |= set(spec.get("adds_tools", []))
+    return tools
+
+
+def test_every_profile_matches_the_file(document: dict) -> None:
+    assert set(PROFILE_NAMES) == set(document["profiles"])
+    for name in document["profiles"]:
+        expected = _expected_tools(document, name)
+        profile = resolve_profile(name)
+        assert profile.name == name
+        assert (None if profile.tools is None else set(profile.tools)) == expected, name
+
+
+def test_the_documented_profiles_resolve_as_the_readmes_describe() -> None:
+    observe, govern, execute = (resolve_profile(n) for n in ("observe", "govern", "execute"))
+    assert observe.tools == {"get_contract", "query_data", "simulate", "recommend"}
+    assert govern.tools == observe.tools | {"plan_decision", "log_decision"}
+    assert execute.tools == govern.tools | {"execute_decision"}
+    assert resolve_profile("full").tools is None
+
+
+def test_default_profile_is_the_one_marked_default(document: dict) -> None:
+    marked = [n for n, s in document["profiles"].items() if s.get("default") is True]
+    assert marked == [DEFAULT_PROFILE] == ["observe"]
+
+
+def test_full_is_opt_in_and_admits_anything() -> None:
+    full = resolve_profile("full")
+    assert full.is_full and full.opt_in_only
+    assert full.allows("delete_connector") and full.allows("execute_decision")
+    assert not resolve_profile(DEFAULT_PROFILE).opt_in_only
+
+
+def test_never_model_facing_fields_and_safety_critical_tools_come_from_the_file(
+    document: dict,
+) -> None:
+    fields = {
+        f
+        for spec in document["profiles"].values()
+        for f in spec.get("never_model_facing_fields", [])
+    }
+    assert fields == NEVER_MODEL_FACING_FIELDS == {"force", "override_safety"}
+    critical = {t for t, i in document["mcp_tool_reference"].items() if i.get("safety_critical")}
+    assert critical == SAFETY_CRITICAL_TOOLS == {"execute_decision"}
+
+
+def test_allows_is_exact() -> None:
+    observe = resolve_profile("observe")
+    assert observe.allows("query_data")
+    assert not observe.allows("execute_decision")
+    assert not observe.allows("Query_Data")
+    assert not observe.allows("query_batch")  # an alias is not a profile member
+
+
+def test_unknown_profile_names_the_valid_ones() -> None:
+    with pytest.raises(ValueError) as info:
+        resolve_profile("admin")
+    text = str(info.value)
+    assert "'admin'" in text
+    for name in PROFILE_NAMES:
+        assert name in text
+    with pytest.raises(ValueError):
+        resolve_profile("")
+    with pytest.raises(ValueError):
+        resolve_profile(None)  # type: ignore[arg-type]
+
+
+def test_a_profile_object_passes_through() -> None:
+    custom = Profile(name="custom", tools=frozenset({"get_contract"}))
+    assert resolve_profile(custom) is custom
+
+
+def test_the_loader_reads_the_packaged_file_and_the_root_symlink_is_the_same_file() -> None:
+    assert contract.load_contract() == json.loads(PACKAGE_FILE.read_text("utf-8"))
+    root_copy = REPO_ROOT / "contracts" / "integration-tool-contract.json"
+    if root_copy.exists():
+        assert root_copy.resolve() == PACKAGE_FILE.resolve()
+
+
+def test_no_tool_name_is_hard_coded_in_the_loader(document: dict) -> None:
+    tree = ast.parse(Path(contract.__file__).read_text("utf-8"))
+    docstrings = {
+        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)
+    }  # bare string statements: docstrings and attribute docs, not code
+    literals = {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    }
+    names = set(document["mcp_tool_reference"]) | NEVER_MODEL_FACING_FIELDS | set(PROFILE_NAMES)
+    assert not names & literals
+
+
+@pytest.mark.parametrize(
+    ("profiles", "problem"),
+    [
+        ({"a": {"default": True, "extends": "b"}, "b": {"extends": "a"}}, "cycle"),
+        ({"a": {"default": True, "extends": "missing"}}, "unknown profile 'missing'"),
+        ({"a": {"tools": ["x"]}}, "exactly one profile must be the default"),
+        ({"a": {"default": True}, "b": {"default": True}}, "exactly one"),
+        ({"a": {"default": True, "tools": "x"}}, "list of non-empty strings"),
+        ({"a": {"default": True, "adds_tools": [1]}}, "list of non-empty strings"),
+        ({"a": {"default": True, "tools": "*", "opt_in_only": True}}, "opt_in_only"),
+        ({}, "non-empty object"),
+    ],
+)
+def test_a_malformed_contract_is_rejected_with_the_reason(profiles: dict, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_contract({"profiles": profiles})
+
+
+def test_extends_a_full_profile_stays_full() -> None:
+    parsed = parse_contract(
+        {"profiles": {"all": {"tools": "*"}, "more": {"default": True, "extends": "all"}}}
+    )
+    assert parsed.profiles["more"].tools is None
