@@ -198,10 +198,12 @@ class ToolIndex:
 
         ``progress`` reports large builds: a callable ``progress(phase, done, total)`` called
         every ``PROGRESS_BATCH`` tools and at the end of each phase: ``"project"``
-        (validating and projecting: where a bad tool is found, and where an exception from
-        the callback aborts the add), then ``"tokenize"`` and ``"index"`` (the index is
-        locked: the callback must not use it, and an exception from it is raised once the add
-        is complete). ``True`` prints a line on stderr instead.
+        (validating and projecting: where a bad tool is found) and ``"tokenize"`` (on a
+        worker thread while the projection goes on, for adds of more than 16,384 tools: the
+        two phases' reports interleave), where an exception from the callback aborts the
+        add; then ``"index"`` (the index is locked: the callback must not use it, and an
+        exception from it is raised once the add is complete). ``True`` prints a line on
+        stderr instead.
 
         ``vectors``: precomputed embeddings, one per tool (or ``None``), or ``bytes`` of
         float32 rows; instead of the ``embeddings`` model (which is then not called).

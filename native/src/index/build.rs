@@ -4,7 +4,7 @@ use crate::project::NUM_FIELDS;
 
 use super::docs::doc_key;
 use super::pass1::Pass1;
-use super::postings::Posting;
+use super::postings::{Posting, PostingList};
 use super::scoring::{scale_len, Scorer};
 use super::stage::{Staged, StagedVector};
 use super::vocab::intern;
@@ -45,16 +45,23 @@ impl Index {
         every: usize,
         progress: &mut dyn FnMut(usize),
     ) {
-        // Local term ids to the index's, interned in order of first appearance (what one
-        // pass over the tools in order would have given).
-        let global: Vec<u32> = (0..pass1.vocab.len() as u32)
-            .map(|l| intern(&mut self.vocab, &mut self.postings, pass1.vocab.term(l)))
-            .collect();
-        drop(std::mem::take(&mut pass1.vocab));
-        for (id, _) in pass1.all_terms.iter_mut() {
-            *id = global[*id as usize];
+        if self.vocab.len() == 0 {
+            // A first add: the local ids are the ones interning would give, in order.
+            self.vocab = std::mem::take(&mut pass1.vocab);
+            self.postings.clear();
+            self.postings
+                .resize_with(self.vocab.len(), PostingList::default);
+        } else {
+            // Local term ids to the index's, interned in order of first appearance (what one
+            // pass over the tools in order would have given).
+            let global: Vec<u32> = (0..pass1.vocab.len() as u32)
+                .map(|l| intern(&mut self.vocab, &mut self.postings, pass1.vocab.term(l)))
+                .collect();
+            drop(std::mem::take(&mut pass1.vocab));
+            for (id, _) in pass1.all_terms.iter_mut() {
+                *id = global[*id as usize];
+            }
         }
-        drop(global);
         let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
         if tools.len() >= RESERVE_BATCH {
             // Every postings list sized once, for all it gains.
