@@ -1,5 +1,7 @@
 //! Adding tools: tokenize every staged text (pass 1), then insert (pass 2).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::project::NUM_FIELDS;
 
 use super::docs::doc_key;
@@ -7,8 +9,24 @@ use super::pass1::Pass1;
 use super::postings::{Posting, PostingList};
 use super::scoring::{scale_len, Scorer};
 use super::stage::{Staged, StagedVector};
+use super::vectors::Vectors;
 use super::vocab::intern;
 use super::Index;
+
+/// A first add of at least this many tools inserts on two threads.
+pub(super) const PARALLEL_FIRST_ADD: usize = 16_384;
+#[cfg(test)]
+thread_local! {
+    /// Tests: insert on one thread whatever the add (to compare the two paths).
+    pub(super) static ONE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn one_thread() -> bool {
+    #[cfg(test)]
+    return ONE_THREAD.with(|o| o.get());
+    #[cfg(not(test))]
+    false
+}
 
 /// Batches of at least this many tools size every postings list they extend once, up front.
 pub(super) const RESERVE_BATCH: usize = 64;
@@ -92,6 +110,21 @@ impl Index {
             .bounds
             .reference_scorer(&self.params)
             .expect("set above");
+        // Progress stays monotonic if the parallel first add has to start over.
+        let mut reported = 0;
+        let mut progress = |done: usize| {
+            if done > reported {
+                reported = done;
+                progress(done);
+            }
+        };
+        if self.docs.slots() == 0
+            && tools.len() >= PARALLEL_FIRST_ADD
+            && !one_thread()
+            && self.insert_first(chunks, &pass1, &reference, every, &mut progress)
+        {
+            return;
+        }
         let docs = &self.docs;
         self.by_name.reserve(tools.len(), |s| doc_key(docs, s));
         let mut i = 0;
@@ -119,6 +152,103 @@ impl Index {
         }
         drop(pass1);
         self.rebase_if_stale();
+    }
+
+    /// Pass 2 of a first add (the index has no slot yet) on two threads: this one fills the
+    /// postings, their bounds and the lengths, a second one the name table, the tool records
+    /// and the vectors; tool `i` takes slot `i`. Returns false, the index left empty, if two
+    /// tools share a name (the caller then inserts one by one: the later replaces the earlier).
+    fn insert_first(
+        &mut self,
+        chunks: &[&Staged],
+        pass1: &Pass1,
+        reference: &Scorer,
+        every: usize,
+        progress: &mut dyn FnMut(usize),
+    ) -> bool {
+        let Index {
+            params,
+            postings,
+            docs,
+            scaled_lens,
+            by_name,
+            sum_len,
+            vectors,
+            bounds,
+            ..
+        } = self;
+        let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
+        let shared_name = AtomicBool::new(false);
+        let e = params.length_exponent;
+        let complete = std::thread::scope(|scope| {
+            let records = scope.spawn(|| {
+                by_name.reserve(tools.len(), |s| doc_key(docs, s));
+                let mut ids: Vec<u32> = Vec::new();
+                let mut i = 0;
+                for staged in chunks {
+                    for (j, tool) in staged.tools.iter().enumerate() {
+                        let (start, end, lens) = tools[i];
+                        let name = &staged.arena[tool.key.0..tool.key.1];
+                        let Err(bucket) = by_name.find(name.as_bytes(), |s| doc_key(docs, s))
+                        else {
+                            shared_name.store(true, Ordering::Relaxed);
+                            return false;
+                        };
+                        let slot = docs.push_free_slot();
+                        ids.clear();
+                        ids.extend(all_terms[start..end].iter().map(|&(id, _)| id));
+                        docs.set(slot, name, lens, &mut ids);
+                        by_name.put_at(bucket, slot);
+                        if let Some(&StagedVector::New(v, key)) = staged.vectors.get(j) {
+                            let d = staged.dim;
+                            vectors.set(slot, &staged.vector_arena[v * d..(v + 1) * d], key);
+                        }
+                        i += 1;
+                    }
+                }
+                true
+            });
+            scaled_lens.reserve(tools.len());
+            for (i, &(start, end, lens)) in tools.iter().enumerate() {
+                let scaled: [f32; NUM_FIELDS] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
+                for &(id, tf) in &all_terms[start..end] {
+                    postings[id as usize].insert(Posting { slot: i as u32, tf });
+                    let bound = &mut bounds.tfw[id as usize];
+                    *bound = bound.max(reference.tfw(&tf, &scaled));
+                }
+                for (total, len) in sum_len.iter_mut().zip(lens) {
+                    *total += u64::from(len);
+                }
+                scaled_lens.push(scaled);
+                if (i + 1).is_multiple_of(every) {
+                    progress(i + 1);
+                }
+                if i.is_multiple_of(4096) && shared_name.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            // A panic there is re-raised here, as the one-thread path would raise it.
+            records
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+        if !complete {
+            for list in postings.iter_mut() {
+                *list = PostingList::default();
+            }
+            bounds.tfw.fill(0.0);
+            scaled_lens.clear();
+            *sum_len = [0; NUM_FIELDS];
+            *docs = Default::default();
+            *by_name = Default::default();
+            *vectors = Vectors::new(vectors.precision());
+            return false;
+        }
+        if every != usize::MAX && !tools.len().is_multiple_of(every) {
+            progress(tools.len());
+        }
+        self.rebase_if_stale();
+        true
     }
 
     /// Recompute the pruning bounds if the statistics have moved too far from theirs.
