@@ -31,7 +31,8 @@ DEFAULT_FUSION_DEPTH: Final[int]
 DEFAULT_APPROX_FROM: Final[int]
 """Vector search: from this many vectors on, approximate (sign-bit codes, then rescoring)."""
 DEFAULT_RESCORE: Final[int]
-"""Vector search: candidates by Hamming distance that are rescored."""
+"""Vector search: candidates by Hamming distance that are rescored at 10,000 vectors
+(``rescore * (n / 10000) ** 0.3`` among ``n``, never fewer)."""
 DEFAULT_B: Final[dict[str, float]]
 DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]
@@ -69,8 +70,9 @@ class Bm25Index:
     ) -> Self:
         """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
         ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
-        from ``approx_from`` vectors on, vector searches rescore exactly the ``rescore``
-        tools nearest by Hamming distance of their sign bits (``src/index/vectors.rs``)."""
+        from ``approx_from`` vectors on, vector searches rescore the ``rescore`` tools
+        (at 10,000 vectors; ``rescore * (n / 10000) ** 0.3`` among ``n``) nearest by Hamming
+        distance of their sign bits (``src/index/vectors.rs``)."""
     def add(
         self,
         tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],

@@ -128,9 +128,10 @@ class ToolIndex:
         bm25_weight, cosine_floor, depth: the fusion's constants (defaults
             ``FUSION_BM25_WEIGHT``, ``FUSION_COSINE_FLOOR``, ``FUSION_DEPTH``).
         approx_from, rescore: from ``approx_from`` vectors on (default
-            ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the ``rescore``
-            tools (default ``VECTOR_RESCORE``) nearest by Hamming distance of their vectors'
-            sign bits are scored (int8, then the best exactly); below it, an exact scan.
+            ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the tools nearest by
+            Hamming distance of their vectors' sign bits are scored (int8, then the best
+            exactly), ``rescore`` of them at 10,000 vectors (default ``VECTOR_RESCORE``) and
+            ``rescore * (n / 10000) ** 0.3`` among ``n``; below it, an exact scan.
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
