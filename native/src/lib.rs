@@ -442,6 +442,21 @@ fn not_building() -> Result<(), String> {
     Ok(())
 }
 
+/// Give the allocator's free memory back to the system (glibc keeps freed blocks of the size
+/// of a chunk in its arenas, where they would count in the process's RSS after a large add).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: glibc's malloc_trim only returns free pages to the system.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 /// Tools per chunk of an add; an add of more tokenizes on a worker thread while it projects.
 const PIPELINE_CHUNK: usize = 16_384;
 /// Chunks projected ahead of the tokenizing worker at most.
@@ -699,6 +714,7 @@ impl PyIndex {
         if progress.is_some() && !pass1.len().is_multiple_of(every) {
             report("tokenize", pass1.len())?;
         }
+        let pipelined = chunks.len() > 1;
         let mut reporter = Reporter {
             callback: progress.as_ref(),
             total,
@@ -719,7 +735,12 @@ impl PyIndex {
                 }));
                 BUILDING.with(|b| b.set(false));
                 result.map_err(|p| format!("internal error: {}", panic_message(p)))
-            })
+            })?;
+            if pipelined {
+                drop(chunks);
+                release_free_memory();
+            }
+            Ok::<(), PyErr>(())
         })?;
         reporter.error.map_or(Ok(()), Err)
     }

@@ -180,9 +180,11 @@ impl Index {
         let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
         let shared_name = AtomicBool::new(false);
         let e = params.length_exponent;
+        let dim = chunks.iter().map(|c| c.dim).max().unwrap_or(0);
         let complete = std::thread::scope(|scope| {
             let records = scope.spawn(|| {
                 by_name.reserve(tools.len(), |s| doc_key(docs, s));
+                vectors.reserve(tools.len(), dim);
                 let mut ids: Vec<u32> = Vec::new();
                 let mut i = 0;
                 for staged in chunks {

@@ -184,6 +184,24 @@ impl Vectors {
         }
     }
 
+    /// Room for `slots` slots of `dim`-dimensional vectors, allocated once (a bulk add: no
+    /// growth by doubling, no copies left behind). Only for a store without slots yet.
+    pub fn reserve(&mut self, slots: usize, dim: usize) {
+        if !self.keys.is_empty() || dim == 0 {
+            return;
+        }
+        self.dim = dim;
+        let extra = slots;
+        self.keys.reserve_exact(extra);
+        self.codes.reserve_exact(extra * self.words());
+        self.i8s.reserve_exact(extra * dim);
+        self.scales.reserve_exact(extra);
+        if self.precision == Precision::F32 {
+            self.f32s.reserve_exact(extra * dim);
+        }
+        self.present.reserve_exact(slots.div_ceil(64));
+    }
+
     /// Store the unit vector `v` (already checked: finite, unit or zero) for `slot`.
     pub fn set(&mut self, slot: u32, v: &[f32], key: u64) {
         if self.count == 0 && self.dim != v.len() {
