@@ -76,7 +76,7 @@ pub const DEFAULT_RESCORE: usize = 1000;
 /// the figure at 10,000: `rescore * (n / 10,000) ^ 0.3`, never fewer than `rescore`. The
 /// sign-bit ranking of the nearest tools grows noisier with the catalog; with WordLlama's
 /// vectors this keeps recall@50 against the exact scan at about 0.98 from 10k to 1M tools
-/// (1,000 candidates at 10k, 1,620 at 50k, 3,980 at 1M; `bench/RESULTS.md`).
+/// (1,000 candidates at 10k, 1,621 at 50k, 3,982 at 1M; `bench/RESULTS.md`).
 pub fn rescored(rescore: usize, n: usize) -> usize {
     let scale = (n as f64 / 10_000.0).max(1.0).powf(0.3);
     (rescore as f64 * scale).ceil() as usize
