@@ -52,19 +52,22 @@ __all__ = [
     "PolicyName",
     "ReceiptRecord",
     "RecordSource",
+    "ToolCallRecord",
     "append_records",
     "denial_record",
     "escalation_id_of",
+    "gate_denial_record",
     "new_escalation_id",
     "now_iso",
     "operator_decision_record",
     "receipt_record",
+    "tool_call_record",
 ]
 
-RECORD_FIELDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions")
+RECORD_FIELDS: tuple[str, ...] = ("receipts", "denials", "operator_decisions", "tool_calls")
 """The governed record fields of the state, in chain order: written only by the graph's nodes."""
 
-RecordSource = Literal["model", "operator", "recovered", "thread_receipts"]
+RecordSource = Literal["model", "operator", "recovered", "thread_receipts", "graph"]
 """Where a receipt or a denial came from (see each record's ``source``)."""
 ExecutionStatus = Literal["delivered", "failed", "unknown"]
 """How a receipt's webhook delivery ended: answered 2xx, certainly not sent or refused, or sent
@@ -73,8 +76,10 @@ PolicyName = Literal["report", "escalate", "halt"]
 """What the graph does about a denial (:mod:`algenta_graph.governance.gates`)."""
 OperatorAction = Literal["override", "decline"]
 """What an operator decided about an escalated denial: execute it on the operator path, or not."""
-DecisionResult = Literal["receipt", "failed", "denied", "declined"]
-"""What came of an operator decision (``declined``: nothing was executed)."""
+DecisionResult = Literal["receipt", "failed", "denied", "declined", "executed", "unknown"]
+"""What came of an operator decision (``declined``: nothing was executed; for a held call of a
+graph-side gate, ``executed``: it ran and answered, ``failed``: it ran and failed, ``unknown``:
+it was started before a crash and its outcome is not known, so it was not run again)."""
 OperatorVerdict = Literal["approved", "modified", "overrode", "declined", "responded", "expired"]
 """The operator's outcome, as the record states it (``docs/ARCHITECTURE.md``, invariant 15):
 
@@ -187,8 +192,24 @@ class DenialRecord(TypedDict):
     """The model's tool call that was denied."""
     source: RecordSource
     """``"model"`` (the engine denied the model's call), ``"operator"`` (the engine denied an
-    operator override) or ``"thread_receipts"`` (the thread had already executed the decision,
-    so the graph did not send it again)."""
+    operator override), ``"thread_receipts"`` (the thread had already executed the decision,
+    so the graph did not send it again) or ``"graph"`` (a graph-side gate held or denied the
+    call before it ran)."""
+    tool: NotRequired[str]
+    """Graph-side gates: the tool's real MCP name (on ``server``)."""
+    server: NotRequired[str]
+    """Graph-side gates: the tool's MCP server (``algenta`` for the engine's)."""
+    catalog_name: NotRequired[str]
+    """Graph-side gates: the tool's name in the catalog (what MCP is called with here)."""
+    args: NotRequired[dict[str, Any]]
+    """Graph-side gates: the call's arguments (scrubbed): what an approval runs."""
+    args_digest: NotRequired[str]
+    """Graph-side gates: :func:`~algenta_graph.governance.tool_gates.args_digest` of them."""
+    rule: NotRequired[str]
+    """Graph-side gates: the rule that decided (an argument rule's name, ``budget:<tools>``,
+    ``require_approval:<pattern>``)."""
+    turn: NotRequired[str | None]
+    """Graph-side gates: the run (the latest user message's id) it was made in."""
     policy: NotRequired[PolicyName]
     """For a model's call: the policy the denial was raised under (the run's, then)."""
     timeout_seconds: NotRequired[float]
@@ -260,6 +281,10 @@ class OperatorDecisionRecord(TypedDict):
     """For ``modified``: the reviewed call's arguments."""
     edited_args: NotRequired[dict[str, Any] | None]
     """For ``modified``: the arguments the operator sent instead (scrubbed like a model call)."""
+    tool: NotRequired[str | None]
+    """For a held call (graph-side gates): the tool's real MCP name, ``server.name``."""
+    args_digest: NotRequired[str | None]
+    """For a held call: the digest of the arguments it ran with (the edited ones, if edited)."""
     seq: NotRequired[int]
     """The record's place in the thread's audit chain."""
     prev: NotRequired[str]
@@ -350,6 +375,8 @@ def operator_decision_record(
     expires_at: str | None = None,
     original_args: Mapping[str, Any] | None = None,
     edited_args: Mapping[str, Any] | None = None,
+    tool: str | None = None,
+    args_digest: str | None = None,
 ) -> OperatorDecisionRecord:
     """The state record of one operator decision (validated by :class:`OperatorDecision`).
 
@@ -376,8 +403,10 @@ def operator_decision_record(
         expires_at=expires_at,
         original_args=dict(original_args) if original_args is not None else None,
         edited_args=dict(edited_args) if edited_args is not None else None,
+        tool=tool,
+        args_digest=args_digest,
     )
-    return OperatorDecisionRecord(
+    record = OperatorDecisionRecord(
         operator=decision.operator,
         reason=decision.reason,
         action=decision.action,
@@ -400,6 +429,110 @@ def operator_decision_record(
         original_args=decision.original_args,
         edited_args=decision.edited_args,
     )
+    if tool is not None:
+        record["tool"] = decision.tool
+        record["args_digest"] = decision.args_digest
+    return record
+
+
+class ToolCallRecord(TypedDict):
+    """A call of a tool some graph-side gate rule names, let through to run.
+
+    Written by :func:`tool_call_record` when the call passed every argument rule and budget
+    and was not held (a held call is a :class:`DenialRecord` until an operator approves it; its
+    run is then an operator decision). The thread's budgets count these records.
+    """
+
+    kind: Literal["tool_call"]
+    """Always ``"tool_call"``."""
+    tool: str
+    """The tool's real MCP name."""
+    server: str
+    """Its MCP server (``algenta`` for the engine's)."""
+    catalog_name: str
+    """Its name in the catalog."""
+    tool_call_id: str | None
+    """The model's tool call."""
+    args_digest: str
+    """The digest of the arguments it was called with."""
+    turn: str | None
+    """The run it was made in (the latest user message's id)."""
+    time: str
+    """When it was let through (ISO 8601, UTC)."""
+    seq: NotRequired[int]
+    """The record's place in the thread's audit chain."""
+    prev: NotRequired[str]
+    """The ``hash`` of the record before it."""
+    hash: NotRequired[str]
+    """This record's link hash."""
+
+
+def tool_call_record(
+    *,
+    tool: str,
+    server: str,
+    catalog_name: str,
+    tool_call_id: str | None,
+    args_digest: str,
+    turn: str | None,
+) -> ToolCallRecord:
+    """The state record of a gated call let through to run."""
+    return ToolCallRecord(
+        kind="tool_call",
+        tool=tool,
+        server=server,
+        catalog_name=catalog_name,
+        tool_call_id=tool_call_id,
+        args_digest=args_digest,
+        turn=turn,
+        time=now_iso(),
+    )
+
+
+def gate_denial_record(
+    *,
+    gate: str,
+    code: str,
+    message: str,
+    rule: str,
+    tool: str,
+    server: str,
+    catalog_name: str,
+    args: Mapping[str, Any],
+    args_digest: str,
+    tool_call_id: str | None,
+    turn: str | None,
+    policy: PolicyName,
+) -> DenialRecord:
+    """The state record of a graph-side gate's denial (``source == "graph"``; nothing ran).
+
+    An escalated one (a held call) gets its identity and the time it was raised, as
+    :func:`denial_record` gives them.
+    """
+    record = DenialRecord(
+        kind="denial",
+        gate=gate,
+        code=code,
+        message=message,
+        override_hint=None,
+        status_code=None,
+        decision_id=None,
+        webhook_url=None,
+        tool_call_id=tool_call_id,
+        source="graph",
+    )
+    record["tool"] = tool
+    record["server"] = server
+    record["catalog_name"] = catalog_name
+    record["args"] = dict(args)
+    record["args_digest"] = args_digest
+    record["rule"] = rule
+    record["turn"] = turn
+    record["policy"] = policy
+    if policy == "escalate":
+        record["escalation_id"] = new_escalation_id()
+        record["raised_at"] = now_iso()
+    return record
 
 
 def new_escalation_id() -> str:
@@ -472,6 +605,8 @@ class GovernedState(TypedDict):
     """Every named-gate denial (append-only)."""
     operator_decisions: Annotated[list[OperatorDecisionRecord], append_records]
     """Every operator decision, approved or declined (append-only)."""
+    tool_calls: Annotated[list[ToolCallRecord], append_records]
+    """Every call a graph-side gate rule names that was let through to run (append-only)."""
     remaining_steps: RemainingSteps
     """Managed by LangGraph (the run's ``recursion_limit``): the model node ends the run cleanly
     before the limit instead of raising ``GraphRecursionError``."""
@@ -511,6 +646,8 @@ class OperatorDecision(BaseModel):
     expires_at: str | None = None
     original_args: dict[str, Any] | None = None
     edited_args: dict[str, Any] | None = None
+    tool: str | None = None
+    args_digest: str | None = None
     seq: int | None = None
     """The record's place in the thread's audit chain (:mod:`algenta_graph.audit.chain`)."""
     prev: str | None = None

@@ -7,6 +7,10 @@ Example::
     with create_governed_agent_sync(profile="execute", db="runs.sqlite") as agent:
         out = agent.invoke({"messages": [("user", "...")]}, thread_id="t1")
         agent.resume({"action": "override", "operator": "ana", "reason": "..."}, "t1")
+
+    # or from the one configuration (algenta_graph.config), as the served graph is built
+    with create_governed_agent_sync(config="agent.toml", db="runs.sqlite") as agent:
+        ...
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class GovernedAgentSync:
     Args:
         model: as for :func:`~algenta_graph.graph.create_governed_agent`.
         db: the checkpointer: a SQLite path or a ``postgresql://`` URL.
-        **kwargs: every other argument of :func:`~algenta_graph.graph.create_governed_agent`.
+        **kwargs: every other argument of :func:`~algenta_graph.graph.create_governed_agent`
+            (``config=`` included: an :class:`~algenta_graph.config.AgentConfig` or a file).
 
     Example::
 

@@ -52,6 +52,7 @@ TIERS = {
     "providers": "integration",  # the real provider clients against local stand-ins
     "guarantees": "slow",  # the guarantees (FIGURE lines): crashes, races, faults, fuzzing
     "served": "slow",  # langgraph dev
+    "browser": "slow",  # the operator inbox in headless Chromium, on langgraph dev
     "postgres": "slow",  # PostgreSQL under load, served, and the CLI on it
     "docs": "slow",  # the README's snippets and the notebooks
 }

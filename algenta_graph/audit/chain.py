@@ -1,4 +1,4 @@
-"""The tamper-evident chain of a thread's governed records.
+r"""The tamper-evident chain of a thread's governed records.
 
 Every governed record (a receipt, a denial, an operator decision) carries three fields:
 
@@ -10,7 +10,7 @@ Every governed record (a receipt, a denial, an operator decision) carries three 
 
 The encoding is RFC 8785 (JSON Canonicalization Scheme, the ``rfc8785`` package)::
 
-    link_bytes = b"algenta-graph/chain/v1\\n" + JCS({"field": <list name>, "record": <record
+    link_bytes = b"algenta-graph/chain/v1\n" + JCS({"field": <list name>, "record": <record
                  without "hash">})
 
 so a verifier in any language can recompute a link: sort keys by UTF-16 code units, no
@@ -101,8 +101,10 @@ _SAFE_INT = 2**53 - 1
 
 
 def _plain(value: Any) -> Any:
-    """The JSON value JCS encodes for ``value`` (mappings to dicts with string keys, tuples to
-    lists), with what JCS cannot encode made encodable, so sealing never fails a node:
+    """The JSON value JCS encodes for ``value``, with what JCS cannot encode made encodable.
+
+    Mappings become dicts with string keys and tuples lists; what JCS cannot encode is made
+    encodable, so sealing never fails a node:
 
     - an integer beyond +/-(2**53 - 1) becomes ``{"$int": "<decimal>"}``;
     - a NaN or infinite float becomes ``{"$float": "NaN" | "Infinity" | "-Infinity"}``;
@@ -165,8 +167,10 @@ class ChainHead:
 
 
 def record_items(values: Mapping[str, Any]) -> Iterator[tuple[str, int, Any]]:
-    """``(list name, index, record)`` of every entry of the three lists; a value that is not a
-    list at all is skipped here (:func:`verify_chain` reports it)."""
+    """``(list name, index, record)`` of every entry of the three lists.
+
+    A value that is not a list at all is skipped here (:func:`verify_chain` reports it).
+    """
     for name in RECORD_FIELDS:
         entries = values.get(name)
         if isinstance(entries, list | tuple):
@@ -251,8 +255,11 @@ def seal(
 
 @dataclass(frozen=True)
 class Broken:
-    """Where a chain breaks: the record (list and index, its ``seq``) and why; with
-    :func:`verify_history`, also the checkpoint it was found in (its id and step)."""
+    """Where a chain breaks: the record (list and index, its ``seq``) and why.
+
+    With :func:`~algenta_graph.audit.history.verify_history`, also the checkpoint it was found
+    in (its id and step).
+    """
 
     field: str | None
     index: int | None
@@ -262,6 +269,7 @@ class Broken:
     step: int | None = None
 
     def __str__(self) -> str:
+        """Where (the record, or the chain; the checkpoint if any) and why, in one line."""
         if self.field is None:
             where = "chain"
         elif self.index is None:
@@ -293,6 +301,7 @@ class ChainReport:
     checkpoints: int = 0
 
     def __str__(self) -> str:
+        """``ok: ...`` with the head, or ``BROKEN: ...`` with the first problem, in one line."""
         seen = f", {self.checkpoints} checkpoint(s)" if self.checkpoints else ""
         if self.ok:
             return (
@@ -330,6 +339,18 @@ def verify_values(
     expected: ChainHead | None,
     hasher: Hasher,
 ) -> ChainReport:
+    """Verify the chain in ``values`` with ``hasher`` (:func:`verify_chain` with its key resolved).
+
+    Args:
+        values: a thread's state, or its three lists.
+        secret: the audit key the records were sealed with (None: plain SHA-256); it only
+            shapes the message of a hash mismatch.
+        expected: a head exported before, which the chain must still contain.
+        hasher: ``(list name, record) -> hash`` (a verifier may cache it across checkpoints).
+
+    Returns:
+        The report: every problem, the first one, and the intact head.
+    """
     problems: list[Broken] = []
     entries: list[tuple[int, str, int, Mapping[str, Any]]] = []
     count = 0
@@ -468,6 +489,15 @@ def gone_threads(
     thread: str | None,
     foreign: Mapping[str, str] | None = None,
 ) -> dict[str, ChainReport]:
+    """Add a broken report for every thread an exported head has and ``reports`` lacks.
+
+    Args:
+        reports: the reports by thread id (completed in place, and returned).
+        expected: the heads exported before, by thread id.
+        thread: only this thread (None: every thread).
+        foreign: thread id -> why a thread of the store is not an algenta-graph thread (its
+            report then says so).
+    """
     for tid, head in (expected or {}).items():
         if tid not in reports and (thread is None or tid == thread) and head.seq > 0:
             why = "the thread is gone (the exported head had it)"
@@ -487,6 +517,14 @@ def verify_threads_values(
     expected: Mapping[str, ChainHead] | None,
     thread: str | None,
 ) -> dict[str, ChainReport]:
+    """Verify each thread's latest values, then report the exported threads that are gone.
+
+    Args:
+        latest: thread id -> its latest values.
+        key: the audit key (None: ``ALGENTA_AUDIT_KEY``).
+        expected: the heads exported before, by thread id.
+        thread: only this thread (None: every thread).
+    """
     reports = {
         tid: verify_chain(values, key=key, expected=(expected or {}).get(tid))
         for tid, values in sorted(latest.items())
@@ -503,9 +541,11 @@ SHOWN_PROBLEMS = 20
 
 
 def format_reports(reports: Mapping[str, ChainReport]) -> str:
-    """One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), each
+    """The reports as text, for ``algenta-graph receipts --verify``.
+
+    One line per thread (``ok`` or ``BROKEN`` with the first broken record and why), each
     further problem of a broken thread indented under it (up to :data:`SHOWN_PROBLEMS`), then
-    a summary line; for ``algenta-graph receipts --verify``.
+    a summary line.
 
     >>> print(format_reports({"t1": verify_chain({})}))
     t1: ok: 0 record(s), head seq 0 0000000000000000
@@ -539,5 +579,6 @@ def records_in_order(values: Mapping[str, Any]) -> list[tuple[str, Mapping[str, 
 
 
 def sort_seq(record: Any) -> int:
+    """A record's ``seq`` as a sort key (an unsealed record sorts after every sealed one)."""
     seq = seq_of(record)
     return seq if seq is not None else 1 << 62

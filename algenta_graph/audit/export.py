@@ -110,8 +110,16 @@ def verify_jsonl(
     key: str | bytes | None = None,
     expected: Mapping[str, ChainHead] | None = None,
 ) -> dict[str, ChainReport]:
-    """Verify an export offline: every link, the export's own head lines, and ``expected``
-    (heads exported before, :func:`read_heads`), which exposes a truncated tail."""
+    """Verify an export offline: every link, the export's own head lines, and ``expected``.
+
+    Args:
+        path_or_lines: the export (a file path, or its lines).
+        key: the audit key (default ``ALGENTA_AUDIT_KEY``).
+        expected: heads exported before (:func:`read_heads`), which exposes a truncated tail.
+
+    Returns:
+        One report per thread id.
+    """
     if isinstance(path_or_lines, str | os.PathLike):
         with open(path_or_lines, encoding="utf-8") as f:
             threads, heads = read_jsonl(f)

@@ -30,16 +30,21 @@ from algenta_graph.audit.chain import (
 from algenta_graph.state import RECORD_FIELDS
 
 if TYPE_CHECKING:
-    from algenta_graph.serving.checkpointer import StoredCheckpoint
+    from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
 
 __all__ = ["averify_audit", "verify_audit", "verify_history", "verify_threads"]
 
 
 class _HashMemo:
-    """``link_hash`` remembered by the record's exact content (its pickle: types and values,
-    so ``1``, ``1.0`` and ``True`` never share an entry), so that a record that stays the same
-    through many checkpoints is hashed once. A record that cannot be pickled is hashed each
-    time."""
+    """``link_hash`` remembered by the record's exact content, so a record is hashed once.
+
+    The content is the record's pickle (types and values, so ``1``, ``1.0`` and ``True`` never
+    share an entry): a record that stays the same through many checkpoints is hashed once. A
+    record that cannot be pickled is hashed each time.
+
+    Args:
+        secret: the audit key (None: plain SHA-256).
+    """
 
     def __init__(self, secret: bytes | None) -> None:
         self.secret = secret
@@ -57,9 +62,11 @@ class _HashMemo:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Whether two stored values are the same JSON value, as the chain hashes them: ``True``
-    is not ``1``, ``1`` is not ``1.0``, keys compare as the strings they are hashed as, and a
-    list and a tuple with the same items are the same array."""
+    """Whether two stored values are the same JSON value, as the chain hashes them.
+
+    ``True`` is not ``1``, ``1`` is not ``1.0``, keys compare as the strings they are hashed as,
+    and a list and a tuple with the same items are the same array.
+    """
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         left = {str(k): v for k, v in a.items()}
         right = {str(k): v for k, v in b.items()}
@@ -88,9 +95,11 @@ def _compare(
     broken_in_parent: set[tuple[str | None, int | None]],
     broken_in_child: set[tuple[str | None, int | None]],
 ) -> list[Broken]:
-    """What ``child`` lost or changed of ``parent``'s records: the lists only ever grow, and a
-    list whose channel version is the same in both (LangGraph did not write it in between)
-    must be the same list."""
+    """What ``child`` lost or changed of ``parent``'s records.
+
+    The lists only ever grow, and a list whose channel version is the same in both (LangGraph
+    did not write it in between) must be the same list.
+    """
     found: list[Broken] = []
 
     def problem(name: str, index: int, record: Any, why: str) -> None:
@@ -139,17 +148,24 @@ def verify_history(
     key: str | bytes | None = None,
     expected: ChainHead | None = None,
 ) -> ChainReport:
-    """Verify **every checkpoint** of one thread (:func:`verify_chain` on each), and each
-    checkpoint against the one it follows (``parent_id``): a record there must still be here,
-    unchanged. Each problem names the checkpoint it was found in; a problem carried unchanged
-    into later checkpoints is named once, where it first appears. A checkpoint whose parent is
-    missing from the history is a problem too (what it held cannot be compared).
+    """Verify **every checkpoint** of one thread, and each against the one it follows.
 
-    ``checkpoints``: the thread's root checkpoints
-    (:func:`algenta_graph.serving.checkpointer.read_history`), in any order (LangGraph's ids sort in
-    creation order; time travel branches the history, and each branch is checked along its
-    own parents). ``count`` and ``head`` are those of the latest checkpoint, and ``expected``
-    (a head exported before) is checked against it. Reads only.
+    :func:`~algenta_graph.audit.chain.verify_chain` on each checkpoint, and each checkpoint
+    against the one it follows (``parent_id``): a record there must still be here, unchanged.
+    Each problem names the checkpoint it was found in; a problem carried unchanged into later
+    checkpoints is named once, where it first appears. A checkpoint whose parent is missing
+    from the history is a problem too (what it held cannot be compared). Reads only.
+
+    Args:
+        checkpoints: the thread's root checkpoints
+            (:func:`algenta_graph.serving.checkpoint_reader.read_history`), in any order
+            (LangGraph's ids sort in creation order; time travel branches the history, and
+            each branch is checked along its own parents).
+        key: the audit key (default ``ALGENTA_AUDIT_KEY``).
+        expected: a head exported before, checked against the latest checkpoint.
+
+    Returns:
+        The report; its ``count`` and ``head`` are those of the latest checkpoint.
     """
     secret = audit_key(key)
     hasher = _HashMemo(secret)
@@ -207,17 +223,29 @@ def verify_audit(
     key: str | bytes | None = None,
     expected: Mapping[str, ChainHead] | None = None,
 ) -> dict[str, ChainReport]:
-    """Verify every thread's chain (or ``thread``'s) through **every checkpoint** of its
-    history (:func:`verify_history`).
+    """Verify every thread's chain (or ``thread``'s) through **every checkpoint** of its history.
 
-    ``source``: a SQLite checkpoint file path (opened read-only) or a checkpoint saver with a
-    synchronous ``list`` (for an async saver or a PostgreSQL URL use :func:`averify_audit`).
-    ``expected``: heads exported before, per thread (:func:`read_heads`); a thread that has
-    vanished is reported. Threads of another graph sharing the store are left out
-    (:func:`algenta_graph.audit.split_threads`); a store holding none of ours raises
-    :class:`~algenta_graph.serving.checkpointer.RecordsFileError`.
+    :func:`verify_history` for each thread. Threads of another graph sharing the store are left
+    out (:func:`algenta_graph.audit.split_threads`).
+
+    Args:
+        source: a SQLite checkpoint file path (opened read-only) or a checkpoint saver with a
+            synchronous ``list`` (for an async saver or a PostgreSQL URL use
+            :func:`averify_audit`).
+        thread: only this thread (None: every thread).
+        key: the audit key (default ``ALGENTA_AUDIT_KEY``).
+        expected: heads exported before, per thread
+            (:func:`~algenta_graph.audit.export.read_heads`); a thread that has vanished is
+            reported.
+
+    Returns:
+        One report per thread id.
+
+    Raises:
+        RecordsFileError: the store holds none of our threads
+            (:class:`~algenta_graph.serving.checkpointer.RecordsFileError`).
     """
-    from algenta_graph.serving.checkpointer import read_history
+    from algenta_graph.serving.checkpoint_reader import read_history
 
     history = read_history(source, thread, fields=RECORD_FIELDS)
     return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
@@ -230,15 +258,19 @@ async def averify_audit(
     key: str | bytes | None = None,
     expected: Mapping[str, ChainHead] | None = None,
 ) -> dict[str, ChainReport]:
-    """:func:`verify_audit` for an async checkpoint saver (``alist``), a SQLite file, or a
-    ``postgresql://`` URL (opened without creating anything)."""
-    from algenta_graph.serving.checkpointer import aread_history
+    """:func:`verify_audit` for an async checkpoint saver, a SQLite file, or a PostgreSQL URL.
+
+    ``saver`` is an async checkpoint saver (``alist``), a SQLite file, or a ``postgresql://``
+    URL (opened without creating anything).
+    """
+    from algenta_graph.serving.checkpoint_reader import aread_history
 
     history = await aread_history(saver, thread, fields=RECORD_FIELDS)
     return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
 
 
 def _name(source: Any) -> str:
+    """How errors name a store: a PostgreSQL URL without its password, a path, a saver's type."""
     from algenta_graph.serving.checkpointer import is_postgres_url, redact_url
 
     if is_postgres_url(source):
@@ -256,10 +288,22 @@ def verify_threads(
     expected: Mapping[str, ChainHead] | None = None,
     thread: str | None = None,
 ) -> dict[str, ChainReport]:
-    """:func:`verify_history` for each algenta-graph thread of ``history`` (``{thread_id:
-    checkpoints}``, as :func:`algenta_graph.serving.checkpointer.read_history` returns it; ``where``
-    names the store in errors). Threads of another graph are left out; a thread an exported
-    head names that is gone, or no longer looks like an algenta-graph thread, is reported."""
+    """:func:`verify_history` for each algenta-graph thread of ``history``.
+
+    Threads of another graph are left out; a thread an exported head names that is gone, or no
+    longer looks like an algenta-graph thread, is reported.
+
+    Args:
+        history: ``{thread_id: checkpoints}``, as
+            :func:`algenta_graph.serving.checkpoint_reader.read_history` returns it.
+        where: names the store in errors.
+        key: the audit key (default ``ALGENTA_AUDIT_KEY``).
+        expected: heads exported before, per thread.
+        thread: only this thread (None: every thread).
+
+    Raises:
+        RecordsFileError: the store holds none of our threads.
+    """
     from algenta_graph.audit.records import no_thread_of_ours, split_threads
 
     ours, foreign = split_threads(history)

@@ -25,7 +25,11 @@ from typing import Any
 from algenta_graph.audit.chain import a_type
 from algenta_graph.console import short
 from algenta_graph.errors import RecordsFileError
-from algenta_graph.serving.checkpointer import StoredCheckpoint, read_latest, read_thread_values
+from algenta_graph.serving.checkpoint_reader import (
+    StoredCheckpoint,
+    read_latest,
+    read_thread_values,
+)
 from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
@@ -97,8 +101,15 @@ def foreign_reason(checkpoints: StoredCheckpoint | Sequence[StoredCheckpoint]) -
 def split_threads(
     threads: Mapping[str, StoredCheckpoint | Sequence[StoredCheckpoint]],
 ) -> tuple[list[str], dict[str, str]]:
-    """``(ours, foreign)``: the ids of the algenta-graph threads of ``threads`` (latest
-    checkpoints or histories, by thread id), and ``{thread_id: reason}`` for the others."""
+    """Tell the algenta-graph threads of ``threads`` from the others.
+
+    Args:
+        threads: latest checkpoints or histories, by thread id.
+
+    Returns:
+        ``(ours, foreign)``: the ids of the algenta-graph threads, and ``{thread_id: reason}``
+        for the others.
+    """
     ours: list[str] = []
     foreign: dict[str, str] = {}
     for tid, checkpoints in threads.items():
@@ -111,8 +122,12 @@ def split_threads(
 
 
 def no_thread_of_ours(where: str, foreign: Mapping[str, str]) -> RecordsFileError:
-    """The error for a store (``where``: a file, or a URL without its password) none of whose
-    threads (``foreign``: ``{thread_id: reason}``) is an algenta-graph thread."""
+    """The error for a store none of whose threads is an algenta-graph thread.
+
+    Args:
+        where: the store (a file, or a URL without its password).
+        foreign: ``{thread_id: reason}`` for its threads.
+    """
     if len(foreign) == 1:
         [(tid, reason)] = foreign.items()
         what = f"thread {tid!r} is not an algenta-graph thread: {reason}"
@@ -142,11 +157,19 @@ def records_of(cp: StoredCheckpoint, where: str) -> dict[str, list[Any]]:
 def thread_records(
     latest: Mapping[str, StoredCheckpoint], where: str
 ) -> tuple[Records, dict[str, str]]:
-    """``(records, foreign)`` of each thread's latest checkpoint: the records of the
-    algenta-graph threads, and why the other threads are not (see :func:`split_threads`).
+    """The records of each thread's latest checkpoint, and the threads that are not ours.
 
-    Raises :class:`RecordsFileError` when there are threads and none is ours, or a record list
-    of ours is not a list of records.
+    Args:
+        latest: each thread's latest checkpoint, by thread id.
+        where: names the store in errors.
+
+    Returns:
+        ``(records, foreign)``: the records of the algenta-graph threads, and why the other
+        threads are not (see :func:`split_threads`).
+
+    Raises:
+        RecordsFileError: there are threads and none is ours, or a record list of ours is not
+            a list of records.
     """
     ours, foreign = split_threads(latest)
     if foreign and not ours:
@@ -167,8 +190,21 @@ def read_records(db: str | Path, thread: str | None = None) -> Records:
     return thread_records(latest, str(db))[0]
 
 
+def _subject(record: Mapping[str, Any]) -> str:
+    """What a record is about: its decision, else (a graph-side gate's) its tool."""
+    tool = record.get("tool")
+    if record.get("decision_id") is None and tool:
+        server = record.get("server")
+        return f"{server}.{tool}" if server else str(tool)
+    return str(record.get("decision_id"))
+
+
 def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]) -> str:
-    """A plain-text table of receipts, then denials, then operator decisions, per thread."""
+    """A plain-text table of receipts, denials, operator decisions and gated calls, per thread.
+
+    A record of a graph-side gate (a held, denied or approved call of any tool) shows its tool,
+    ``server.name``, where an ``execute_decision`` record shows its decision.
+    """
     rows: list[tuple[str, ...]] = []
     for tid, kinds in records.items():
         for r in kinds.get("receipts", []):
@@ -186,8 +222,8 @@ def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]
                 (
                     tid,
                     "denial",
-                    str(d.get("decision_id")),
-                    f"gate={d.get('gate')}",
+                    _subject(d),
+                    f"gate={d.get('gate')}" + (f" rule={d['rule']}" if d.get("rule") else ""),
                     short(d.get("message"), 60),
                 )
             )
@@ -196,9 +232,19 @@ def format_records(records: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]
                 (
                     tid,
                     "operator",
-                    str(o.get("decision_id")),
+                    _subject(o),
                     f"{o.get('action')} {o.get('gate')} -> {o.get('result')}",
                     f"by {o.get('operator')}: {short(o.get('reason'), 40)}",
+                )
+            )
+        for c in kinds.get("tool_calls", []):
+            rows.append(
+                (
+                    tid,
+                    "tool_call",
+                    f"{c.get('server')}.{c.get('tool')}",
+                    "let through",
+                    f"args {short(c.get('args_digest'), 24)}",
                 )
             )
     header = ("thread", "record", "decision_id", "outcome", "detail")

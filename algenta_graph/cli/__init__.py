@@ -49,6 +49,8 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``algenta-graph`` parser, with every subcommand (``--db`` URLs checked first)."""
+    from algenta_graph.cli.config import add_config_parser
     from algenta_graph.cli.demo import add_demo_parser
     from algenta_graph.cli.escalations import add_escalations_parser
     from algenta_graph.cli.receipts import add_receipts_parser
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_receipts_parser(sub)
     add_escalations_parser(sub)
+    add_config_parser(sub)
     add_engine_parser(sub)
     for subparser in sub.choices.values():
         _check_db_urls(subparser)
@@ -69,8 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_db_urls(parser: argparse.ArgumentParser) -> None:
-    """Every subcommand's ``--db`` refuses a malformed ``postgresql://`` URL as a usage error
-    (exit 2, naming ``--db``), before its own type (a path, for the engine) sees the value."""
+    """Make every subcommand's ``--db`` refuse a malformed ``postgresql://`` URL first.
+
+    It is a usage error (exit 2, naming ``--db``), before the option's own type (a path, for
+    the engine) sees the value.
+    """
     from algenta_graph.cli.common import db_arg
 
     for action in parser._actions:  # argparse keeps no public list of a parser's options
@@ -89,8 +95,10 @@ def _url_checked(inner: Any) -> Callable[[str], Any]:
 
 
 def _quiet_store_logs() -> None:
-    """Keep psycopg's log lines off stderr (its pool logs a warning per reconnection attempt
-    while a PostgreSQL server is down); the error that ends the command says it in one line."""
+    """Keep psycopg's log lines off stderr; the error that ends the command says it in one line.
+
+    Its pool logs a warning per reconnection attempt while a PostgreSQL server is down.
+    """
     if os.environ.get("ALGENTA_GRAPH_DEBUG"):
         return
     log = logging.getLogger("psycopg")  # psycopg_pool logs as "psycopg.pool"

@@ -64,6 +64,7 @@ def on_denial_arg(text: str | None) -> dict[str, str]:
 
 
 def positive_int(text: str) -> int:
+    """An argparse type: a whole number, at least 1."""
     try:
         value = int(text)
     except ValueError:
@@ -84,6 +85,7 @@ def utf8_arg(text: str, what: str) -> str:
 
 
 def resume_arg(text: str) -> dict[str, Any]:
+    """An argparse type: ``--resume``'s JSON object (``{action, operator, reason}``)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -120,12 +122,16 @@ def prepare_db(spec: str, option: str = "--db") -> str:
 
 
 def db_error(spec: str, exc: BaseException) -> CommandError:
+    """The error for a ``--db`` that is not a usable SQLite checkpoint file."""
     return CommandError(f"--db {spec} is not a usable SQLite checkpoint file ({one_line(exc)})")
 
 
 def db_arg(text: str) -> str:
-    """A ``--db`` value: a PostgreSQL URL must be well formed (checked before anything
-    connects, so a malformed one is a usage error naming ``--db``); a path is kept as it is."""
+    """An argparse type: a ``--db`` value, a PostgreSQL URL or a path (kept as it is).
+
+    A PostgreSQL URL must be well formed (checked before anything connects, so a malformed one
+    is a usage error naming ``--db``).
+    """
     from algenta_graph.errors import CheckpointerURLError
     from algenta_graph.serving.checkpointer import check_postgres_url, is_postgres_url
 
@@ -145,8 +151,10 @@ def store_name(spec: str) -> str:
 
 
 def postgres_failure(exc: BaseException) -> BaseException | None:
-    """The psycopg error (a lost, refused or timed-out PostgreSQL connection) that ``exc`` is,
-    was raised from, or groups; ``None`` when there is none."""
+    """The psycopg error that ``exc`` is, was raised from, or groups; ``None`` when there is none.
+
+    Such an error is a lost, refused or timed-out PostgreSQL connection.
+    """
     try:
         import psycopg
     except ImportError:  # pragma: no cover - no PostgreSQL extra: no PostgreSQL store either
@@ -171,7 +179,19 @@ def pg_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {one_line(Exception(first), 200)}"
 
 
+def store_failure(db: str | None, exc: BaseException) -> CommandError | None:
+    """The one line for a failed PostgreSQL store under ``exc`` (exit 1), else ``None``."""
+    lost = postgres_failure(exc) if db is not None else None
+    if lost is None:
+        return None
+    return CommandError(
+        f"--db {store_name(db or '')}: the PostgreSQL checkpoint store failed ({pg_reason(lost)})",
+        EXIT_FAILED,
+    )
+
+
 def store_lost(db: str, thread: str, error: BaseException) -> CommandError:
+    """The error for a PostgreSQL store lost during a run: what is kept, how to finish."""
     where = store_name(db)
     return CommandError(
         f"--db {where}: the PostgreSQL checkpoint store was lost during the run "
@@ -184,6 +204,7 @@ def store_lost(db: str, thread: str, error: BaseException) -> CommandError:
 
 
 def model_arg(spec: str | None) -> Any:
+    """The chat model ``--model`` names (``resolve_model``); a :class:`CommandError` if none."""
     from algenta_graph.models import resolve_model
 
     try:

@@ -13,10 +13,8 @@ from algenta_graph.cli.common import (
     db_error,
     model_arg,
     one_line,
-    pg_reason,
-    postgres_failure,
     prepare_db,
-    store_name,
+    store_failure,
 )
 from algenta_graph.errors import CommandError
 
@@ -42,14 +40,10 @@ def _demo_handler(args: argparse.Namespace) -> int:
     except AlgentaGraphError as exc:
         raise CommandError(one_line(exc), EXIT_FAILED) from None
     except Exception as exc:
-        lost = postgres_failure(exc) if db is not None else None
-        if lost is None:
+        failure = store_failure(None if db is None else str(db), exc)
+        if failure is None:
             raise
-        raise CommandError(
-            f"--db {store_name(db or '')}: the PostgreSQL checkpoint store failed "
-            f"({pg_reason(lost)})",
-            EXIT_FAILED,
-        ) from None
+        raise failure from None
 
 
 def add_demo_parser(sub: Any) -> None:

@@ -30,8 +30,7 @@ from algenta_graph.cli.common import (
     EXIT_FAILED,
     db_arg,
     one_line,
-    pg_reason,
-    postgres_failure,
+    store_failure,
     store_name,
 )
 from algenta_graph.errors import CommandError
@@ -96,7 +95,7 @@ async def list_waiting(saver: Any, now: datetime, thread: str | None = None) -> 
     from algenta_graph.governance.escalations import is_overdue
     from algenta_graph.governance.gates import GATE_NAMES
     from algenta_graph.nodes.answers import open_denials
-    from algenta_graph.serving.checkpointer import aread_latest
+    from algenta_graph.serving.checkpoint_reader import aread_latest
     from algenta_graph.state import escalation_id_of
 
     store = claims_for(saver)
@@ -256,14 +255,10 @@ def _handler(args: argparse.Namespace) -> int:
     except CommandError:
         raise
     except Exception as exc:
-        lost = postgres_failure(exc)
-        if lost is None:
+        failure = store_failure(args.db, exc)
+        if failure is None:
             raise
-        raise CommandError(
-            f"--db {store_name(args.db)}: the PostgreSQL checkpoint store failed "
-            f"({pg_reason(lost)})",
-            EXIT_FAILED,
-        ) from None
+        raise failure from None
 
 
 def add_escalations_parser(sub: Any) -> None:

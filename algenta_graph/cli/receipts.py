@@ -1,10 +1,10 @@
 """``algenta-graph receipts``: the governed records of a checkpoint store, read-only.
 
 ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl | --verify]`` prints every
-receipt, denial and operator decision of a SQLite file or a ``postgresql://`` store (no engine
-needed); ``--verify`` checks every checkpoint of each thread's history
-(:func:`algenta_graph.audit.chain.verify_history`). Threads of another graph in the same store
-are left out by name.
+receipt (with its trace id, when the engine wrote one), denial and operator decision of a SQLite
+file or a ``postgresql://`` store (no engine needed); ``--verify`` checks every checkpoint of
+each thread's history (:func:`algenta_graph.audit.chain.verify_history`). Threads of another
+graph in the same store are left out by name.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from algenta_graph.cli.common import (
 )
 from algenta_graph.errors import CommandError
 
-__all__ = ["add_receipts_parser"]
+__all__ = ["add_receipts_parser", "with_trace_ids"]
 
 
 def _receipts_handler(args: argparse.Namespace) -> int:
@@ -49,10 +49,36 @@ def _receipts_handler(args: argparse.Namespace) -> int:
     if args.jsonl:
         export_jsonl(records, sys.stdout)  # records with their chain links, then each head
     else:
-        print(format_records(records))
+        print(format_records(with_trace_ids(records)))
     if foreign:
         print(f"algenta-graph receipts: note: {_not_ours(foreign)}", file=sys.stderr)
     return 0
+
+
+def with_trace_ids(records: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The records as the table shows them: each receipt's detail ends with its trace id.
+
+    The W3C trace id the engine wrote into the receipt (from the call's ``traceparent``): the
+    trace of the run that executed it (``README.md``, "Tracing"). Display only: the records
+    themselves, and ``--jsonl``, are unchanged.
+
+    >>> shown = with_trace_ids({"t": {"receipts": [{"source": "model", "trace_id": "ab" * 16}]}})
+    >>> shown["t"]["receipts"][0]["source"]
+    'model trace=abababababababababababababababab'
+    >>> with_trace_ids({"t": {"receipts": [{"source": "model"}]}})["t"]["receipts"][0]["source"]
+    'model'
+    """
+    shown: dict[str, dict[str, Any]] = {}
+    for tid, kinds in records.items():
+        shown[tid] = dict(kinds)
+        receipts = []
+        for receipt in kinds.get("receipts", []):
+            trace = receipt.get("trace_id")
+            if isinstance(trace, str) and trace:
+                receipt = {**receipt, "source": f"{receipt.get('source')} trace={trace}"}
+            receipts.append(receipt)
+        shown[tid]["receipts"] = receipts
+    return shown
 
 
 def _not_ours(foreign: Mapping[str, str]) -> str:
@@ -64,13 +90,13 @@ def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
     """Each thread's latest checkpoint, or its whole history, from a SQLite file or a
     PostgreSQL URL: the record lists only, read-only (nothing is created in either)."""
     from algenta_graph.errors import CheckpointerError
-    from algenta_graph.serving.checkpointer import (
+    from algenta_graph.serving.checkpoint_reader import (
         aread_history,
         aread_latest,
-        is_postgres_url,
         read_history,
         read_latest,
     )
+    from algenta_graph.serving.checkpointer import is_postgres_url
     from algenta_graph.state import RECORD_FIELDS
 
     if not is_postgres_url(db):
@@ -134,7 +160,9 @@ def add_receipts_parser(sub: Any) -> None:
         help="list receipts, denials and operator decisions in a checkpoint store",
         description=(
             "Every receipt, denial and operator decision in a checkpoint store (a SQLite "
-            "checkpoint file or a postgresql:// URL), from each thread's latest checkpoint. "
+            "checkpoint file or a postgresql:// URL), from each thread's latest checkpoint; a "
+            "receipt shows its trace id (trace=..., the W3C trace the engine adopted from the "
+            "call's traceparent) when it has one. "
             "Threads of another graph sharing the store are left out (and named on stderr); a "
             "store with none of ours is an error. Read-only: the file is never written or "
             "created, and nothing is created in a database."

@@ -40,8 +40,11 @@ __all__ = ["add_run_parser", "ask_operator", "run_thread"]
 
 
 def _read_line(prompt: str, out: TextIO) -> str:
-    """One line from stdin. Ctrl-C raises ``KeyboardInterrupt`` at once; EOF and bad UTF-8
-    are :class:`CommandError`. Must run in the main thread (it owns SIGINT meanwhile)."""
+    """One line from stdin, after writing ``prompt`` to ``out``.
+
+    Ctrl-C raises ``KeyboardInterrupt`` at once; EOF and bad UTF-8 are :class:`CommandError`.
+    Must run in the main thread (it owns SIGINT meanwhile).
+    """
     out.write(prompt)
     out.flush()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -68,8 +71,18 @@ def _read_line(prompt: str, out: TextIO) -> str:
 def ask_operator(
     payload: Any, read: Callable[[str], str], out: TextIO | None = None
 ) -> dict[str, Any]:
-    """Show one escalation and read the operator's answer: action, name, reason. An empty
-    name records the OS user running the command (the one identity a terminal knows)."""
+    """Show one escalation and read the operator's answer: action, name, reason.
+
+    An empty name records the OS user running the command (the one identity a terminal knows).
+
+    Args:
+        payload: the escalation (the interrupt's value).
+        read: reads one answer after showing its prompt.
+        out: where the escalation is shown (default: stdout).
+
+    Returns:
+        The resume value: ``{"action", "operator", "reason"}``.
+    """
     from algenta_graph.console import describe_escalation
 
     out = out or sys.stdout

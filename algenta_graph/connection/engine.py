@@ -49,7 +49,13 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
-from mcp.types import CallToolResult, ListToolsResult, Tool
+from mcp.types import (
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    RequestParams,
+    Tool,
+)
 
 from algenta_graph.connection.outcomes import (
     ExecutionOutcome,
@@ -66,7 +72,14 @@ from algenta_graph.governance.contract import (
     load_contract,
     resolve_profile,
 )
-from algenta_graph.governance.scrub import GovernanceInterceptor, scrub_schema, strip_graph_supplied
+from algenta_graph.governance.scrub import (
+    GRAPH_SUPPLIED_FIELDS,
+    GovernanceInterceptor,
+    scrub_schema,
+    strip_graph_supplied,
+)
+from algenta_graph.telemetry import engine_calls
+from algenta_graph.telemetry.names import TRACE_ARTIFACT_KEY
 
 if TYPE_CHECKING:
     from langchain_mcp_adapters.sessions import Connection
@@ -169,8 +182,17 @@ class _SessionView:
         self.advertised: list[str] = []
 
     async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
-        session = await self._server.session()
-        page = await self._server.guard("listing tools", session.list_tools(cursor))
+        call = engine_calls.EngineCall("tools/list", None, self._server.url)
+        try:
+            with call:
+                session = await self._server.session()
+                meta = RequestParams.Meta(**call.meta) if call.meta else None
+                params = PaginatedRequestParams(cursor=cursor, _meta=meta)
+                page = await self._server.guard("listing tools", session.list_tools(params=params))
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        await call.answered(is_error=False)
         self.advertised.extend(t.name for t in page.tools)
         kept = [
             t.model_copy(update={"inputSchema": self._model_facing(t)})
@@ -262,6 +284,7 @@ class EngineConnection:
         self._extra_specs = extras
         self._servers: dict[str, ServerSession] = {}
         self._tools: dict[str, BaseTool] = {}
+        self._origins: dict[str, tuple[str, str]] = {}
         self._algenta_names: frozenset[str] = frozenset()
         self._advertised: frozenset[str] = frozenset()
         self.execute_supplied: frozenset[str] = frozenset()
@@ -372,6 +395,7 @@ class EngineConnection:
             server_name=ALGENTA_SERVER,
         )
         catalog = {t.name: t for t in tools}
+        origins = {t.name: (ALGENTA_SERVER, t.name) for t in tools}
         self._advertised = frozenset(view.advertised)
         self._algenta_names = frozenset(catalog)
         taken = set(self._advertised) | set(load_contract().get("mcp_tool_reference", {}))
@@ -387,6 +411,7 @@ class EngineConnection:
             )
             for tool in extra_tools:
                 final = tool.name
+                origin = (name, tool.name)
                 if final in taken:
                     final = f"{name}_{tool.name}"
                     n = 2
@@ -395,7 +420,9 @@ class EngineConnection:
                     tool.name = final
                 taken.add(final)
                 catalog[final] = tool
+                origins[final] = origin
         self._tools = catalog
+        self._origins = origins
 
     async def aclose(self) -> None:
         """Close every session (idempotent)."""
@@ -431,6 +458,14 @@ class EngineConnection:
         """The catalog tool called ``name`` (its final name), or None."""
         return self._tools.get(name)
 
+    def tool_origin(self, name: str) -> tuple[str, str] | None:
+        """``(server, MCP tool name)`` of the catalog tool called ``name``, or ``None``.
+
+        The real name on its own server, before any renaming for a clash (an extra server's
+        ``delete_customer`` may be the catalog's ``crm_delete_customer``): what tool gates match.
+        """
+        return self._origins.get(name)
+
     def is_algenta_tool(self, name: str) -> bool:
         """True only for the Algenta engine's own catalog tools, never an extra server's."""
         return name in self._algenta_names
@@ -460,10 +495,36 @@ class EngineConnection:
         name: str,
         arguments: dict[str, Any],
         progress_callback: Any = None,
+        *,
+        operator: bool = False,
     ) -> CallToolResult:
-        """One tools/call over ``server``'s live session (this connection open, in its loop)."""
+        """One tools/call over ``server``'s live session (this connection open, in its loop).
+
+        Traced (:class:`~algenta_graph.telemetry.engine_calls.EngineCall`): a span under the
+        node that makes the call, its ``traceparent`` in ``params._meta`` (and, by the
+        transport, in the HTTP headers), the engine call's metrics.
+        """
         self._server(server.name)
-        return await server.send(name, arguments, progress_callback)
+        call = engine_calls.EngineCall("tools/call", name, server.url, arguments, operator=operator)
+        governed = name == EXECUTE_TOOL and server.name in (ALGENTA_SERVER, OPERATOR_SERVER)
+        if governed:
+            arguments = call.tag_arguments(arguments)
+        try:
+            with call:
+                result = await server.send(name, arguments, progress_callback, meta=call.meta)
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        if not call.wants_answer:  # nothing is recorded: the answer is not read twice
+            await call.answered(is_error=bool(result.isError))
+            return result
+        outcome = parse_execution_outcome(result) if governed else None
+        body = tool_result_json(result) if name == GET_DECISION_TOOL and call.active else None
+        inputs = {k: v for k, v in arguments.items() if k not in GRAPH_SUPPLIED_FIELDS}
+        await call.answered(
+            is_error=bool(result.isError), outcome=outcome, body=body, inputs=inputs
+        )
+        return result
 
     async def call_tool(
         self, name: str, args: Mapping[str, Any], *, tool_call_id: str
@@ -485,11 +546,22 @@ class EngineConnection:
             raise ToolNotInProfileError(name, self.profile.name)
         if not isinstance(args, Mapping):
             raise AlgentaGraphError(f"arguments of {name!r} must be an object, got {args!r}")
-        message = await tool.ainvoke(
-            {"type": "tool_call", "name": name, "args": dict(args), "id": tool_call_id}
-        )
+        scope = engine_calls.CallScope(tool_call_id=tool_call_id)
+        token = engine_calls.CALL_SCOPE.set(scope)
+        try:
+            message = await tool.ainvoke(
+                {"type": "tool_call", "name": name, "args": dict(args), "id": tool_call_id}
+            )
+        finally:
+            engine_calls.CALL_SCOPE.reset(token)
         if not isinstance(message, ToolMessage):  # pragma: no cover - the adapters' contract
             raise AlgentaGraphError(f"tool {name!r} returned {type(message).__name__}")
+        if scope.instrumented:
+            # the trace context the call went under, in checkpointed state: a run hours later
+            # (an operator's answer) links to it and times the decision
+            stamp = {"traceparent": scope.traceparent, "at": engine_calls.now_iso()}
+            artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
+            message.artifact = {**artifact, TRACE_ARTIFACT_KEY: stamp}
         return message
 
     async def _raw_call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
@@ -534,7 +606,9 @@ class EngineConnection:
         server = self._server(
             OPERATOR_SERVER if OPERATOR_SERVER in self._servers else ALGENTA_SERVER
         )
-        return parse_execution_outcome(await self._send(server, EXECUTE_TOOL, arguments))
+        return parse_execution_outcome(
+            await self._send(server, EXECUTE_TOOL, arguments, operator=True)
+        )
 
     async def get_decision(self, decision_id: str) -> dict[str, Any]:
         """The engine's record of a decision and its executions.

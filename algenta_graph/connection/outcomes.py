@@ -41,7 +41,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.governance.gates import ENGINE_GATE_NAMES
 
 __all__ = [
     "KNOWN_GATES",
@@ -54,7 +54,7 @@ __all__ = [
     "tool_result_json",
 ]
 
-KNOWN_GATES: tuple[str, ...] = GATE_NAMES
+KNOWN_GATES: tuple[str, ...] = ENGINE_GATE_NAMES
 """The named policy gates of ``execute_decision`` (from :mod:`algenta_graph.governance.gates`).
 Another gate name is still a denial."""
 

@@ -22,6 +22,7 @@ the task that entered them), instead of the adapters' default of a new session p
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -34,6 +35,7 @@ from langchain_mcp_adapters.client import MultiServerMCPClient
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
 from mcp.types import CONNECTION_CLOSED, CallToolResult
+from opentelemetry import propagate
 from pydantic import ValidationError
 
 from algenta_graph.errors import (
@@ -46,7 +48,7 @@ from algenta_graph.errors import (
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["ALGENTA_SERVER", "OPERATOR_SERVER", "ServerSession"]
+__all__ = ["ALGENTA_SERVER", "OPERATOR_SERVER", "ServerSession", "trace_headers"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,7 @@ ALGENTA_SERVER = "algenta"
 OPERATOR_SERVER = "algenta-operator"
 """The operator path's own session to the engine, with the operator credential."""
 _CLOSE_TIMEOUT = 5.0
+_TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 _T = TypeVar("_T")
 
 
@@ -129,6 +132,38 @@ class _WatchedStream(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
+def trace_headers(request: httpx.Request) -> dict[str, str]:
+    """The W3C trace context headers a request carries to the engine.
+
+    Those of the JSON-RPC request's ``params._meta`` (``traceparent``, ``tracestate``,
+    ``baggage``: the engine call's span, :class:`~algenta_graph.telemetry.engine_calls.EngineCall`);
+    for a request without them (``initialize``, notifications, the GET event stream) the trace
+    context current where the session was opened. Nothing without a configured tracer.
+
+    >>> parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    >>> body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",'
+    >>> body += b'"_meta":{"traceparent":"' + parent.encode() + b'"}}}'
+    >>> trace_headers(httpx.Request("POST", "http://e/mcp", content=body))["traceparent"][:6]
+    '00-4bf'
+    """
+    try:
+        content = request.content if request.method == "POST" else b""
+    except httpx.RequestNotRead:  # a streamed body: not one of mcp's JSON-RPC messages
+        content = b""
+    if b'"traceparent"' in content:
+        try:
+            message = json.loads(content)
+        except ValueError:
+            message = None
+        params = message.get("params") if isinstance(message, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
+            return {k: meta[k] for k in _TRACE_KEYS if isinstance(meta.get(k), str)}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return {k: v for k, v in carrier.items() if k in _TRACE_KEYS}
+
+
 class _WatchedTransport(httpx.AsyncBaseTransport):
     def __init__(
         self, inner: httpx.AsyncBaseTransport, on_lost: Callable[[BaseException], None]
@@ -137,6 +172,7 @@ class _WatchedTransport(httpx.AsyncBaseTransport):
         self._on_lost = on_lost
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers.update(trace_headers(request))  # W3C trace context, every request
         response = await self._inner.handle_async_request(request)
         if request.method == "POST":  # the answers to our requests, not the GET event stream
             response.stream = _WatchedStream(response.stream, self._on_lost)
@@ -440,8 +476,13 @@ class ServerSession:
         name: str,
         arguments: dict[str, Any],
         progress_callback: Any = None,
+        *,
+        meta: dict[str, Any] | None = None,
     ) -> CallToolResult:
-        """One tools/call over the server's live session (reconnecting when it died)."""
+        """One tools/call over the server's live session (reconnecting when it died).
+
+        ``meta`` is the request's ``params._meta`` (the W3C trace context of the call's span).
+        """
         what = f"calling tool {name!r}"  # timeout_for keys on "calling"
         for attempt in (1, 2):
             session = await self.session()
@@ -453,6 +494,7 @@ class ServerSession:
                         arguments,
                         read_timeout_seconds=timedelta(seconds=self.call_timeout),
                         progress_callback=progress_callback,
+                        meta=meta,
                     ),
                 )
                 return result

@@ -35,9 +35,10 @@ graph, never by the model:
 from __future__ import annotations
 
 from algenta_graph.engine.auth import ApiKey, KeyFileError, KeyRing
+from algenta_graph.engine.contract import DEFAULT_RELAXED
 from algenta_graph.engine.dblock import DatabaseInUse
-from algenta_graph.engine.server import DENIAL_FORMS, ReferenceEngine
-from algenta_graph.engine.tools import DEFAULT_RELAXED
+from algenta_graph.engine.mcp_server import DENIAL_FORMS
+from algenta_graph.engine.server import ReferenceEngine
 from algenta_graph.engine.webhook import SilentHost, WebhookReceiver, read_log
 
 __all__ = [

@@ -59,6 +59,7 @@ class ApiKey:
     execute: bool = False
 
     def has(self, role: str) -> bool:
+        """Whether this key has ``role``."""
         return role in self.roles
 
 
@@ -75,6 +76,7 @@ class KeyRing:
 
     @classmethod
     def from_tokens(cls, tokens: Mapping[str, ApiKey]) -> KeyRing:
+        """A key ring of plaintext tokens (hashed in memory)."""
         return cls({token_hash(t): k for t, k in tokens.items()})
 
     @classmethod
@@ -93,6 +95,15 @@ class KeyRing:
 
     @classmethod
     def from_mapping(cls, data: Any, *, source: str = "keys") -> KeyRing:
+        """A key ring of a keys file's parsed JSON (format in the module docstring).
+
+        Args:
+            data: ``{sha256(token): {"identity", "roles", "execute"?}}``.
+            source: what ``data`` was read from, for the messages.
+
+        Raises:
+            KeyFileError: ``data`` is not a usable keys mapping (the message says why).
+        """
         if not isinstance(data, dict) or not data:
             raise KeyFileError(
                 f"{source}: must be a non-empty JSON object of sha256(token) -> "
@@ -133,6 +144,7 @@ class KeyRing:
         return cls(out)
 
     def copy(self) -> KeyRing:
+        """A key ring of the same keys (adding to it leaves this one as it is)."""
         return KeyRing(self._by_hash)
 
     def merged(self, other: KeyRing) -> KeyRing:
@@ -140,6 +152,7 @@ class KeyRing:
         return KeyRing({**self._by_hash, **other._by_hash})
 
     def add_token(self, token: str, key: ApiKey) -> None:
+        """Add ``key`` for the plaintext ``token`` (kept by its hash)."""
         self._by_hash[token_hash(token)] = key
 
     def lookup(self, token: str | None) -> ApiKey | None:
@@ -153,15 +166,19 @@ class KeyRing:
         return list(self._by_hash.values())
 
     def __len__(self) -> int:
+        """How many keys the ring holds."""
         return len(self._by_hash)
 
     def __bool__(self) -> bool:
+        """Whether the ring holds a key (an engine without keys is open)."""
         return bool(self._by_hash)
 
 
 def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header (the scheme in any case,
-    RFC 7235), or None."""
+    """The token of an ``Authorization: Bearer <token>`` header, or None.
+
+    The scheme is matched in any case (RFC 7235).
+    """
     raw = headers.get(b"authorization")
     if not raw:
         return None
@@ -176,9 +193,11 @@ def bearer_token(headers: Mapping[bytes, bytes]) -> str | None:
 
 
 def request_token(headers: Mapping[bytes, bytes]) -> str | None:
-    """The API key a request presents: ``Authorization: Bearer <token>`` or ``X-API-Key:
-    <token>`` (what the public conformance runner sends), or None. Both headers with different
-    tokens are refused (None): a request presents one key.
+    """The API key a request presents, or None.
+
+    Either ``Authorization: Bearer <token>`` or ``X-API-Key: <token>`` (what the public
+    conformance runner sends). Both headers with different tokens are refused (None): a request
+    presents one key.
 
     >>> request_token({b"x-api-key": b" k1 "}), request_token({b"authorization": b"Bearer k1"})
     ('k1', 'k1')
@@ -206,14 +225,19 @@ def trace_id(headers: Mapping[bytes, bytes]) -> str | None:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent the current MCP request: their key (None when the engine has no keys) and the
-    trace id of the request's ``traceparent``."""
+    """Who sent the current MCP request.
+
+    Attributes:
+        key: their key (None when the engine has no keys).
+        trace_id: the trace id of the request's ``traceparent``.
+    """
 
     key: ApiKey | None = None
     trace_id: str | None = None
 
     @property
     def identity(self) -> str | None:
+        """The identity of the caller's key (None without one)."""
         return None if self.key is None else self.key.identity
 
 

@@ -1,6 +1,6 @@
-"""``algenta-graph engine``: serve the reference engine in the foreground.
+r"""``algenta-graph engine``: serve the reference engine in the foreground.
 
-    algenta-graph engine --port 8000 --db engine.sqlite --api-key secret \\
+    algenta-graph engine --port 8000 --db engine.sqlite --api-key secret \
         --allow-webhook-host hooks.internal --denials sdk
 
 Prints one ``serving <url>`` line once it listens, then one log line per tool call; stops
@@ -27,17 +27,18 @@ from typing import Any
 import uvicorn
 
 import algenta_graph
-from algenta_graph.engine.auth import KeyFileError, KeyRing
-from algenta_graph.engine.dblock import DatabaseInUse, DatabaseLock
-from algenta_graph.engine.policy import Policy
-from algenta_graph.engine.server import DENIAL_FORMS, create_app
-from algenta_graph.engine.store import Store
-from algenta_graph.engine.tools import (
-    DEFAULT_RELAXED,
+from algenta_graph.engine.arguments import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
 )
+from algenta_graph.engine.auth import KeyFileError, KeyRing
+from algenta_graph.engine.contract import DEFAULT_RELAXED
+from algenta_graph.engine.dblock import DatabaseInUse, DatabaseLock
+from algenta_graph.engine.mcp_server import DENIAL_FORMS
+from algenta_graph.engine.policy import Policy
+from algenta_graph.engine.server import create_app
+from algenta_graph.engine.store import Store
 
 ENV_API_KEY = "ALGENTA_ENGINE_API_KEY"
 DEFAULT_DB = "algenta-engine.sqlite"

@@ -50,6 +50,7 @@ class DatabaseLock:
 
     @property
     def held(self) -> bool:
+        """Whether this object holds the lock now."""
         return self._file is not None
 
     def acquire(self) -> Self:

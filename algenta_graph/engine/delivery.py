@@ -108,6 +108,7 @@ class DeliveryResult:
 
     @property
     def delivered(self) -> bool:
+        """Whether the webhook answered 2xx."""
         return self.outcome == "delivered"
 
 

@@ -64,6 +64,7 @@ class GateDenied(EngineToolError):
         self.override_hint = override_hint
 
     def body(self) -> dict[str, Any]:
+        """The upstream error body: ``{"error": {"code", "gate", "message", "override_hint"}}``."""
         return {
             "error": {
                 "code": self.code,

@@ -65,6 +65,8 @@ _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Account(BaseModel):
+    """One account up for renewal (``pack_input.accounts[]``)."""
+
     model_config = _STRICT
     account_id: Annotated[str, Field(min_length=1, max_length=100)]
     name: Annotated[str, Field(max_length=200)] = ""
@@ -75,18 +77,24 @@ class Account(BaseModel):
 
 
 class Capacity(BaseModel):
+    """The customer-success hours to allocate, and what an hour costs."""
+
     model_config = _STRICT
     total_hours: Annotated[float, Field(gt=0, le=100_000)]
     hourly_cost: Annotated[float, Field(ge=0, le=1e6)] = 0.0
 
 
 class Constraints(BaseModel):
+    """The allocation's constraints: the strategic minimum, the step of an allocation."""
+
     model_config = _STRICT
     strategic_min_hours: Annotated[float, Field(ge=0, le=100_000)] = 0.0
     allocation_step_hours: Annotated[float, Field(gt=0, le=100_000)] = 1.0
 
 
 class RenewalInput(BaseModel):
+    """The ``pack_input`` of ``renewal_capacity_allocation`` (account ids unique)."""
+
     model_config = _STRICT
     accounts: Annotated[list[Account], Field(min_length=1, max_length=MAX_ACCOUNTS)]
     capacity: Capacity
@@ -96,6 +104,7 @@ class RenewalInput(BaseModel):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> RenewalInput:
+        """Refuse a repeated ``account_id``, and an allocation of over 100,000 steps."""
         seen: set[str] = set()
         for a in self.accounts:
             if a.account_id in seen:
@@ -109,6 +118,8 @@ class RenewalInput(BaseModel):
 
 
 class ScenarioInput(BaseModel):
+    """The ``pack_input`` of ``scenario`` (and of each built-in scenario as a pack)."""
+
     model_config = _STRICT
     scenario: str | dict[str, Any]
     chosen_action: str | None = None
@@ -169,8 +180,10 @@ def normalise(pack_id: str, pack_input: Any) -> dict[str, Any]:
 
 
 def _in_scope(inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """The accounts the allocation considers: all, or (with ``as_of``) those renewing within
-    ``horizon_days`` of it; each with its ARR at risk."""
+    """The accounts the allocation considers, each with its ARR at risk.
+
+    All of them, or (with ``as_of``) those renewing within ``horizon_days`` of it.
+    """
     as_of = None if inputs["as_of"] is None else date.fromisoformat(inputs["as_of"])
     out = []
     for a in inputs["accounts"]:
@@ -184,12 +197,16 @@ def _in_scope(inputs: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _retained(arr_at_risk: float, hours: float) -> float:
+    """The ARR ``hours`` of attention retain (diminishing returns), before the response draw."""
     return arr_at_risk * SAVE_MAX * (1.0 - math.exp(-hours / HOURS_SCALE))
 
 
 def _strategic_steps(inputs: dict[str, Any]) -> dict[str, int]:
-    """The steps each in-scope strategic account must get; PackInputError when they exceed the
-    capacity."""
+    """The steps each in-scope strategic account must get.
+
+    Raises:
+        PackInputError: they exceed the capacity.
+    """
     step = inputs["constraints"]["allocation_step_hours"]
     steps = math.floor(inputs["capacity"]["total_hours"] / step + 1e-9)
     need = math.ceil(inputs["constraints"]["strategic_min_hours"] / step - 1e-9)
@@ -241,11 +258,12 @@ def _allocations(inputs: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 def analyse_renewal(inputs: dict[str, Any], *, seed: int, n_samples: int) -> dict[str, Any]:
-    """The renewal capacity analysis: for each action (allocate by risk, allocate evenly, no
-    intervention) the hours per account, the expected ARR retained net of the hours' cost
-    (``expected_value``), the share of draws in which it beats every other action
-    (``confidence``), and the 5th / 95th percentiles of that value over the ARR at risk in scope
-    (``risk_p5`` / ``risk_p95``). Seeded: the same input, seed and samples give the same result.
+    """The renewal capacity analysis, seeded: the same input, seed and samples, the same result.
+
+    For each action (allocate by risk, allocate evenly, no intervention): the hours per account,
+    the expected ARR retained net of the hours' cost (``expected_value``), the share of draws in
+    which it beats every other action (``confidence``), and the 5th / 95th percentiles of that
+    value over the ARR at risk in scope (``risk_p5`` / ``risk_p95``).
 
     Model: an account's churn risk is ``(100 - health_score) / 100`` and its ARR at risk
     ``arr * risk``; ``h`` hours of attention retain ``SAVE_MAX * (1 - exp(-h / HOURS_SCALE))``
@@ -361,8 +379,19 @@ def plan_of(
     chosen_action: str | None,
     policy_snapshot_id: str,
 ) -> dict[str, Any]:
-    """The plan of one action of an analysis (default: the recommended one); EngineToolError
-    ``unknown_action`` when the analysis has no such action."""
+    """The plan of one action of an analysis (default: the recommended one).
+
+    Args:
+        pack_id: the case's pack.
+        inputs: the case's normalised ``pack_input``.
+        analysis: the analysis run's result.
+        chosen_action: the action to plan (None: the input's ``chosen_action``, else the
+            recommended one).
+        policy_snapshot_id: the policy the plan is proposed under.
+
+    Raises:
+        EngineToolError: ``unknown_action``, the analysis has no such action.
+    """
     by_action = {a["action"]: a for a in analysis["actions"]}
     action = chosen_action or inputs.get("chosen_action") or analysis["recommended_action"]
     if action not in by_action:
@@ -401,6 +430,7 @@ def canonical(value: Any) -> bytes:
 
 
 def plan_hash(plan: dict[str, Any]) -> str:
+    """``sha256:`` and the hex SHA-256 of the plan's :func:`canonical` bytes."""
     return "sha256:" + hashlib.sha256(canonical(plan)).hexdigest()
 
 
@@ -414,8 +444,10 @@ def replay_inputs(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def compute_plan(inputs: dict[str, Any], *, policy_snapshot_id: str) -> dict[str, Any]:
-    """Recompute a plan from :func:`replay_inputs` alone (a replay): the same bytes as the
-    original whenever the engine's computation is unchanged."""
+    """Recompute a plan from :func:`replay_inputs` alone (a replay).
+
+    The same bytes as the original whenever the engine's computation is unchanged.
+    """
     seed, n_samples = int(inputs["seed"]), int(inputs["n_samples"])
     if inputs.get("kind") == "pack":
         pack_id = str(inputs["pack_id"])

@@ -1,5 +1,6 @@
-"""The execution policy and its three named gates, applied in order:
-``idempotency`` -> ``confidence`` -> ``risk_floor``.
+"""The execution policy and its three named gates.
+
+The gates apply in order: ``idempotency`` -> ``confidence`` -> ``risk_floor``.
 
 >>> p = Policy(min_confidence=0.6, risk_floor=0.5)
 >>> check(p, confidence=0.9, risk_p5=-0.1, already_executed=True, force=False,
@@ -25,13 +26,21 @@ GATES: tuple[str, ...] = ("idempotency", "confidence", "risk_floor")
 
 @dataclass(frozen=True)
 class Policy:
-    """``min_confidence`` in [0, 1]; ``risk_floor`` >= 0 (a decision with ``risk_p5`` below
-    ``-risk_floor`` is blocked)."""
+    """The execution policy: the confidence minimum and the risk floor.
+
+    Attributes:
+        min_confidence: in [0, 1]; a decision with a lower confidence is blocked.
+        risk_floor: >= 0; a decision with ``risk_p5`` below ``-risk_floor`` is blocked.
+
+    Raises:
+        ValueError: a value that is not a finite number in its range.
+    """
 
     min_confidence: float = 0.6
     risk_floor: float = 0.5
 
     def __post_init__(self) -> None:
+        """Check both values and store them as floats (``-0.0`` as ``0.0``)."""
         for name in ("min_confidence", "risk_floor"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -46,6 +55,7 @@ class Policy:
             raise ValueError(f"risk_floor must be >= 0, got {self.risk_floor}")
 
     def as_dict(self) -> dict[str, Any]:
+        """``{"min_confidence", "risk_floor"}``."""
         return {"min_confidence": self.min_confidence, "risk_floor": self.risk_floor}
 
     @property
@@ -61,6 +71,26 @@ class Verdict:
 
     denial: GateDenied | None
     safety_overridden: bool = False
+
+
+def policy_check(policy: Policy, confidence: float, risk_p5: float) -> dict[str, str]:
+    """What the confidence and risk-floor gates would say of these numbers (a preview).
+
+    Args:
+        policy: the policy.
+        confidence: a decision's confidence.
+        risk_p5: its 5th percentile return on capital.
+
+    Returns:
+        ``{"confidence": "pass" | "would_block", "risk_floor": "pass" | "would_block"}``.
+
+    >>> policy_check(Policy(min_confidence=0.6, risk_floor=0.5), 0.9, -0.7)
+    {'confidence': 'pass', 'risk_floor': 'would_block'}
+    """
+    return {
+        "confidence": "pass" if confidence >= policy.min_confidence else "would_block",
+        "risk_floor": "pass" if risk_p5 >= -policy.risk_floor else "would_block",
+    }
 
 
 def check(

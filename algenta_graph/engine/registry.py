@@ -1,5 +1,7 @@
-"""The rest of the Algenta tool registry: advertised with a real description and input schema,
-answered with a ``not_supported_in_reference_engine`` error.
+"""The rest of the Algenta tool registry, advertised and answered ``not_supported``.
+
+Each tool is advertised with a real description and input schema, and answered with a
+``not_supported_in_reference_engine`` error.
 
 The table below is compact on purpose: one line per tool, ``(description, parameters)``, where
 ``parameters`` is ``"name:type description; ..."``. A ``!`` after the type marks a required
@@ -472,6 +474,7 @@ class RegistryTool:
     input_schema: dict[str, Any]
 
     def to_mcp(self) -> mt.Tool:
+        """The tool as ``tools/list`` advertises it (its category after its description)."""
         return mt.Tool(
             name=self.name,
             description=f"{self.description} [category: {self.category}]",

@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from algenta_graph._serve import BackgroundServer, ServiceContext
-from algenta_graph.engine.store import utc_now
+from algenta_graph.engine.store.base import utc_now
 
 MAX_DELAY_SECONDS = 120.0
 
@@ -51,6 +51,11 @@ class WebhookReceiver(ServiceContext):
     """Serve the webhook endpoints on ``host:port`` (a free port by default) in a thread.
 
     Use as a sync or async context manager, or call :meth:`start` / :meth:`stop`.
+
+    Args:
+        host: the host to serve on.
+        port: the port (default: a free one).
+        log_path: a JSONL file every request is appended to (:func:`read_log` reads it).
     """
 
     def __init__(
@@ -77,6 +82,7 @@ class WebhookReceiver(ServiceContext):
     # -- endpoints -------------------------------------------------------------------------
 
     async def _record(self, request: Request) -> None:
+        """Keep one request (and append it to the log file, if any)."""
         raw = await request.body()
         try:
             body: Any = json.loads(raw) if raw else None
@@ -112,6 +118,7 @@ class WebhookReceiver(ServiceContext):
 
     @property
     def base_url(self) -> str:
+        """``http://host:port`` of the receiver."""
         return f"http://{self.host}:{self.port}"
 
     @property
@@ -142,17 +149,27 @@ class WebhookReceiver(ServiceContext):
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> WebhookReceiver:
+        """Serve in a background thread; returns the receiver."""
         self._server.start()
         return self
 
     def stop(self) -> None:
+        """Stop serving (what it received stays readable)."""
         self._server.stop()
 
 
 class SilentHost:
-    """A TCP port on ``host`` that never answers: a listening socket nothing accepts, whose accept
-    queue is kept full, so a client's connection attempt gets no answer until it times out, and
-    no request is ever sent (a timing-out upstream, for real).
+    """A TCP port on ``host`` that never answers (a timing-out upstream, for real).
+
+    A listening socket nothing accepts, whose accept queue is kept full, so a client's
+    connection attempt gets no answer until it times out, and no request is ever sent.
+
+    Args:
+        host: the host to listen on.
+        probe_seconds: how long a probe connection waits before the queue counts as full.
+
+    Raises:
+        RuntimeError: the accept queue could not be filled.
 
     >>> with SilentHost() as silent:                                   # doctest: +SKIP
     ...     httpx.post(silent.url, timeout=1)   # httpx.ConnectTimeout after 1 s
@@ -180,16 +197,20 @@ class SilentHost:
 
     @property
     def url(self) -> str:
+        """A webhook URL on the silent port."""
         return f"http://{self.host}:{self.port}/hook"
 
     def close(self) -> None:
+        """Close the port and its queued connections."""
         for s in self._fillers:
             s.close()
         self._fillers.clear()
         self._listener.close()
 
     def __enter__(self) -> SilentHost:
+        """The silent host itself."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close it."""
         self.close()

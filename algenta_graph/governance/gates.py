@@ -1,9 +1,13 @@
 """The one table of gates: every fact about a named gate lives here, and only here.
 
-``execute_decision`` is blocked by exactly one of the gates in :data:`GATES`. For each gate the
-table says which operator-path flag overrides it, what the graph does by default when it denies
-a call, and what it means (the text the system prompt, the server's context schema and the
-operator's escalation request show). Everything else (the per-gate handler nodes, the labelled
+``execute_decision`` is blocked by exactly one of the engine's gates (:data:`ENGINE_GATE_NAMES`:
+``idempotency``, ``confidence``, ``risk_floor``); any tool call may be blocked before it runs by
+one of the graph's own (:data:`GRAPH_GATE_NAMES`: ``approval``, ``budget``, ``arguments``,
+decided by :mod:`algenta_graph.governance.tool_gates`). For each gate the table says which
+operator-path flag overrides it (graph-side gates have none: an operator's approval runs the
+held call itself), what the graph does by default when it denies a call, and what it means
+(the text the system prompt, the server's context schema and the operator's escalation request
+show). Everything else (the per-gate handler nodes, the labelled
 edges, the server's run context, the CLI's ``--on-denial``, the tests) derives from it, so a new
 gate is one new row.
 
@@ -32,8 +36,10 @@ from typing import Any, Literal, cast, get_args
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "ENGINE_GATE_NAMES",
     "GATES",
     "GATE_NAMES",
+    "GRAPH_GATE_NAMES",
     "OVERRIDE_FLAGS",
     "POLICIES",
     "UNKNOWN_GATE_POLICY",
@@ -47,9 +53,9 @@ __all__ = [
     "tighten",
 ]
 
-GateName = Literal["idempotency", "confidence", "risk_floor"]
-"""The engine's named gates: the keys of :data:`GATES`, in its order (checked below). A gate an
-engine names that is not one of these is still a denial, and halts."""
+GateName = Literal["idempotency", "confidence", "risk_floor", "approval", "budget", "arguments"]
+"""The named gates: the keys of :data:`GATES`, in its order (checked below). A gate an engine
+names that is not one of the engine's is still a denial, and halts."""
 Policy = Literal["report", "escalate", "halt"]
 POLICIES: tuple[Policy, ...] = ("report", "escalate", "halt")
 """Every policy, from least to most strict."""
@@ -63,10 +69,16 @@ class Gate:
     """One named gate of ``execute_decision``."""
 
     name: str
-    override_flag: str
-    """The operator-path flag that overrides it (never model-facing)."""
+    """The gate's name (its handler node is ``denial_handler_<name>``)."""
+    override_flag: str | None
+    """The operator-path flag that overrides it (never model-facing); ``None`` for a graph-side
+    gate, whose approval runs the held call itself."""
     default_policy: Policy
+    """What the graph does with its denial unless told otherwise."""
     description: str
+    """What it means (prompts, the context schema, the operator's request)."""
+    side: Literal["engine", "graph"] = "engine"
+    """Who decides it: the engine (``execute_decision``) or the graph, before any call runs."""
 
 
 GATES: Mapping[str, Gate] = {
@@ -90,17 +102,44 @@ GATES: Mapping[str, Gate] = {
             "escalate",
             "the decision's downside risk (risk_p5) is below the engine's risk floor",
         ),
+        Gate(
+            "approval",
+            None,
+            "escalate",
+            "the tool is one whose calls an operator must approve before they run",
+            "graph",
+        ),
+        Gate(
+            "budget",
+            None,
+            "report",
+            "the call would exceed a call budget of this thread or run",
+            "graph",
+        ),
+        Gate(
+            "arguments",
+            None,
+            "report",
+            "the call's arguments break a rule set for the tool",
+            "graph",
+        ),
     )
 }
-"""The gates, in the order the engine checks them."""
+"""The gates: the engine's, in the order it checks them, then the graph's own."""
 
 GATE_NAMES: tuple[str, ...] = tuple(GATES)
+ENGINE_GATE_NAMES: tuple[str, ...] = tuple(g.name for g in GATES.values() if g.side == "engine")
+"""The gates an engine names in a denial of ``execute_decision``."""
+GRAPH_GATE_NAMES: tuple[str, ...] = tuple(g.name for g in GATES.values() if g.side == "graph")
+"""The gates the graph decides before a call runs (:mod:`~algenta_graph.governance.tool_gates`)."""
 if get_args(GateName) != GATE_NAMES:  # pragma: no cover - a gate added to one and not the other
     raise AssertionError(f"GateName {get_args(GateName)} must list the gate table {GATE_NAMES}")
 DEFAULT_POLICIES: Mapping[str, Policy] = {g.name: g.default_policy for g in GATES.values()}
 """Default denial policy per gate (a gate not in the table always halts)."""
-OVERRIDE_FLAGS: Mapping[str, str] = {g.name: g.override_flag for g in GATES.values()}
-"""The operator-path flag that overrides each gate."""
+OVERRIDE_FLAGS: Mapping[str, str] = {
+    g.name: g.override_flag for g in GATES.values() if g.override_flag is not None
+}
+"""The operator-path flag that overrides each engine gate."""
 
 _RANK: dict[str, int] = {policy: i for i, policy in enumerate(POLICIES)}
 

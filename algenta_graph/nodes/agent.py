@@ -58,10 +58,16 @@ class AgentNodes:
         config: RunnableConfig,
         runtime: Runtime[RunContext] | None = None,
     ) -> dict[str, Any]:
-        """This turn's tools, ranked for the latest user message."""
+        """This turn's tools, ranked for the latest user message.
+
+        The usage signal (if any) reranks them from the run's store (``runtime.store``).
+        """
         run = run_settings(config, runtime, self.built)
         query = latest_user_text(state.get("messages", []))
-        update: dict[str, Any] = {"selected_tools": await self.catalog.retrieve(query, run)}
+        store = getattr(runtime, "store", None)  # the run's store (the server's, when served)
+        update: dict[str, Any] = {
+            "selected_tools": await self.catalog.retrieve(query, run, store=store)
+        }
         # present (possibly empty) in every thread; the reducers only append
         update.update({field: [] for field in RECORD_FIELDS})
         return update

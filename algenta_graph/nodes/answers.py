@@ -70,7 +70,7 @@ from algenta_graph.governance.escalations import (
     EscalationSettings,
     escalation_digest,
 )
-from algenta_graph.governance.gates import OVERRIDE_FLAGS
+from algenta_graph.governance.gates import GATES, OVERRIDE_FLAGS
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
 from algenta_graph.nodes.executor import bad_arguments
 from algenta_graph.nodes.steps import step_denials
@@ -88,6 +88,7 @@ __all__ = [
     "authenticated_identity",
     "authenticated_roles",
     "edited_arguments",
+    "edited_call_arguments",
     "escalation_items",
     "escalation_request",
     "is_answered",
@@ -124,8 +125,16 @@ class EscalationItem(TypedDict):
     """The decision the call would execute."""
     webhook_url: str | None
     """Where it would be delivered."""
-    override_flag: str
-    """The operator-path flag an approval sends (``force`` or ``override_safety``)."""
+    override_flag: str | None
+    """The operator-path flag an approval sends (``force`` or ``override_safety``); ``None`` for
+    a held call of a graph-side gate (an approval runs it as it is)."""
+    action_name: NotRequired[str]
+    """The reviewed call's tool (its catalog name; ``execute_decision`` for engine gates): an
+    edit must name it."""
+    tool: NotRequired[str]
+    """A held call's tool, ``server.name`` (its real MCP name)."""
+    args_digest: NotRequired[str]
+    """A held call's arguments' digest."""
     tool_call_id: str | None
     """The escalated tool call."""
     escalation_id: str
@@ -249,6 +258,15 @@ def escalation_items(
     expires: Callable[[Mapping[str, Any]], str | None],
 ) -> list[EscalationItem]:
     """What the operator is shown about each of ``denials`` (all of one gate)."""
+    if GATES[gate].side == "graph":
+        return _held_items(
+            gate,
+            denials,
+            settings=settings,
+            thread_id=thread_id,
+            interrupt_ids=interrupt_ids,
+            expires=expires,
+        )
     flag = OVERRIDE_FLAGS[gate]
     items: list[EscalationItem] = []
     for denial, interrupt_id in zip(denials, interrupt_ids, strict=True):
@@ -296,6 +314,65 @@ def escalation_items(
     return items
 
 
+def _held_items(
+    gate: str,
+    denials: Sequence[Mapping[str, Any]],
+    *,
+    settings: EscalationSettings,
+    thread_id: str | None,
+    interrupt_ids: Sequence[str | None],
+    expires: Callable[[Mapping[str, Any]], str | None],
+) -> list[EscalationItem]:
+    """What the operator is shown about held calls of a graph-side gate."""
+    items: list[EscalationItem] = []
+    for denial, interrupt_id in zip(denials, interrupt_ids, strict=True):
+        args = dict(denial.get("args") or {})
+        tool = f"{denial.get('server')}.{denial.get('tool')}"
+        name = str(denial.get("catalog_name") or denial.get("tool"))
+        shown = {
+            "thread_id": thread_id,
+            "tool_call_id": denial.get("tool_call_id"),
+            "gate": gate,
+            "tool": tool,
+            "args": args,
+            "args_digest": denial.get("args_digest"),
+            "rule": denial.get("rule"),
+            "denial": {
+                "code": denial.get("code"),
+                "message": denial.get("message"),
+                "escalation_id": escalation_id_of(denial),
+            },
+        }
+        item = EscalationItem(
+            gate=gate,
+            code=denial.get("code"),
+            message=denial.get("message"),
+            override_hint=None,
+            decision_id=None,
+            webhook_url=None,
+            override_flag=None,
+            tool_call_id=denial.get("tool_call_id"),
+            escalation_id=escalation_id_of(denial),
+            thread_id=thread_id,
+            args=args,
+            allowed_decisions=list(settings.decisions_for(gate)),
+            policy_snapshot_id=None,
+            digest=escalation_digest(shown),
+            interrupt_id=interrupt_id,
+            asked_at=denial.get("raised_at"),
+            expires_at=expires(denial),
+        )
+        item["action_name"] = name
+        item["tool"] = tool
+        item["args_digest"] = str(denial.get("args_digest"))
+        items.append(item)
+    return items
+
+
+def _action(item: EscalationItem) -> str:
+    return item.get("action_name") or EXECUTE_TOOL
+
+
 def request_digest(items: Sequence[EscalationItem]) -> str:
     """The digest of a whole request: its one item's, or a digest of every item's, in order."""
     if len(items) == 1:
@@ -305,6 +382,12 @@ def request_digest(items: Sequence[EscalationItem]) -> str:
 
 def _description(item: EscalationItem) -> str:
     deadline = f" It expires at {item['expires_at']}." if item["expires_at"] else ""
+    if item["override_flag"] is None:
+        return (
+            f"The {item['gate']} gate held the call of {item.get('tool')} "
+            f"({item['code']}): {item['message']}. Approve to run it once as shown; edit to run "
+            f"it with other arguments; reject to keep it from running.{deadline}"
+        )
     return (
         f"The {item['gate']} gate denied decision {item['decision_id']} ({item['code']}): "
         f"{item['message']}. Approve to execute it anyway with {item['override_flag']}=true; "
@@ -320,7 +403,7 @@ def escalation_request(gate: str, items: Sequence[EscalationItem]) -> Escalation
         cast(
             ActionRequest,
             {
-                "name": EXECUTE_TOOL,
+                "name": _action(i),
                 "args": dict(i["args"]),
                 "description": _description(i),
                 "arguments": dict(i["args"]),
@@ -333,7 +416,7 @@ def escalation_request(gate: str, items: Sequence[EscalationItem]) -> Escalation
     reviews = [
         cast(
             ReviewConfig,
-            {"action_name": EXECUTE_TOOL, "allowed_decisions": list(i["allowed_decisions"])},
+            {"action_name": _action(i), "allowed_decisions": list(i["allowed_decisions"])},
         )
         for i in items
     ]
@@ -373,7 +456,7 @@ def tool_approval(item: EscalationItem) -> EscalationApproval:
     return EscalationApproval(
         type="tool_approval",
         tool_call_id=str(item["tool_call_id"] or ""),
-        name=EXECUTE_TOOL,
+        name=_action(item),
         args=dict(item["args"]),
         description=_description(item),
         escalations=[item],
@@ -497,6 +580,24 @@ def _coerced(value: Any, original: Any) -> Any:
     return value
 
 
+def edited_call_arguments(edited: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments an ``edit`` of a held call runs with, scrubbed like a model's call.
+
+    Every override flag (any spelling, at any depth) and every graph-supplied field is dropped.
+
+    Raises:
+        ValueError: the edit's arguments are not an object.
+
+    >>> edited_call_arguments({"id": "a1", "Force": True, "idempotency_key": "k"})
+    {'id': 'a1'}
+    """
+    if not isinstance(edited, Mapping):
+        raise ValueError(f"edit: args must be an object, got {type(edited).__name__}")
+    return {
+        k: v for k, v in scrub_arguments(dict(edited)).items() if k not in GRAPH_SUPPLIED_FIELDS
+    }
+
+
 def edited_arguments(reviewed: Mapping[str, Any], edited: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments an ``edit`` sends, scrubbed like a model's call and checked.
 
@@ -561,7 +662,9 @@ def _typed_dict(name: str, fields: dict[str, Any]) -> Any:
     return made
 
 
-def _shapes(require_reason: bool, allowed: Sequence[DecisionType]) -> dict[str, Any]:
+def _shapes(
+    require_reason: bool, allowed: Sequence[DecisionType], names: Sequence[str] = (EXECUTE_TOOL,)
+) -> dict[str, Any]:
     """The decision TypedDicts: LangChain's, plus ``message``, ``digest`` and ``operator``.
 
     The served graph stamps the authenticated operator on an answer; ``message`` (the reason)
@@ -570,7 +673,7 @@ def _shapes(require_reason: bool, allowed: Sequence[DecisionType]) -> dict[str, 
     reason = _Text if require_reason else NotRequired[_Text]
     extra = {"digest": NotRequired[str], "operator": NotRequired[str]}
     action = _typed_dict(
-        "EditedAction", {"name": Literal["execute_decision"], "args": dict[str, Any]}
+        "EditedAction", {"name": _Literal[tuple(dict.fromkeys(names))], "args": dict[str, Any]}
     )
     every: dict[str, Any] = {
         "approve": _typed_dict(
@@ -593,6 +696,7 @@ def _shapes(require_reason: bool, allowed: Sequence[DecisionType]) -> dict[str, 
 # the answer's types are built at run time (per request): typing's forms, seen as values
 _Annotated: Any = Annotated
 _Union: Any = Union
+_Literal: Any = Literal
 _List: Any = list
 
 
@@ -634,7 +738,7 @@ def answer_schema(
     allowed: list[DecisionType] = list(
         dict.fromkeys(d for i in items for d in i["allowed_decisions"])
     )
-    shapes = _shapes(settings.require_reason, allowed)
+    shapes = _shapes(settings.require_reason, allowed, [_action(i) for i in items])
     decision = _union(
         list(shapes.values()),
         "type",
@@ -725,7 +829,7 @@ def _decide(
         kind: DecisionType = "approve" if raw["action"] == "override" else "reject"
         entries = [(kind, None, None, None)] * len(items)
     elif form == "inbox":
-        for response in raw:
+        for index, response in enumerate(raw):
             operator = operator or response.get("operator")
             args = response.get("args")
             kind = _DECISION_TYPES[response["type"]]
@@ -733,11 +837,10 @@ def _decide(
             if kind == "respond" and not (why or "").strip():
                 raise ValueError("response: args must be the text for the model")
             edit = args.get("args") if kind == "edit" and isinstance(args, Mapping) else None
-            if kind == "edit" and (
-                not isinstance(args, Mapping) or args.get("action") != EXECUTE_TOOL
-            ):
+            action = _action(items[index]) if index < len(items) else EXECUTE_TOOL
+            if kind == "edit" and (not isinstance(args, Mapping) or args.get("action") != action):
                 raise ValueError(
-                    f"edit: args must be {{'action': '{EXECUTE_TOOL}', 'args': {{...}}}} (the "
+                    f"edit: args must be {{'action': '{action}', 'args': {{...}}}} (the "
                     "escalated call; an edit cannot call another tool)"
                 )
             entries.append((kind, why, edit, response.get("digest")))
@@ -752,9 +855,15 @@ def _decide(
             operator = raw.get("operator")
             top_reason = raw.get("reason")
             _stale(raw.get("digest"), request_digest(items), _which(items))
-        for d in decisions:
+        for index, d in enumerate(decisions):
             operator = operator or d.get("operator")
             edit = d["edited_action"]["args"] if d["type"] == "edit" else None
+            named = d["edited_action"]["name"] if edit is not None else None
+            if named is not None and index < len(items) and named != _action(items[index]):
+                raise ValueError(
+                    f"edit: edited_action.name {named!r} is not the escalated call's tool "
+                    f"{_action(items[index])!r}; an edit cannot call another tool"
+                )
             entries.append((d["type"], d.get("message"), edit, d.get("digest")))
     out: list[Decided] = []
     for i, (item, (kind, why, edit, digest)) in enumerate(zip(items, entries, strict=True)):
@@ -766,7 +875,10 @@ def _decide(
                 f"{', '.join(item['allowed_decisions'])}"
             )
         reason = (why or top_reason or "").strip() or None
-        edited = edited_arguments(item["args"], edit) if kind == "edit" else None
+        edited: dict[str, Any] | None = None
+        if kind == "edit":
+            held = item["override_flag"] is None
+            edited = edited_call_arguments(edit) if held else edited_arguments(item["args"], edit)
         out.append(Decided(kind, reason, edited, "per_call" if per_call else form))
     name = operator.strip() if isinstance(operator, str) and operator.strip() else None
     return OperatorAnswer(name, tuple(out), tuple(i["digest"] for i in items))

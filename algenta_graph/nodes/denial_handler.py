@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -63,6 +64,7 @@ from algenta_graph.governance.claims import (
 from algenta_graph.governance.escalations import EscalationSettings, deadline, is_overdue
 from algenta_graph.governance.gates import (
     DEFAULT_POLICIES,
+    ENGINE_GATE_NAMES,
     GATES,
     OVERRIDE_FLAGS,
     POLICIES,
@@ -71,6 +73,7 @@ from algenta_graph.governance.gates import (
 )
 from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
+from algenta_graph.governance.tool_gates import CompiledGates, ToolRef, args_digest
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
 from algenta_graph.nodes.answers import (
     AuthorizeOperator,
@@ -88,6 +91,7 @@ from algenta_graph.nodes.answers import (
     tool_approval,
 )
 from algenta_graph.nodes.executor import DecisionExecutor
+from algenta_graph.nodes.held_calls import run_held
 from algenta_graph.nodes.steps import (
     OUTCOME_KEY,
     gate_order,
@@ -104,10 +108,12 @@ from algenta_graph.state import (
     OperatorDecisionRecord,
     OperatorVerdict,
     ReceiptRecord,
+    ToolCallRecord,
     denial_record,
     escalation_id_of,
     operator_decision_record,
     receipt_record,
+    tool_call_record,
 )
 
 __all__ = [
@@ -180,6 +186,8 @@ class DenialHandler:
         clock: the current time (UTC), for deadlines; ``datetime.now`` by default.
         thread_metadata: the writer of thread metadata (default: the LangGraph server's own,
             when served; none otherwise).
+        tool_gates: the graph-side gates' rules: an operator's edit of a held call must keep its
+            tool's argument rules (default: none checked).
     """
 
     def __init__(
@@ -192,8 +200,10 @@ class DenialHandler:
         policies: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
         thread_metadata: MetadataWriter | None = None,
+        tool_gates: CompiledGates | None = None,
     ) -> None:
         self.gate = gate
+        self.tool_gates = tool_gates
         self.executor = executor
         self.authorize_operator = authorize_operator
         self.settings = settings or EscalationSettings()
@@ -317,8 +327,11 @@ class DenialHandler:
         """The engine's policy snapshot (``get_contract``), read once per escalation here.
 
         ``None`` when the engine does not say (or cannot be asked): the digest then binds
-        "unknown", and is the same for every answer given meanwhile.
+        "unknown", and is the same for every answer given meanwhile. A held call of a
+        graph-side gate binds none (the engine's policy does not decide it).
         """
+        if GATES[self.gate].side == "graph":
+            return None
         first = escalation_id_of(pending[0])
         if first in self._snapshots:
             return self._snapshots[first]
@@ -362,6 +375,7 @@ class DenialHandler:
         if self.settings.interrupt_mode != "per_call":
 
             def check(answer: OperatorAnswer) -> OperatorAnswer:
+                self._check_edits(answer, items)
                 return dataclasses.replace(answer, operator=self._operator(answer, config))
 
             schema = answer_schema(items, self.settings, per_call=False, check=check)
@@ -383,6 +397,7 @@ class DenialHandler:
                         "who answered its first call; one operator answers all the calls of a "
                         "step"
                     )
+                self._check_edits(answer, [items[index]])
                 return dataclasses.replace(answer, operator=operator)
 
             schema = answer_schema([item], self.settings, per_call=True, check=check_one)
@@ -390,6 +405,25 @@ class DenialHandler:
             first = first or one.operator
             decided.extend(one.decisions)
         return OperatorAnswer(first, tuple(decided), tuple(i["digest"] for i in items))
+
+    def _check_edits(self, answer: OperatorAnswer, items: Sequence[EscalationItem]) -> None:
+        """Refuse an edit of a held call whose arguments break one of its tool's rules.
+
+        Raises:
+            ValueError: naming the rule (the answer is refused before it is saved; nothing ran).
+        """
+        if self.tool_gates is None:
+            return
+        for decided, item in zip(answer.decisions, items, strict=False):
+            if decided.type != "edit" or decided.edited_args is None or not item.get("tool"):
+                continue
+            server, _, name = str(item.get("tool")).partition(".")
+            broken = self.tool_gates.check_arguments(ToolRef(server, name), decided.edited_args)
+            if broken is not None:
+                raise ValueError(
+                    f"edit: {broken.message}; refused, nothing was run: edit within the rule, "
+                    "or reject"
+                )
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
         identity = authenticated_identity(config)
@@ -451,7 +485,10 @@ class DenialHandler:
         """
         heartbeat = asyncio.ensure_future(_keep_alive(store, claim))
         try:
-            update = await self._apply(claim, pending, state, config)
+            if GATES[self.gate].side == "graph":
+                update = await self._apply_held(store, claim, pending, state, config)
+            else:
+                update = await self._apply(claim, pending, state, config)
             await store.finish(claim)
         finally:
             heartbeat.cancel()
@@ -461,7 +498,7 @@ class DenialHandler:
     def _policy_for(self, gate: str, config: RunnableConfig) -> Any:
         """The policy a new denial of ``gate`` is raised under: the graph's, tightened."""
         policies = resolve_run_settings(config, None, top_k=1, policies=self.policies).policies
-        return policies.get(gate, "halt") if gate in GATES else "halt"
+        return policies.get(gate, "halt") if gate in ENGINE_GATE_NAMES else "halt"
 
     async def _apply(
         self,
@@ -608,6 +645,141 @@ class DenialHandler:
             "receipts": receipts,
             "denials": denials,
             "operator_decisions": decisions,
+        }
+
+    async def _apply_held(
+        self,
+        store: ClaimStore,
+        claim: Claim,
+        pending: Sequence[Mapping[str, Any]],
+        state: GovernedState,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
+        """Apply the claim's answer to held calls of a graph-side gate.
+
+        An approval (or an edit) runs the held call exactly once
+        (:func:`~algenta_graph.nodes.held_calls.run_held`); a reject, a ``respond`` or an
+        expired escalation runs nothing. Each answer is an operator decision naming the tool
+        and the digest of the arguments it ran with; the held call's answer is replaced by
+        the outcome, so the model sees it.
+        """
+        thread_id = (config.get("configurable") or {}).get("thread_id")
+        operator = claim.operator
+        elsewhere = claim.thread_id if claim.thread_id not in (None, thread_id) else None
+        where = f" (answered in thread {elsewhere})" if elsewhere else ""
+        _, answered = last_step(state.get("messages", []))
+        by_call = {m.tool_call_id: m for m in answered}
+        decisions: list[OperatorDecisionRecord] = []
+        messages: list[ToolMessage] = []
+        ran: list[ToolCallRecord] = []  # a held call that ran counts against the budgets
+        roles = [str(r) for r in claim.answer.get("roles") or []]
+        for denial, decided in zip(pending, claim.answer["decisions"], strict=True):
+            action = decided["action"]
+            reason: str | None = decided.get("reason")
+            verdict: OperatorVerdict = decided.get("verdict") or (
+                "approved" if action == "override" else "declined"
+            )
+            edited = decided.get("edited_args")
+            call_id = denial.get("tool_call_id")
+            tool = f"{denial.get('server')}.{denial.get('tool')}"
+            why = f" ({reason})" if reason else ""
+            held_args = dict(denial.get("args") or {})
+            run_args = dict(edited) if edited is not None else held_args
+            digest = (
+                args_digest(tool, run_args) if edited is not None else denial.get("args_digest")
+            )
+            outcome_dump: dict[str, Any] | None = None
+            success = False
+            result: DecisionResult = "declined"
+            if verdict == "expired":
+                note = (
+                    f"The {self.gate} escalation EXPIRED at {decided.get('expires_at')} before "
+                    f"an operator's answer could take effect{where}. The call of {tool} was NOT "
+                    "run."
+                )
+            elif verdict == "responded":
+                success = True
+                note = (
+                    f"{reason}\n(Operator {operator} answered in the tool's place{where}; the "
+                    f"call of {tool} was not run.)"
+                )
+            elif action == "decline":
+                note = (
+                    f"Operator {operator} REJECTED the call of {tool}{why}{where}. It was NOT "
+                    "run; do not call it again for this request."
+                )
+            else:
+                outcome = await run_held(
+                    self.executor.conn, store, denial, run_args, operator=operator
+                )
+                outcome_dump = dataclasses.asdict(outcome)
+                result = outcome.result
+                ran.append(
+                    tool_call_record(
+                        tool=str(denial.get("tool")),
+                        server=str(denial.get("server")),
+                        catalog_name=str(denial.get("catalog_name") or denial.get("tool")),
+                        tool_call_id=call_id,
+                        args_digest=str(digest),
+                        turn=denial.get("turn"),
+                    )
+                )
+                success = outcome.result == "executed"
+                how = f" with edited arguments {json.dumps(run_args)}" if edited else ""
+                if outcome.result == "unknown":
+                    note = (
+                        f"Operator {operator} approved the call of {tool}{why}{where}{how}, but "
+                        f"its outcome is UNKNOWN: {outcome.content}"
+                    )
+                else:
+                    note = (
+                        f"Operator {operator} APPROVED the call of {tool}{why}{where}{how}; it "
+                        f"ran once and answered:\n{outcome.content}"
+                    )
+            decisions.append(
+                operator_decision_record(
+                    operator=operator,
+                    reason=reason,
+                    action=action,
+                    gate=self.gate,
+                    decision_id=None,
+                    override_flag=None,
+                    result=result,
+                    outcome=outcome_dump,
+                    tool_call_id=call_id,
+                    escalation_id=escalation_id_of(denial),
+                    answered_in_thread=elsewhere,
+                    verdict=verdict,
+                    roles=roles,
+                    digest=decided.get("digest"),
+                    interrupt_id=decided.get("interrupt_id"),
+                    asked_at=decided.get("asked_at") or denial.get("raised_at"),
+                    decided_at=claim.answer.get("decided_at"),
+                    expires_at=decided.get("expires_at"),
+                    original_args=held_args if edited is not None else None,
+                    edited_args=edited if edited is not None else None,
+                    tool=tool,
+                    args_digest=str(digest) if digest else None,
+                )
+            )
+            original = by_call.get(call_id or "")
+            if original is not None:
+                messages.append(
+                    tool_message(
+                        note,
+                        name=str(original.name or denial.get("catalog_name") or ""),
+                        tool_call_id=original.tool_call_id,
+                        msg_id=original.id,
+                        outcome=original.response_metadata.get(OUTCOME_KEY, "ok"),
+                        status="success" if success else "error",
+                    )
+                )
+        return {
+            "messages": messages,
+            "receipts": [],
+            "denials": [],
+            "operator_decisions": decisions,
+            "tool_calls": ran,
         }
 
 

@@ -33,7 +33,7 @@ from algenta_graph.connection.outcomes import (
     tool_result_json,
 )
 from algenta_graph.errors import AlgentaGraphError
-from algenta_graph.governance.gates import policy_for
+from algenta_graph.governance.gates import ENGINE_GATE_NAMES, policy_for
 from algenta_graph.governance.run_settings import RunSettings
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS
 from algenta_graph.nodes.steps import denial_text, receipt_text, tool_message
@@ -305,7 +305,10 @@ class DecisionExecutor:
                 webhook_url=webhook_url,
                 tool_call_id=call_id,
                 source=source,
-                policy=policy_for(outcome.gate, run.policies),
+                # a graph-side gate named by an engine is no engine gate: it halts
+                policy=policy_for(outcome.gate, run.policies)
+                if outcome.gate in ENGINE_GATE_NAMES
+                else "halt",
                 timeout_seconds=timeout if isinstance(timeout, int | float) else None,
             )
 

@@ -9,7 +9,11 @@ For each call of the latest AI message (``docs/ARCHITECTURE.md``, "The graph"):
   (invariant 3); a decision this thread already executed is never sent again, whatever its
   delivery status (invariant 8); a lost delivery of this thread is recovered from the engine
   (invariant 5);
-- anything else is a plain MCP call.
+- anything else is a plain MCP call;
+- before any call runs, the graph-side gates (:mod:`algenta_graph.governance.tool_gates`) decide
+  it by its real MCP name: a call that breaks an argument rule or a budget is denied, one that
+  needs approval is held (a denial record with its tool, arguments and their digest, escalated
+  by default); each call its own decision, counted from the thread's records.
 
 Every receipt and denial is written to state; each denial carries the policy it was raised
 under, so its handling never depends on a later run's settings. :meth:`GovernedToolNode.route`
@@ -32,19 +36,28 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.engine import EXECUTE_TOOL, SEARCH_TOOL
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
-from algenta_graph.governance.gates import GATES
+from algenta_graph.governance.gates import GATES, policy_for
 from algenta_graph.governance.run_settings import (
     GraphSettings,
     RunContext,
     RunSettings,
     run_settings,
+)
+from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
+from algenta_graph.governance.tool_gates import (
+    CompiledGates,
+    GateDecision,
+    ToolRef,
+    args_digest,
+    count_calls,
 )
 from algenta_graph.nodes.executor import DecisionExecutor, counts_as_executed
 from algenta_graph.nodes.steps import (
@@ -59,7 +72,14 @@ from algenta_graph.nodes.steps import (
     tool_message,
 )
 from algenta_graph.retrieval.catalog import GovernedCatalog
-from algenta_graph.state import DenialRecord, GovernedState, ReceiptRecord
+from algenta_graph.state import (
+    DenialRecord,
+    GovernedState,
+    ReceiptRecord,
+    ToolCallRecord,
+    gate_denial_record,
+    tool_call_record,
+)
 
 __all__ = ["GovernedToolNode"]
 
@@ -74,15 +94,21 @@ class GovernedToolNode:
         executor: the graph's one :class:`~algenta_graph.nodes.executor.DecisionExecutor`
             (the denial handlers hold the same one).
         built: what the graph was built with (the ceiling of every run's settings).
+        tool_gates: the graph-side gates' rules (none: no call is held, counted or checked).
     """
 
     def __init__(
-        self, catalog: GovernedCatalog, executor: DecisionExecutor, built: GraphSettings
+        self,
+        catalog: GovernedCatalog,
+        executor: DecisionExecutor,
+        built: GraphSettings,
+        tool_gates: CompiledGates | None = None,
     ) -> None:
         self.catalog = catalog
         self.conn = catalog.conn
         self.executor = executor
         self.built = built
+        self.tool_gates = tool_gates
 
     async def __call__(
         self,
@@ -109,6 +135,8 @@ class GovernedToolNode:
         receipts: list[ReceiptRecord] = []
         denials: list[DenialRecord] = []
         used: list[tuple[str, ToolMessage]] = []  # (real name, answer) of each catalog call
+        calls: list[ToolCallRecord] = []
+        turn = latest_turn(state.get("messages", []))
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id in done:
@@ -141,6 +169,11 @@ class GovernedToolNode:
                     )
                 )
                 continue
+            if self.tool_gates is not None:
+                held = self._gate(name, args, call_id, run, turn, state, denials, calls)
+                if held is not None:
+                    out_messages.append(held)
+                    continue
             if name == EXECUTE_TOOL and self.conn.is_algenta_tool(name):
                 message, receipt, denial = await self.executor.execute(
                     args, call_id, run, executed, state.get("messages", [])
@@ -156,7 +189,7 @@ class GovernedToolNode:
                 continue
             out_messages.append(await self._plain_call(name, args, call_id))
             used.append((name, out_messages[-1]))
-        await self._learn(state, run, used)
+        await self._learn(state, run, used, getattr(runtime, "store", None))
         called = {c["id"]: c["name"] for c in ai.tool_calls}
         for message in out_messages:  # each answer carries the name the model used
             message.name = called.get(message.tool_call_id, message.name)
@@ -165,20 +198,111 @@ class GovernedToolNode:
             update["receipts"] = receipts
         if denials:
             update["denials"] = denials
+        if calls:
+            update["tool_calls"] = calls
         if selected != list(state.get("selected_tools") or []):
             update["selected_tools"] = selected
         return seal(state, update)  # each new record linked into the thread's hash chain
 
+    def tool_ref(self, name: str) -> ToolRef:
+        """The tool a catalog name stands for, as gate rules name it (server, real MCP name)."""
+        origin = getattr(self.conn, "tool_origin", None)
+        found = origin(name) if callable(origin) else None
+        if isinstance(found, tuple) and len(found) == 2:
+            return ToolRef(str(found[0]), str(found[1]))
+        return ToolRef("algenta" if self.conn.is_algenta_tool(name) else "?", name)
+
+    def _gate(
+        self,
+        name: str,
+        args: dict[str, Any],
+        call_id: str,
+        run: RunSettings,
+        turn: str | None,
+        state: GovernedState,
+        denials: list[DenialRecord],
+        calls: list[ToolCallRecord],
+    ) -> ToolMessage | None:
+        """The graph-side gates' decision on one call, before it runs.
+
+        ``None``: it may run (recorded in ``calls`` when a rule names its tool). Else its
+        denial is added to ``denials`` and its answer returned: nothing ran.
+        """
+        gates = self.tool_gates
+        assert gates is not None
+        tool = self.tool_ref(name)
+        if not gates.governs(tool):
+            return None
+        sent = {k: v for k, v in scrub_arguments(args).items() if k not in GRAPH_SUPPLIED_FIELDS}
+        digest = args_digest(tool.qualified, sent)
+        counts = count_calls(
+            gates,
+            tool,
+            [*(state.get("tool_calls") or []), *calls],
+            [*(state.get("denials") or []), *denials],
+            turn,
+        )
+        engine_execute = name == EXECUTE_TOOL and self.conn.is_algenta_tool(name)
+        if engine_execute:
+            # the engine's own gates (and plan approvals) govern execute_decision: a graph-side
+            # approval is not asked, and an operator path for it is the engine gates' override
+            decision = gates.check(tool, sent, counts, approval=False)
+        else:
+            decision = gates.check(tool, sent, counts)
+        if decision is None:
+            calls.append(
+                tool_call_record(
+                    tool=tool.name,
+                    server=tool.server,
+                    catalog_name=name,
+                    tool_call_id=call_id,
+                    args_digest=digest,
+                    turn=turn,
+                )
+            )
+            return None
+        policy = policy_for(decision.gate, run.policies)
+        if engine_execute and policy == "escalate":
+            policy = "halt"  # never run on a graph-side approval: stricter, never looser
+        denials.append(
+            gate_denial_record(
+                gate=decision.gate,
+                code=decision.code,
+                message=decision.message,
+                rule=decision.rule,
+                tool=tool.name,
+                server=tool.server,
+                catalog_name=name,
+                args=sent,
+                args_digest=digest,
+                tool_call_id=call_id,
+                turn=turn,
+                policy=policy,
+            )
+        )
+        return tool_message(
+            gate_text(decision, tool, policy),
+            name=name,
+            tool_call_id=call_id,
+            outcome=f"gate:{decision.gate}",
+            status="error",
+        )
+
     async def _learn(
-        self, state: GovernedState, run: RunSettings, used: Sequence[tuple[str, ToolMessage]]
+        self,
+        state: GovernedState,
+        run: RunSettings,
+        used: Sequence[tuple[str, ToolMessage]],
+        store: BaseStore | None = None,
     ) -> None:
         """Feed the usage signal with this step's catalog calls.
 
         It learns from each tool of the run's profile that served this turn's query
-        successfully (never a denial, a failure or ``search_tools``).
+        successfully (never a denial, a failure or ``search_tools``), into the run's store
+        (``store``: the server's, when served) or the signal's own.
         """
         usage = self.catalog.usage
-        if usage is None:
+        if usage is None or not used or not self.catalog.usage_store(store):
             return
         query = latest_user_text(state.get("messages", []))
         allowed = self.catalog.allow_list(run) or list(self.catalog.tools)
@@ -186,7 +310,9 @@ class GovernedToolNode:
         for name, message in used:
             ok = message.response_metadata.get(OUTCOME_KEY) == "ok"
             try:
-                await usage.arecord(query, name, profile=profile, ok=ok, allowed=allowed)
+                await usage.arecord(
+                    query, name, profile=profile, ok=ok, allowed=allowed, store=store
+                )
             except Exception as exc:  # learning must never cost a governed step its records
                 logger.warning("usage signal: could not record %s: %s", name, exc)
 
@@ -196,7 +322,13 @@ class GovernedToolNode:
         denials = step_denials(state)
         if denials:
             first = gate_order(denials)[0]
-            return first if first in GATES else HALT
+            if first not in GATES:
+                return HALT
+            # a graph-side gate is the graph's own: one an engine (or any tool) names halts
+            foreign = GATES[first].side == "graph" and any(
+                d.get("gate") == first and d.get("source") != "graph" for d in denials
+            )
+            return HALT if foreign else first
         _, answered = last_step(state.get("messages", []))
         outcomes = [m.response_metadata.get(OUTCOME_KEY, "ok") for m in answered]
         if any(o.startswith("gate:") for o in outcomes):
@@ -223,3 +355,26 @@ class GovernedToolNode:
             status=status,
             artifact=result.artifact,
         )
+
+
+def latest_turn(messages: Sequence[Any]) -> str | None:
+    """The run a call is made in: the id of the latest user message (``None`` without one)."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return str(message.id) if message.id else None
+    return None
+
+
+def gate_text(decision: GateDecision, tool: ToolRef, policy: str) -> str:
+    """What the model is told about a graph-side gate's decision: nothing ran, and why."""
+    if decision.gate == "approval" and policy == "escalate":
+        return (
+            f"HELD: the call of {tool.qualified} was not run: {decision.message}. It waits for "
+            "an operator's decision, outside this conversation; calling it again will be held "
+            "again. Tell the user the call waits for approval."
+        )
+    return (
+        f"DENIED: the call of {tool.qualified} was blocked by the {decision.gate} gate "
+        f"({decision.code}, rule {decision.rule}): {decision.message}. Nothing was run. You "
+        "(the model) cannot override this gate; only a human operator can. Tell the user."
+    )

@@ -91,8 +91,9 @@ def latest_user_text(messages: Sequence[BaseMessage]) -> str:
 def step_denials(state: Mapping[str, Any]) -> list[DenialRecord]:
     """The denials of the latest tool step that a handler must apply a policy to.
 
-    The model's calls' denials, and the denials an operator's override met that were raised
-    under a policy (routed like any other; an override's denial recorded without one is not).
+    The model's calls' denials (the engine's, and the graph-side gates' ``source == "graph"``),
+    and the denials an operator's override met that were raised under a policy (routed like any
+    other; an override's denial recorded without one is not).
     """
     _, answered = last_step(state.get("messages", []))
     ids = {m.tool_call_id for m in answered}
@@ -101,7 +102,7 @@ def step_denials(state: Mapping[str, Any]) -> list[DenialRecord]:
         for d in state.get("denials") or []
         if d.get("tool_call_id") in ids
         and (
-            d.get("source") in ("model", "thread_receipts")
+            d.get("source") in ("model", "thread_receipts", "graph")
             or (d.get("source") == "operator" and "policy" in d)
         )
     ]

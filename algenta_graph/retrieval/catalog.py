@@ -41,6 +41,8 @@ from algenta_graph.governance.run_settings import RunSettings
 from algenta_graph.retrieval.naming import ToolNames, provider_parameters, safe_property_keys
 
 if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
     from algenta_graph.connection.engine import EngineClient
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.retrieval.usage import UsageSignal
@@ -141,6 +143,7 @@ class GovernedCatalog:
         self.schemas[SEARCH_TOOL] = self._model_schema(SEARCH_TOOL, self.search_tool)
         self.always_include: tuple[str, ...] = self._resolve_always_include(always_include)
         self._bound: OrderedDict[tuple[str, ...], Runnable[Any, BaseMessage]] = OrderedDict()
+        self._warned_no_store = False
 
     def _model_schema(self, name: str, tool: BaseTool) -> dict[str, Any]:
         """The OpenAI-format schema a model is shown.
@@ -242,22 +245,41 @@ class GovernedCatalog:
         """The profile a run works under (the run's, else the connection's)."""
         return run.profile.name if run.profile is not None else self.conn.profile.name
 
-    async def retrieve(self, query: str, run: RunSettings) -> list[str]:
+    def usage_store(self, store: BaseStore | None) -> bool:
+        """Whether the usage signal (if any) has a store on this run: its own or ``store``.
+
+        A signal without one (configured, but the graph was compiled without a store and the
+        run has none) neither reranks nor learns; that is logged once per catalog.
+        """
+        if self.usage is None:
+            return False
+        if self.usage.has_store(store):
+            return True
+        if not self._warned_no_store:
+            self._warned_no_store = True
+            logger.warning(
+                "usage signal: this run has no store (compile the graph with store=, or serve "
+                "it: the LangGraph server supplies one); retrieval is BM25 alone and nothing is "
+                "learned"
+            )
+        return False
+
+    async def retrieve(
+        self, query: str, run: RunSettings, store: BaseStore | None = None
+    ) -> list[str]:
         """The top-K tool names for ``query`` among the tools this run may see.
 
         Base tools (``always_include``) are not counted; the usage signal, when there is one,
-        reranks them.
+        reranks them from its history in ``store`` (the run's store; or the signal's own).
+        With embeddings, the query is embedded off the event loop.
         """
         if not query:
             return []
         k = run.top_k + len(self.always_include)
         allow = self.allow_list(run)
-        if self.usage is not None:
-            # With embeddings: the query's vector computed off the event loop, cached for the
-            # (synchronous) index search inside the usage signal.
-            await self.index.aembed_query(query)
+        if self.usage is not None and self.usage_store(store):
             hits = await self.usage.asearch(
-                self.index, query, k, allow, profile=self.profile_name(run)
+                self.index, query, k, allow, profile=self.profile_name(run), store=store
             )
         else:
             hits = await self.index.asearch(query, k=k, allow=allow)

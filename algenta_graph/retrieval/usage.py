@@ -22,6 +22,13 @@ concurrent threads and runs are all counted. Across processes the store has no c
 two workers recording the same tool at the same instant can still lose one call (last write
 wins), which only ever under-counts.
 
+**The store can be the run's**: a signal made without one (``UsageSignal()``) keeps its history
+in whatever store each call passes (``store=``): the graph passes the run's store
+(``runtime.store``), which on a LangGraph server is the server's own (``langgraph.json``
+``store``), so the served graph learns across restarts and workers. Its items live under
+:data:`DEFAULT_NAMESPACE`, which the served graph's store auth refuses to every API caller
+(:mod:`algenta_graph.serving.store_auth`): only the graph writes there.
+
 Example:
     >>> from langgraph.store.memory import InMemoryStore
     >>> from algenta_graph.retrieval import ToolIndex
@@ -51,9 +58,10 @@ from langgraph.store.base import BaseStore, GetOp, Item
 from algenta_graph import _native
 from algenta_graph.retrieval.index import Hit, ToolIndex
 
-__all__ = ["DEFAULT_NAMESPACE", "UsageSignal"]
+__all__ = ["DEFAULT_NAMESPACE", "UsageSignal", "UsageStoreMissing"]
 
 DEFAULT_NAMESPACE: tuple[str, ...] = ("algenta_graph", "usage")
+"""Where the signal's items live by default: ``(*DEFAULT_NAMESPACE, profile)``, key the tool."""
 _DAY = 86_400.0
 
 
@@ -65,11 +73,16 @@ class _History:
     terms: Mapping[str, float]
 
 
+class UsageStoreMissing(ValueError):
+    """A :class:`UsageSignal` without a store of its own was called without ``store=``."""
+
+
 class UsageSignal:
     """Usage history of tools in a LangGraph store, and a bounded reranking from it.
 
     Args:
-        store: any LangGraph ``BaseStore``.
+        store: any LangGraph ``BaseStore``; ``None`` for a signal that uses the store each call
+            passes (``store=``: the run's store, in the graph).
         namespace: the store namespace prefix; a profile's items live under
             ``(*namespace, profile)``, one item per tool (key: the tool name).
         weight: the largest relative lift, ``score * (1 + weight * u)`` with ``0 <= u < 1``.
@@ -82,7 +95,7 @@ class UsageSignal:
 
     def __init__(
         self,
-        store: BaseStore,
+        store: BaseStore | None = None,
         namespace: Sequence[str] = DEFAULT_NAMESPACE,
         *,
         weight: float = 0.5,
@@ -119,17 +132,21 @@ class UsageSignal:
         ok: bool = True,
         allowed: Collection[str] | None = None,
         now: float | None = None,
+        store: BaseStore | None = None,
     ) -> bool:
         """Record that ``tool_id`` served ``query``; returns whether anything was recorded
-        (nothing for a failed call, a tool outside ``allowed``, or a query without terms)."""
+        (nothing for a failed call, a tool outside ``allowed``, or a query without terms).
+
+        ``store``: where (default the signal's own; :class:`UsageStoreMissing` if neither)."""
+        target = self._store(store)
         if not self._counts(query, tool_id, ok, allowed):
             return False
         ns = self._ns(profile)
-        with self._locks.thread_lock((ns, tool_id)):
-            value = self._updated(self.store.get(ns, tool_id), query, _now(now))
+        with self._locks.thread_lock((id(target), ns, tool_id)):
+            value = self._updated(target.get(ns, tool_id), query, _now(now))
             if value is None:
                 return False
-            self.store.put(ns, tool_id, value, index=False)
+            target.put(ns, tool_id, value, index=False)
         return True
 
     async def arecord(
@@ -141,17 +158,32 @@ class UsageSignal:
         ok: bool = True,
         allowed: Collection[str] | None = None,
         now: float | None = None,
+        store: BaseStore | None = None,
     ) -> bool:
         """``record`` through the store's async API."""
+        target = self._store(store)
         if not self._counts(query, tool_id, ok, allowed):
             return False
         ns = self._ns(profile)
-        async with self._locks.task_lock((ns, tool_id)):
-            value = self._updated(await self.store.aget(ns, tool_id), query, _now(now))
+        async with self._locks.task_lock((id(target), ns, tool_id)):
+            value = self._updated(await target.aget(ns, tool_id), query, _now(now))
             if value is None:
                 return False
-            await self.store.aput(ns, tool_id, value, index=False)
+            await target.aput(ns, tool_id, value, index=False)
         return True
+
+    def has_store(self, store: BaseStore | None = None) -> bool:
+        """Whether a call with ``store=store`` has a store to use (its own, or ``store``)."""
+        return store is not None or self.store is not None
+
+    def _store(self, store: BaseStore | None) -> BaseStore:
+        target = store if store is not None else self.store
+        if target is None:
+            raise UsageStoreMissing(
+                "this UsageSignal has no store of its own: pass store= (a LangGraph BaseStore; "
+                "in the graph, the run's store)"
+            )
+        return target
 
     @staticmethod
     def _counts(query: str, tool_id: str, ok: bool, allowed: Collection[str] | None) -> bool:
@@ -204,10 +236,12 @@ class UsageSignal:
         k: int | None = None,
         profile: str = "default",
         now: float | None = None,
+        store: BaseStore | None = None,
     ) -> list[Hit]:
         """``hits`` (BM25 hits for ``query``) reordered by usage, best first, cut to ``k``."""
+        target = self._store(store)
         ns = self._ns(profile)
-        items = self.store.batch([GetOp(ns, h.tool_id) for h in hits]) if hits else []
+        items = target.batch([GetOp(ns, h.tool_id) for h in hits]) if hits else []
         return self._reranked(query, hits, items, k, _now(now))
 
     async def arerank(
@@ -218,10 +252,12 @@ class UsageSignal:
         k: int | None = None,
         profile: str = "default",
         now: float | None = None,
+        store: BaseStore | None = None,
     ) -> list[Hit]:
         """``rerank`` through the store's async API."""
+        target = self._store(store)
         ns = self._ns(profile)
-        items = await self.store.abatch([GetOp(ns, h.tool_id) for h in hits]) if hits else []
+        items = await target.abatch([GetOp(ns, h.tool_id) for h in hits]) if hits else []
         return self._reranked(query, hits, items, k, _now(now))
 
     def search(
@@ -233,10 +269,11 @@ class UsageSignal:
         *,
         profile: str = "default",
         now: float | None = None,
+        store: BaseStore | None = None,
     ) -> list[Hit]:
         """``index.search`` to ``depth`` hits, reranked by usage, cut to ``k``."""
         hits = index.search(query, max(k, self.depth), allow)
-        return self.rerank(query, hits, k=k, profile=profile, now=now)
+        return self.rerank(query, hits, k=k, profile=profile, now=now, store=store)
 
     async def asearch(
         self,
@@ -247,10 +284,16 @@ class UsageSignal:
         *,
         profile: str = "default",
         now: float | None = None,
+        store: BaseStore | None = None,
     ) -> list[Hit]:
-        """``search`` with the store's async API (the index search itself is in memory)."""
+        """``search`` with the store's async API and the query embedded off the event loop.
+
+        With embeddings, the query's vector is computed through ``aembed_query`` (never on the
+        event loop) and cached, then the in-memory index search uses it.
+        """
+        await index.aembed_query(query)
         hits = index.search(query, max(k, self.depth), allow)
-        return await self.arerank(query, hits, k=k, profile=profile, now=now)
+        return await self.arerank(query, hits, k=k, profile=profile, now=now, store=store)
 
     def _reranked(
         self,

@@ -3,10 +3,14 @@
 ``langgraph dev`` (and any LangGraph server) calls :func:`make_graph` on **every** access to the
 graph: each run, each state read, each drawing in Studio. The factory therefore caches what is
 expensive (the engine connection with its catalog, and the compiled graph) per event loop and
-per setting, and compiles the graph **without** a checkpointer: the server supplies its own.
+per setting, and compiles the graph **without** a checkpointer or a store: the server supplies
+its own (the usage signal keeps its history in the server's store).
 
-Settings come from the environment (the server's process environment, or the ``env`` file named
-in ``langgraph.json``):
+The served graph is configured exactly like the imported one: by an
+:class:`~algenta_graph.config.AgentConfig` (:mod:`algenta_graph.config`), read from the file
+``ALGENTA_CONFIG`` names (TOML or JSON) and from the environment variables of earlier releases,
+which win over the file (the server's process environment, or the ``env`` file named in
+``langgraph.json``):
 
 - ``ALGENTA_BASE_URL``: the engine's MCP endpoint (default ``http://localhost:8000/mcp``).
 - ``ALGENTA_API_KEY``: bearer token for the engine (default: none).
@@ -21,22 +25,27 @@ in ``langgraph.json``):
   (``{"confidence": "escalate", "idempotency": "report"}``); default: the graph's policies
   (:data:`~algenta_graph.governance.gates.DEFAULT_POLICIES`). A run may only make them stricter.
 
-A malformed value raises ``ValueError`` naming the variable.
+**Bad configuration refuses to start the server** (:func:`startup_check`, run when a LangGraph
+server imports this module): an unknown key, a wrong type, an import path that does not import,
+a secret missing from the environment, each one line naming the key and the file (or the
+variable). An extra MCP server that cannot be reached is a warning naming its URL; the graph
+serves without its tools.
 
 Security (see :mod:`algenta_graph.serving.auth`): ``langgraph.json`` names the custom auth object
 ``algenta_graph.serving.auth:auth`` (bearer tokens from ``ALGENTA_AUTH_FILE``, roles ``agent``,
 ``operator[:<gate>]``, ``auditor``; open with a loud warning when unset). The served graph asks
 :func:`~algenta_graph.serving.auth.served_authorize_operator` before an operator's answer takes
-effect, and its ``update_state`` (:func:`guard_records`), for every caller, with or without auth,
+effect (and then the configuration's ``authorize_operator``, which may only refuse more), and
+its ``update_state`` (:func:`guard_records`), for every caller, with or without auth,
 refuses the governed record fields, any update as a governance node, and any update while an
 escalation (or a governed step) is pending on the thread: only an operator's resume answers an
-escalation.
+escalation. The usage signal's namespace in the server's store is the graph's alone
+(:mod:`algenta_graph.serving.store_auth`).
 
 ``ALGENTA_PROFILE`` is the ceiling: the served graph's catalog is that profile's tools. Per run,
 ``profile`` (narrowing only), ``top_k`` and ``on_denial`` can be changed through the run's
-context (Studio's context panel, or ``context={...}`` in ``langgraph_sdk``); the server mirrors
-context into ``config["configurable"]``, where the graph reads them (see
-:mod:`algenta_graph.graph`). Example::
+context (the graph's ``context_schema``, :class:`~algenta_graph.governance.run_settings.
+RunContext`: Studio's context panel, or ``context={...}`` in ``langgraph_sdk``). Example::
 
     client = get_client(url="http://127.0.0.1:2024")
     await client.runs.wait(None, "governed_agent", input={"messages": [...]},
@@ -46,20 +55,38 @@ context into ``config["configurable"]``, where the graph reads them (see
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import logging
 import os
-from collections.abc import Mapping
+import sys
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from algenta_graph.governance.contract import DEFAULT_PROFILE, resolve_profile
-from algenta_graph.governance.gates import parse_on_denial
-from algenta_graph.governance.record_guard import guard_records
-from algenta_graph.graph import (
-    create_governed_agent,
+from algenta_graph.config import (
+    DEFAULT_TOP_K,
+    DEMO_MODEL,
+    ENV_API_KEY,
+    ENV_BASE_URL,
+    ENV_CONFIG,
+    ENV_MODEL,
+    ENV_ON_DENIAL,
+    ENV_OPERATOR_API_KEY,
+    ENV_PROFILE,
+    ENV_TOP_K,
+    AgentConfig,
+    ResolvedConfig,
+    iter_secrets,
+    load_config,
+    resolve_config,
 )
-from algenta_graph.models import resolve_model
+from algenta_graph.governance.record_guard import guard_records
+from algenta_graph.graph import create_governed_agent, open_engine_connection, unreachable_servers
 from algenta_graph.serving.auth import served_authorize_operator
 
 if TYPE_CHECKING:
@@ -69,6 +96,7 @@ __all__ = [
     "DEFAULT_TOP_K",
     "ENV_API_KEY",
     "ENV_BASE_URL",
+    "ENV_CONFIG",
     "ENV_MODEL",
     "ENV_ON_DENIAL",
     "ENV_OPERATOR_API_KEY",
@@ -78,83 +106,127 @@ __all__ = [
     "aclose_cached",
     "build_graph",
     "make_graph",
+    "startup_check",
 ]
 
-ENV_BASE_URL = "ALGENTA_BASE_URL"
-ENV_API_KEY = "ALGENTA_API_KEY"
-ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
-ENV_PROFILE = "ALGENTA_PROFILE"
-ENV_MODEL = "ALGENTA_MODEL"
-ENV_TOP_K = "ALGENTA_TOP_K"
-ENV_ON_DENIAL = "ALGENTA_ON_DENIAL"
-
-DEFAULT_TOP_K = 5
-DEMO_MODEL = "demo"
-"""``ALGENTA_MODEL`` value (or absence) that selects the offline demo model."""
+logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServerSettings:
-    """Everything the factory needs to build one graph; hashable, so it keys the cache."""
+    """The configuration one served graph is built from; equal settings share one graph.
 
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    profile: str = DEFAULT_PROFILE
-    operator_api_key: str | None = field(default=None, repr=False)
-    model: str | None = None
-    top_k: int = DEFAULT_TOP_K
-    on_denial: tuple[tuple[str, str], ...] | None = None
+    Two settings are equal when their configurations are, and so are the secrets those read
+    from the environment (a rotated token is a new connection). The secrets themselves are
+    kept only as a digest.
 
-    def __post_init__(self) -> None:
-        """Check the profile and ``top_k`` (``ValueError`` naming what is wrong)."""
-        resolve_profile(self.profile)  # ValueError naming the valid profiles
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
-            raise ValueError(f"top_k must be a positive integer, not {self.top_k!r}")
+    Args:
+        config: the configuration (default: the defaults).
+        secrets: a digest of the secret values ``config`` reads (set by :meth:`from_env`).
+    """
+
+    config: AgentConfig = field(default_factory=AgentConfig)
+    secrets: str = field(default="", repr=False)
+
+    def _key(self) -> tuple[str, str]:
+        return (self.config.model_dump_json(), self.secrets)
+
+    def __eq__(self, other: object) -> bool:
+        """Same configuration, same secrets."""
+        return isinstance(other, ServerSettings) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        """Hash of the configuration and the secrets' digest."""
+        return hash(self._key())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
-        """Read the ``ALGENTA_*`` variables; a malformed value raises ``ValueError`` naming it.
+        """The file ``ALGENTA_CONFIG`` names and the ``ALGENTA_*`` variables (which win).
+
+        Raises:
+            ConfigError: every problem, one line each naming the file or the variable and the
+                key (a ``ValueError``).
 
         >>> ServerSettings.from_env({"ALGENTA_PROFILE": "execute", "ALGENTA_TOP_K": "3"}).top_k
         3
         """
         env = os.environ if environ is None else environ
-        model = env.get(ENV_MODEL) or None
-        profile = env.get(ENV_PROFILE) or DEFAULT_PROFILE
-        try:
-            resolve_profile(profile)
-        except ValueError as exc:
-            raise ValueError(f"{ENV_PROFILE}: {exc}") from None
-        return cls(
-            base_url=env.get(ENV_BASE_URL) or None,
-            api_key=env.get(ENV_API_KEY) or None,
-            operator_api_key=env.get(ENV_OPERATOR_API_KEY) or None,
-            profile=profile,
-            model=None if model == DEMO_MODEL else model,
-            top_k=_parse_top_k(env.get(ENV_TOP_K), ENV_TOP_K),
-            on_denial=_freeze(parse_on_denial(env.get(ENV_ON_DENIAL), ENV_ON_DENIAL)),
-        )
+        config = load_config(environ=env)
+        return cls(config, _secrets_digest(config, env))
+
+    @property
+    def base_url(self) -> str | None:
+        """The engine's MCP endpoint (``None``: the default)."""
+        return self.config.base_url
+
+    @property
+    def profile(self) -> str:
+        """The tool profile (the ceiling of every run's)."""
+        return self.config.profile
+
+    @property
+    def top_k(self) -> int:
+        """How many tools retrieval binds per turn."""
+        return self.config.top_k
+
+    @property
+    def model(self) -> str | None:
+        """The ``init_chat_model`` id or import path; ``None`` for the offline demo model."""
+        setting = self.config.model
+        if setting is None or setting == DEMO_MODEL:
+            return None
+        return setting if isinstance(setting, str) else setting.path
 
     @property
     def on_denial_policy(self) -> dict[str, str] | None:
         """``on_denial`` as ``create_governed_agent`` takes it: ``{gate: policy}``."""
-        return dict(self.on_denial) if self.on_denial is not None else None
+        policies = self.config.on_denial or {}
+        return {str(gate): str(policy) for gate, policy in policies.items()} or None
+
+    def connection_key(self) -> str:
+        """What one engine connection is opened for: engine, credentials, profile, servers."""
+        c = self.config
+        parts = [
+            c.base_url,
+            c.profile,
+            c.connect_timeout,
+            c.call_timeout,
+            c.model_dump(mode="json", include={"api_key", "operator_api_key", "extra_servers"}),
+            self.secrets,
+        ]
+        return json.dumps(parts, sort_keys=True, default=str)
 
 
-def _parse_top_k(value: Any, name: str) -> int:
-    if value is None or value == "":
-        return DEFAULT_TOP_K
-    try:
-        top_k = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive integer, not {value!r}") from None
-    if top_k < 1 or (isinstance(value, float) and value != top_k):
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return top_k
+def _secrets_digest(config: AgentConfig, environ: Mapping[str, str]) -> str:
+    """A digest of every secret value ``config`` reads (never the values); ``""`` for none."""
+    values = [f"{key}={secret.value(environ) or ''}" for key, secret in iter_secrets(config)]
+    # the engine keys fall back to the environment when the configuration names none
+    values += [
+        f"{name}={environ[name]}"
+        for name in (ENV_API_KEY, ENV_OPERATOR_API_KEY)
+        if environ.get(name)
+    ]
+    if not any(v.partition("=")[2] for v in values):
+        return ""
+    return hashlib.sha256("\0".join(values).encode()).hexdigest()
 
 
-def _freeze(value: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
-    return tuple(sorted(value.items())) if value else None
+def served_rule(
+    configured: Callable[[str, str, Any], bool] | None,
+) -> Callable[[str, str, RunnableConfig], bool]:
+    """The served graph's operator rule: the server's own, then the configured one (if any).
+
+    The configured rule can only refuse more: an answer takes effect when both allow it.
+    """
+    if configured is None:
+        return served_authorize_operator
+
+    def rule(identity: str, gate: str, config: RunnableConfig) -> bool:
+        return served_authorize_operator(identity, gate, config) and bool(
+            configured(identity, gate, config)
+        )
+
+    return rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +237,7 @@ def _freeze(value: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
 class _LoopCache:
     loop: asyncio.AbstractEventLoop
     lock: asyncio.Lock
-    connections: dict[tuple[str | None, str | None, str | None, str], EngineConnection]
+    connections: dict[str, EngineConnection]
     graphs: dict[ServerSettings, CompiledStateGraph[Any, Any, Any, Any]]
 
 
@@ -183,19 +255,22 @@ def _loop_cache() -> _LoopCache:
     return found
 
 
-async def _connection(cache: _LoopCache, settings: ServerSettings) -> EngineConnection:
-    from algenta_graph.connection.engine import EngineConnection
-
-    key = (settings.base_url, settings.api_key, settings.operator_api_key, settings.profile)
+async def _connection(
+    cache: _LoopCache, settings: ServerSettings, resolved: ResolvedConfig
+) -> EngineConnection:
+    key = settings.connection_key()
     conn = cache.connections.get(key)
     if conn is None:
-        conn = EngineConnection(
-            settings.base_url,
-            api_key=settings.api_key,
-            operator_api_key=settings.operator_api_key or "",
-            profile=settings.profile,
-        )
-        await conn.open()  # EngineConnectionError naming the URL; nothing is cached then
+        config = settings.config
+        conn = await open_engine_connection(
+            config,
+            base_url=config.base_url,
+            api_key=resolved.api_key or "",
+            # "": no operator credential of its own (never the process environment again)
+            operator_api_key=resolved.operator_api_key or "",
+            profile=config.profile,
+            extra_servers=resolved.extra_servers,
+        )  # EngineConnectionError naming the URL; nothing is cached then
         cache.connections[key] = conn
     return conn
 
@@ -203,8 +278,9 @@ async def _connection(cache: _LoopCache, settings: ServerSettings) -> EngineConn
 async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The compiled graph for ``settings`` on the running event loop, built once and cached.
 
-    One engine connection (MCP session, catalog) per event loop and engine setting; a failed
+    One engine connection (MCP sessions, catalog) per event loop and engine setting; a failed
     connection raises :class:`~algenta_graph.errors.EngineConnectionError` and caches nothing.
+    The configuration's objects (model, embeddings, operator rule) are made off the event loop.
     """
     cache = _loop_cache()
     graph = cache.graphs.get(settings)
@@ -213,14 +289,15 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
     async with cache.lock:
         graph = cache.graphs.get(settings)
         if graph is None:
-            conn = await _connection(cache, settings)
+            resolved = await asyncio.to_thread(resolve_config, settings.config)
+            conn = await _connection(cache, settings, resolved)
             graph = await create_governed_agent(
-                resolve_model(settings.model),
+                resolved.model,
+                config=settings.config,
                 connection=conn,
-                top_k=settings.top_k,
-                on_denial=settings.on_denial_policy,
+                embeddings=resolved.embeddings,
+                authorize_operator=served_rule(resolved.authorize_operator),
                 checkpointer=None,
-                authorize_operator=served_authorize_operator,
             )
             graph = guard_records(graph)
             cache.graphs[settings] = graph
@@ -240,10 +317,70 @@ async def aclose_cached() -> None:
 
 
 async def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The factory ``langgraph.json`` names: the governed graph for the current environment.
+    """The factory ``langgraph.json`` names: the governed graph for the current configuration.
 
-    Compiled without a checkpointer (the server supplies its own). The environment is read on
-    every call; the graph for each distinct setting is built once per event loop. Per-run
-    settings travel in the run's config, which the graph itself reads.
+    Compiled without a checkpointer or a store (the server supplies its own). The configuration
+    (the ``ALGENTA_CONFIG`` file and the environment) is read on every call, off the event loop;
+    the graph for each distinct setting is built once per event loop. Per-run settings travel
+    in the run's context, which the graph itself reads.
     """
-    return await build_graph(ServerSettings.from_env())
+    return await build_graph(await asyncio.to_thread(ServerSettings.from_env))
+
+
+# ---------------------------------------------------------------------------------------------
+# start-up
+
+
+def startup_check(environ: Mapping[str, str] | None = None) -> ServerSettings:
+    """Check the configuration before the server serves anything; returns its settings.
+
+    Reads and resolves it (secrets, import paths, the model) and connects once to each extra
+    server; an unreachable one is a warning naming its URL (the graph serves without it).
+
+    Raises:
+        ConfigError: the configuration is wrong (the server does not start); every problem
+            on its own line, naming the key and the file or variable.
+    """
+    env = os.environ if environ is None else environ
+    settings = ServerSettings.from_env(env)
+    resolved = resolve_config(settings.config, environ=env)
+    if resolved.extra_servers:
+        for name, why in _run_now(
+            unreachable_servers(resolved.extra_servers, settings.config.connect_timeout)
+        ).items():
+            where = settings.config.source_of("extra_servers")
+            message = (
+                f"algenta-graph: warning: {where}: extra_servers.{name}: unreachable at {why}; "
+                "the graph serves without its tools"
+            )
+            print(message, file=sys.stderr, flush=True)
+            logger.warning("%s", message)
+    source = settings.config.file or "no configuration file"
+    logger.info("algenta-graph: configuration checked (%s)", source)
+    return settings
+
+
+def _run_now(coro: Any) -> Any:
+    """Run ``coro`` to its end from synchronous code, in a thread of its own if a loop runs here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="algenta-graph-startup")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+if "langgraph_api" in sys.modules:  # imported by a LangGraph server: check before serving
+    startup_check()

@@ -50,6 +50,15 @@ def test_help_shows_every_default_and_choice() -> None:
     assert "default: a temporary file" in demo
 
 
+def test_every_subcommand_is_registered() -> None:
+    """The console script lists (and runs) every subcommand, ``config check`` included."""
+    listed = cli("--help").stdout
+    for name in ("demo", "run", "receipts", "escalations", "config", "engine"):
+        assert f"    {name}" in listed, (name, listed)
+    check = cli("config", "check", "--help")
+    assert check.returncode == 0 and "secret masked" in " ".join(check.stdout.split())
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

@@ -29,7 +29,7 @@ from mcp import ClientSession
 
 from algenta_graph.audit.records import read_records
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import read_thread_values
+from algenta_graph.serving.checkpoint_reader import read_thread_values
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -182,7 +182,10 @@ async def test_ctrl_c_at_the_operator_prompt_aborts_and_records_nothing(
     assert pending.returncode == 3 and '"pending_escalation"' in pending.stdout
     typo = {**OVERRIDE, "action": "approve"}
     rejected = cli("run", *_run_args(engine, db), "--resume", json.dumps(typo))
-    assert_one_line_error(rejected, "--resume: the answer was rejected")
+    # refused before it is saved (the interrupt's response_schema), named, nothing done
+    assert_one_line_error(
+        rejected, "--resume: the answer was refused", "'override' or 'decline'", "nothing was done"
+    )
     assert engine.executions(decision) == []
     done = cli("run", *_run_args(engine, db), "--resume", json.dumps(OVERRIDE))
     assert done.returncode == 0, done.stderr

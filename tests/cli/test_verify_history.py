@@ -38,7 +38,8 @@ from algenta_graph.audit.history import averify_audit, verify_audit
 from algenta_graph.audit.records import GOVERNED_NODES
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
-from algenta_graph.serving.checkpointer import open_checkpointer, read_latest
+from algenta_graph.serving.checkpoint_reader import read_latest
+from algenta_graph.serving.checkpointer import open_checkpointer
 from algenta_graph.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.timeout(300)

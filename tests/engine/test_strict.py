@@ -32,7 +32,7 @@ from algenta_graph._net import free_port
 from algenta_graph.connection.outcomes import ExecutionReceipt, parse_execution_outcome
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine.auth import token_hash
-from algenta_graph.engine.tools import DEFAULT_RELAXED
+from algenta_graph.engine.contract import DEFAULT_RELAXED
 
 Session = Callable[..., Any]
 

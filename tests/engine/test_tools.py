@@ -14,12 +14,13 @@ import pytest
 from mcp import ClientSession
 
 from algenta_graph.engine import ReferenceEngine
+from algenta_graph.engine.concurrency import KeyedLocks
+from algenta_graph.engine.contract import IMPLEMENTED_TOOLS
 from algenta_graph.engine.datasets import DATASETS
 from algenta_graph.engine.delivery import check_webhook_url
 from algenta_graph.engine.errors import EngineToolError
 from algenta_graph.engine.policy import Policy, check
 from algenta_graph.engine.registry import registry_names, registry_tools
-from algenta_graph.engine.tools import IMPLEMENTED_TOOLS, KeyedLocks
 
 Session = Callable[..., Any]
 

@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import read_thread_values
+from algenta_graph.serving.checkpoint_reader import read_thread_values
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -35,7 +35,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.governance.gates import GATES
+from algenta_graph.governance.gates import ENGINE_GATE_NAMES, GATES
 from algenta_graph.nodes.agent import STEP_LIMIT_MESSAGE
 
 pytestmark = pytest.mark.timeout(180)
@@ -169,7 +169,7 @@ async def test_an_escalation_request_follows_the_langchain_hitl_shape_and_takes_
     assert [e["decision_id"] for e in engine.executions()] == [a]
 
 
-@pytest.mark.parametrize("gate", list(GATES))
+@pytest.mark.parametrize("gate", ENGINE_GATE_NAMES)
 async def test_an_override_sends_exactly_the_gates_own_flag(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path, gate: str
 ) -> None:

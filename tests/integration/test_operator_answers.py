@@ -26,7 +26,6 @@ refused by name before anything is saved; none is silently asked again. The figu
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +45,9 @@ from langgraph.graph import END
 from langgraph.types import Command
 from pydantic import TypeAdapter, ValidationError
 
-from algenta_graph import graph as graph_module
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.escalations import EscalationSettings
-from algenta_graph.nodes.denial_handler import DenialHandler
 
 OPERATOR = {"identity": "ana", "is_authenticated": True, "permissions": ["operator"]}
 """The served graph's authenticated operator (its auth stamps every answer with it)."""
@@ -371,17 +368,10 @@ async def governed(
     settings: EscalationSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Any]:
-    """The real factory's graph, its denial handlers built with ``settings``.
-
-    (``build_governed_graph`` takes no settings yet: the handlers are what it builds, with one
-    keyword more.)
-    """
-    with monkeypatch.context() as patch:
-        patch.setattr(
-            graph_module, "DenialHandler", functools.partial(DenialHandler, settings=settings)
-        )
-        async with agent(conn, db, replies) as (graph, _):
-            yield graph
+    """The real factory's graph, its denial handlers built with ``settings``."""
+    del monkeypatch  # (kept in the signature: the callers pass it)
+    async with agent(conn, db, replies, escalation=settings) as (graph, _):
+        yield graph
 
 
 def step(*calls: tuple[str, str, str]) -> dict[str, Any]:

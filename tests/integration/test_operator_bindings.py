@@ -12,7 +12,6 @@ SQLite checkpoints.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
@@ -57,10 +56,17 @@ async def governed(
     monkeypatch: pytest.MonkeyPatch,
     **handler: Any,
 ) -> AsyncIterator[Any]:
-    """The real factory's graph, its denial handlers built with ``handler``'s keywords."""
+    """The real factory's graph (``settings`` its ``escalation=``), its denial handlers built
+    with ``handler``'s other keywords (a test clock)."""
+    settings = handler.pop("settings", None)
+
+    def made(*args: Any, **kwargs: Any) -> DenialHandler:
+        return DenialHandler(*args, **{**kwargs, **handler})
+
     with monkeypatch.context() as patch:
-        patch.setattr(graph_module, "DenialHandler", functools.partial(DenialHandler, **handler))
-        async with agent(conn, db, replies) as (graph, _):
+        if handler:
+            patch.setattr(graph_module, "DenialHandler", made)
+        async with agent(conn, db, replies, escalation=settings) as (graph, _):
             yield graph
 
 

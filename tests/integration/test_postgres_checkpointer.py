@@ -28,11 +28,10 @@ from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.errors import CheckpointerError
 from algenta_graph.graph import governed_agent
 from algenta_graph.models import DemoChatModel
+from algenta_graph.serving.checkpoint_reader import aread_thread_values, read_thread_records
 from algenta_graph.serving.checkpointer import (
-    aread_thread_values,
     is_postgres_url,
     open_checkpointer,
-    read_thread_records,
     redact_url,
     server_checkpointer,
 )

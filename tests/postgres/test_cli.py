@@ -32,7 +32,7 @@ from postgres_support import PostgresServer, require_bindir
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine
-from algenta_graph.serving.checkpointer import read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -186,3 +186,15 @@ async def test_an_outage_mid_run_is_one_line_and_the_thread_resumes_after_it(
     records = await read_thread_records(url)
     assert [r["decision_id"] for r in records["t"]["receipts"]] == [decision]
     assert records["t"]["receipts"][0]["source"] == "recovered"
+
+
+@pytest.mark.parametrize(
+    "args", [["escalations"], ["escalations", "--expire"]], ids=["list", "expire"]
+)
+def test_escalations_on_an_unreachable_store_is_one_line(args: list[str]) -> None:
+    """``escalations`` on a PostgreSQL store nobody serves: one line naming ``--db``, exit 1."""
+    url = f"postgresql://u@127.0.0.1:{free_port()}/db"
+    proc = cli(*args, "--db", url, timeout=60)
+    line = assert_one_line_error(proc, f"--db {url}", code=1)
+    assert line.startswith("algenta-graph escalations: error: --db "), line
+    assert "Traceback" not in proc.stderr

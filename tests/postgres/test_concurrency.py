@@ -27,7 +27,8 @@ from pg_worker import WorkerServer, read_progress
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
+from algenta_graph.serving.checkpointer import open_checkpointer
 
 WORKERS = 4
 THREADS_PER_WORKER = 50

@@ -42,7 +42,8 @@ from pg_worker import WorkerServer, read_progress
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
+from algenta_graph.serving.checkpointer import open_checkpointer
 
 KILL_POINTS = ("startup", "retrieve", "model", "webhook", "tool", "random", "webhook")
 DURABILITIES = ("sync", "async")

@@ -34,7 +34,8 @@ from pg_worker import WorkerServer, read_progress
 from postgres_support import PostgresServer, postgres_server  # noqa: F401
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
+from algenta_graph.serving.checkpointer import open_checkpointer
 
 ROUNDS = 12
 HOLD = 0.5

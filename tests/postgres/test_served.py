@@ -18,7 +18,8 @@ from postgres_support import postgres_server, postgres_url  # noqa: F401
 from served_support import CONFIG, langgraph_dev
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
+from algenta_graph.serving.checkpointer import open_checkpointer
 
 SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
 

@@ -138,6 +138,10 @@ class StubCatalog:
         """Every name here is provider-safe already: the model's name is the real one."""
         return name, dict(args)
 
+    def usage_store(self, store: Any) -> bool:
+        """As the catalog's: whether the usage signal (if any) has a store on this run."""
+        return self.usage is not None and bool(self.usage.has_store(store))
+
     def allow_list(self, run: RunSettings) -> list[str] | None:
         return None if run.profile is None else [n for n in self.tools if self.allowed(n, run)]
 

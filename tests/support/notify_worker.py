@@ -8,10 +8,9 @@ Run as ``python notify_worker.py JOB.json``. The job::
      "meet": ["t1", "t2", ...], "rounds": 3,
      "raised": "/tmp/x/w1.raised", "go": "/tmp/x/go", "done": "/tmp/x/w1.done"}
 
-The worker builds the real factory's graph (``create_governed_agent``, the offline demo model),
-its denial handlers built with a notification URL (the factory takes no escalation settings
-yet: the handlers are what it builds, with one keyword more). It raises the escalations of its
-``raise`` threads, writes ``raised``, waits for ``go``, then meets every ``meet`` thread's
+The worker builds the real factory's graph (``create_governed_agent``, the offline demo model)
+with a notification URL in its escalation settings (``escalation=``). It raises the escalations
+of its ``raise`` threads, writes ``raised``, waits for ``go``, then meets every ``meet`` thread's
 escalation ``rounds`` times (``ainvoke(None)``: the handler runs again, as after a restart, a
 retry or another worker), and writes ``done`` with what it saw (JSON).
 """
@@ -19,7 +18,6 @@ retry or another worker), and writes ``done`` with what it saw (JSON).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import sys
@@ -39,24 +37,23 @@ async def _wait_for(path: str, timeout: float = 300) -> None:
 async def run(job: dict[str, Any]) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
-    from algenta_graph import graph as graph_module
     from algenta_graph.governance.escalations import EscalationSettings, WebhookNotify
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
-    from algenta_graph.nodes.denial_handler import DenialHandler
     from algenta_graph.serving.checkpointer import open_checkpointer
 
     settings = EscalationSettings(
         notify_url=WebhookNotify(url=job["notify_url"], secret=job["secret"], attempts=1)
     )
-    graph_module.DenialHandler = functools.partial(  # type: ignore[misc]
-        DenialHandler, settings=settings
-    )
     seen: dict[str, Any] = {"pid": os.getpid(), "interrupts": {}, "errors": []}
     async with (
         open_checkpointer(job["db"]) as saver,
         governed_agent(
-            DemoChatModel(), base_url=job["engine_url"], profile="execute", checkpointer=saver
+            DemoChatModel(),
+            base_url=job["engine_url"],
+            profile="execute",
+            checkpointer=saver,
+            escalation=settings,
         ) as graph,
     ):
 

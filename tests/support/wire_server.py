@@ -1,8 +1,9 @@
 """A small, real FastMCP server over HTTP that speaks every ``execute_decision`` wire form.
 
 It serves the Algenta tool names (and one tool outside every profile) on a free port, records
-every JSON-RPC request it receives (method, session id, and for ``tools/call`` the tool name and
-the arguments exactly as received), and can require a bearer token, so tests can prove what
+every JSON-RPC request it receives (method, session id, the ``traceparent`` header and
+``params._meta``, and for ``tools/call`` the tool name and the arguments exactly as received),
+and can require a bearer token, so tests can prove what
 reached a server, how many sessions were opened, and that a refused call never arrived.
 
 ``execute_decision`` answers in the wire form named by its ``decision_id``: ``"<form>"`` or
@@ -28,7 +29,8 @@ from pydantic import BaseModel
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer, BackgroundService
-from algenta_graph.engine.server import _quiet_mcp_stream_logger, replay_body
+from algenta_graph.engine.guard import replay_body
+from algenta_graph.engine.mcp_server import quiet_mcp_stream_logger
 
 DENIAL_FORMS = (
     "mcp_error",  # isError true, the denial JSON as text
@@ -260,6 +262,7 @@ class WireServer(BackgroundService):
             for message in messages:
                 if isinstance(message, dict) and "method" in message:
                     params = message.get("params") or {}
+                    traceparent = headers.get(b"traceparent")
                     self.requests.append(
                         {
                             "method": message["method"],
@@ -267,6 +270,9 @@ class WireServer(BackgroundService):
                             "authorised": authorised,
                             "tool": params.get("name"),
                             "arguments": params.get("arguments"),
+                            # the W3C trace context: the HTTP header and params._meta
+                            "traceparent": traceparent.decode() if traceparent else None,
+                            "meta": params.get("_meta"),
                         }
                     )
 
@@ -282,7 +288,7 @@ class WireServer(BackgroundService):
     def start(self) -> WireServer:
         if self.running:
             return self
-        _quiet_mcp_stream_logger()  # a session's normal DELETE is not an error
+        quiet_mcp_stream_logger()  # a session's normal DELETE is not an error
         app = build_server(self.calls, name=self.name).streamable_http_app()
         self._server = BackgroundServer(
             _Recorder(app, self), port=self.port, name=f"wire-{self.port}"

@@ -1,8 +1,10 @@
-"""One reader of "a thread's latest values" (issue 20): ``algenta_graph.serving.checkpointer``.
+"""One reader of "a thread's latest values" (issue 20): ``algenta_graph.serving.checkpoint_reader``.
 
-``audit.read_thread_values`` is ``checkpointer.read_thread_values``; the records, the audit
-verification and the CLI read through :func:`~algenta_graph.serving.checkpointer.read_latest` /
-:func:`~algenta_graph.serving.checkpointer.read_history`, and ``chain`` keeps no reader of its own.
+``audit.read_thread_values`` is ``checkpoint_reader.read_thread_values``; the records, the audit
+verification and the CLI read through
+:func:`~algenta_graph.serving.checkpoint_reader.read_latest` /
+:func:`~algenta_graph.serving.checkpoint_reader.read_history`, and ``chain`` keeps no reader of
+its own.
 Every way in (a SQLite path, a sync saver, an async saver, sync and async) gives the same
 values, and they are LangGraph's own idea of a thread's latest state: on a real file with
 several threads, several checkpoints each, a branched history (time travel), and a subgraph's
@@ -23,10 +25,10 @@ from langgraph.graph import END, START, StateGraph
 
 import algenta_graph.audit.chain as chain
 import algenta_graph.audit.records as audit
-import algenta_graph.serving.checkpointer as checkpointer
+import algenta_graph.serving.checkpoint_reader as checkpointer
 from algenta_graph.audit.chain import seal
 from algenta_graph.audit.history import averify_audit, verify_audit
-from algenta_graph.serving.checkpointer import (
+from algenta_graph.serving.checkpoint_reader import (
     aread_thread_values,
     read_latest,
     read_thread_records,
@@ -38,7 +40,9 @@ from algenta_graph.state import RECORD_FIELDS, GovernedState
 def _tool(state: dict[str, Any]) -> dict[str, Any]:
     n = len(state.get("receipts") or [])
     receipt = {"decision_id": f"dec_{n}", "execution_status": "delivered", "response_code": 200}
-    return seal(state, {"receipts": [receipt], "denials": [], "operator_decisions": []})
+    return seal(
+        state, {"receipts": [receipt], "denials": [], "operator_decisions": [], "tool_calls": []}
+    )
 
 
 def _graph(saver: Any) -> Any:

@@ -98,12 +98,13 @@ async def test_the_token_file_is_reread_when_it_changes_and_fails_closed(
 
     from langgraph_sdk import Auth
 
-    from algenta_graph.serving.auth import _Tokens, authenticate
+    from algenta_graph.serving.auth import authenticate
+    from algenta_graph.serving.tokens import TokenSource
 
     path = write_auth_file(tmp_path / "auth.json", {"tok-a": ("alice", ["agent"])})
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
-    tokens = _Tokens()
-    monkeypatch.setattr("algenta_graph.serving.auth._TOKENS", tokens)
+    tokens = TokenSource()
+    monkeypatch.setattr("algenta_graph.serving.tokens.TOKENS", tokens)
     user = await authenticate("Bearer tok-a")
     assert (user["identity"], user["permissions"]) == ("alice", ["agent"])
     # revoked: the file changes, the next request sees it, without a restart
@@ -132,13 +133,14 @@ async def test_a_token_in_x_api_key_authenticates_and_the_mcp_endpoint_refuses_a
 ) -> None:
     from langgraph_sdk import Auth
 
-    from algenta_graph.serving.auth import _Tokens, authenticate
+    from algenta_graph.serving.auth import authenticate
+    from algenta_graph.serving.tokens import TokenSource
 
     path = write_auth_file(
         tmp_path / "auth.json", {"tok-a": ("alice", ["agent"]), "tok-au": ("au", ["auditor"])}
     )
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
-    monkeypatch.setattr("algenta_graph.serving.auth._TOKENS", _Tokens())
+    monkeypatch.setattr("algenta_graph.serving.tokens.TOKENS", TokenSource())
     # what langgraph_sdk.get_client(api_key=...) sends; the header name in any case
     for name in (b"x-api-key", b"X-Api-Key"):
         user = await authenticate(None, {name: b" tok-a "})

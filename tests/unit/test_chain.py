@@ -79,6 +79,19 @@ def _denial(rng: random.Random, i: int) -> dict[str, Any]:
     }
 
 
+def _tool_call(rng: random.Random, i: int) -> dict[str, Any]:
+    return {
+        "kind": "tool_call",
+        "tool": rng.choice(["delete_customer", "refund"]),
+        "server": "crm",
+        "catalog_name": "delete_customer",
+        "tool_call_id": f"call_{i}",
+        "args_digest": "sha256:" + f"{i:064d}",
+        "turn": "m1",
+        "time": "2026-01-01T00:00:00+00:00",
+    }
+
+
 def _decision(rng: random.Random, i: int) -> dict[str, Any]:
     return {
         "operator": rng.choice(["ana", "gus"]),
@@ -99,7 +112,9 @@ def _clean_thread(rng: random.Random, steps: int, key: str | None = None) -> dic
     n = 0
     for _ in range(steps):
         update: dict[str, Any] = {"messages": []}
-        for name, make in zip(RECORD_FIELDS, (_receipt, _denial, _decision), strict=True):
+        for name, make in zip(
+            RECORD_FIELDS, (_receipt, _denial, _decision, _tool_call), strict=True
+        ):
             k = rng.choice([0, 0, 1, 1, 2, 3])
             if k:
                 update[name] = [make(rng, n + j) for j in range(k)]

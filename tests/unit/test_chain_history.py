@@ -1,8 +1,9 @@
 """``verify_history`` on hand-made histories: what it reports, once, and what it never does
 (raise on a history someone rewrote).
 
-Each history is a list of :class:`~algenta_graph.serving.checkpointer.StoredCheckpoint`, as the one
-reader returns them, built from records sealed by :func:`seal` and the state's own reducer.
+Each history is a list of
+:class:`~algenta_graph.serving.checkpoint_reader.StoredCheckpoint`, as the one reader returns
+them, built from records sealed by :func:`seal` and the state's own reducer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 from algenta_graph.audit.chain import ENV_AUDIT_KEY, seal
 from algenta_graph.audit.history import verify_history
-from algenta_graph.serving.checkpointer import StoredCheckpoint
+from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
 from algenta_graph.state import append_records
 
 

@@ -10,6 +10,7 @@ import importlib
 import pytest
 from served_support import CONFIG
 
+from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.serving.server import ServerSettings, make_graph
 
 # ---------------------------------------------------------------------------------------------
@@ -36,11 +37,7 @@ def test_settings_from_env_name_the_bad_variable() -> None:
         }
     )
     assert (s.profile, s.top_k, s.model) == ("execute", 3, None)
-    assert s.on_denial_policy == {
-        "idempotency": "report",
-        "confidence": "report",
-        "risk_floor": "report",
-    }
+    assert s.on_denial_policy == dict.fromkeys(GATE_NAMES, "report")
     per_gate = ServerSettings.from_env({"ALGENTA_ON_DENIAL": '{"confidence": "halt"}'})
     assert per_gate.on_denial_policy == {"confidence": "halt"}
     for env, needle in [

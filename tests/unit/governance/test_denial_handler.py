@@ -35,7 +35,7 @@ from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure,
 from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
 from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
 from algenta_graph.governance.escalations import EscalationSettings
-from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.governance.gates import ENGINE_GATE_NAMES, GATE_NAMES
 from algenta_graph.nodes.answers import (
     authenticated_identity,
     escalation_items,
@@ -199,7 +199,7 @@ def test_the_strictest_recorded_policy_of_a_gates_denials_applies() -> None:
 # --------------------------------------------------------------------------- escalation
 
 
-@pytest.mark.parametrize("gate", GATE_NAMES)
+@pytest.mark.parametrize("gate", ENGINE_GATE_NAMES)
 def test_an_override_sends_the_gates_own_flag_and_records_everything(gate: str) -> None:
     h = Harness(gate)
     h.start(denied_state(denial(gate, policy="escalate", timeout_seconds=7)))
@@ -492,7 +492,7 @@ def test_the_escalation_goes_on_to_the_next_gates_handler() -> None:
         ({"decisions": [{"type": "maybe"}], "operator": "ana"}, "does not match any of the"),
         ({"action": "override", "operator": "a", "force": True}, "short.force"),
         ([{"type": "accept", "args": None}] * 2, "at most 1 item"),
-        ("yes", "Input should be a valid dictionary"),
+        ("yes", "not an answer to this escalation"),
     ],
 )
 def test_a_malformed_answer_is_refused_by_name_and_changes_nothing(
@@ -828,7 +828,7 @@ def test_handler_names_and_the_next_handler() -> None:
     assert handler.__name__ == "denial_handler_confidence"
     assert handler._next(["confidence", "risk_floor"]) == "denial_handler_risk_floor"
     assert handler._next(["idempotency", "confidence"]) == MODEL_NODE
-    assert handler._next(["confidence", "approval", "idempotency"]) == (
+    assert handler._next(["confidence", "geo_fence", "idempotency"]) == (
         "denial_handler_idempotency"
     )
     assert handler._next(["risk_floor"]) == MODEL_NODE

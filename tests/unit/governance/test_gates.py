@@ -10,8 +10,10 @@ import pytest
 
 from algenta_graph.governance.gates import (
     DEFAULT_POLICIES,
+    ENGINE_GATE_NAMES,
     GATE_NAMES,
     GATES,
+    GRAPH_GATE_NAMES,
     OVERRIDE_FLAGS,
     POLICIES,
     UNKNOWN_GATE_POLICY,
@@ -24,7 +26,17 @@ from algenta_graph.governance.gates import (
 
 
 def test_the_table_states_each_gates_flag_and_default_policy() -> None:
-    assert GATE_NAMES == ("idempotency", "confidence", "risk_floor")
+    assert GATE_NAMES == (
+        "idempotency",
+        "confidence",
+        "risk_floor",
+        "approval",
+        "budget",
+        "arguments",
+    )
+    assert ENGINE_GATE_NAMES == ("idempotency", "confidence", "risk_floor")
+    assert GRAPH_GATE_NAMES == ("approval", "budget", "arguments")
+    assert all(GATES[g].override_flag is None for g in GRAPH_GATE_NAMES)
     assert dict(OVERRIDE_FLAGS) == {
         "idempotency": "force",
         "confidence": "override_safety",
@@ -34,6 +46,9 @@ def test_the_table_states_each_gates_flag_and_default_policy() -> None:
         "idempotency": "report",
         "confidence": "escalate",
         "risk_floor": "escalate",
+        "approval": "escalate",
+        "budget": "report",
+        "arguments": "report",
     }
     assert all(GATES[name].name == name for name in GATE_NAMES)
     assert POLICIES == ("report", "escalate", "halt")
@@ -43,7 +58,7 @@ def test_the_table_states_each_gates_flag_and_default_policy() -> None:
 def test_describe_gates_is_one_line_per_gate_in_table_order() -> None:
     lines = describe_gates().split("\n")
     assert lines == [f"- {g.name}: {g.description}" for g in GATES.values()]
-    assert len(lines) == 3 and all(g.description for g in GATES.values())
+    assert len(lines) == 6 and all(g.description for g in GATES.values())
 
 
 @pytest.mark.parametrize("combo", list(itertools.product(POLICIES, repeat=2)))
@@ -66,7 +81,7 @@ def test_policy_for_a_known_gate_uses_the_given_policy_else_the_default() -> Non
 
 
 def test_an_unknown_gate_halts_whatever_the_policies_say() -> None:
-    assert policy_for("approval", {"approval": "report"}) == "halt"
+    assert policy_for("geo_fence", {"geo_fence": "report"}) == "halt"
     assert policy_for("", {}) == "halt"
 
 
@@ -99,7 +114,7 @@ def test_a_mapping_plain_or_as_json_keeps_only_the_gates_named() -> None:
         ("Xhalt", ["where: unknown policy 'Xhalt'"]),  # not mistaken for JSON
         ("XX", ["where: unknown policy 'XX'"]),
         ('{"confidence": "stop"}', ["where['confidence']: unknown policy 'stop'"]),
-        ({"approval": "halt"}, ["where: unknown gate 'approval'", "idempotency, confidence"]),
+        ({"geo_fence": "halt"}, ["where: unknown gate 'geo_fence'", "idempotency, confidence"]),
         ('{"confidence": ', ["where is not valid JSON (Expecting value): '{\"confidence\":'"]),
         ("[1, 2]", ["where must be a policy (report, escalate, halt)", "not list"]),
         (3, ["not int"]),
@@ -138,4 +153,9 @@ def test_tighten_accepts_exactly_the_requests_at_least_as_strict(base: str, requ
 def test_tighten_fills_every_gate_from_the_defaults_and_leaves_others_alone() -> None:
     assert tighten({}, {}, "w") == dict(DEFAULT_POLICIES)
     out = tighten({"idempotency": "escalate"}, {"risk_floor": "halt"}, "w")
-    assert out == {"idempotency": "escalate", "confidence": "escalate", "risk_floor": "halt"}
+    assert out == {
+        **DEFAULT_POLICIES,
+        "idempotency": "escalate",
+        "confidence": "escalate",
+        "risk_floor": "halt",
+    }

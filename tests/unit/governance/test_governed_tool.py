@@ -570,7 +570,7 @@ def test_route_takes_the_strictest_policy_ties_in_table_order() -> None:
         routed(["x", "x"], [d("confidence", "c0", "escalate"), d("idempotency", "c1", "halt")])
         == "idempotency"
     )
-    assert routed(["x"], [d("approval", "c0", "report")]) == HALT
+    assert routed(["x"], [d("geo_fence", "c0", "report")]) == HALT
     assert routed(["x", "x"], [d("confidence", "c0"), d("idempotency", "c1")]) == "confidence"
 
 
@@ -593,12 +593,12 @@ def test_gate_order_uses_the_recorded_policy_else_the_default() -> None:
         [d("confidence", policy="halt"), d("confidence", policy="report"), d("risk_floor")]
     ) == ["confidence", "risk_floor"]
     # an unknown gate halts, and sorts before the table's gates among equals
-    assert gate_order([d("risk_floor", policy="halt"), d("approval")]) == [
-        "approval",
+    assert gate_order([d("risk_floor", policy="halt"), d("geo_fence")]) == [
+        "geo_fence",
         "risk_floor",
     ]
-    assert gate_order([d("idempotency", policy="halt"), d("approval")]) == [
-        "approval",
+    assert gate_order([d("idempotency", policy="halt"), d("geo_fence")]) == [
+        "geo_fence",
         "idempotency",
     ]
 
@@ -1180,8 +1180,19 @@ class Usage:
         self.records: list[tuple[str, str, str, bool, list[str]]] = []
         self.failing = failing
 
+    def has_store(self, store: Any) -> bool:
+        """It keeps its own history (as a signal built with a store does)."""
+        return True
+
     async def arecord(
-        self, query: str, tool_id: str, *, profile: str, ok: bool, allowed: list[str]
+        self,
+        query: str,
+        tool_id: str,
+        *,
+        profile: str,
+        ok: bool,
+        allowed: list[str],
+        store: Any = None,
     ) -> bool:
         if tool_id in self.failing:
             raise RuntimeError(f"store of {tool_id} is down")

@@ -107,6 +107,32 @@ async def test_a_url_notice_is_signed_json_naming_its_escalation(receiver: Recei
     assert lowered[TIMESTAMP_HEADER.lower()].isdigit()
 
 
+async def test_the_body_is_canonical_json_and_any_value_is_sent_as_text(
+    receiver: Receiver,
+) -> None:
+    """The signed bytes are the sorted JSON of the notice (what a receiver recomputes), and a
+    value JSON has no form for (a datetime) is sent as its text, never a failure."""
+    from datetime import datetime, timezone
+
+    when = datetime(2026, 12, 2, tzinfo=timezone.utc)
+    notice = {"gate": "confidence", "escalation_id": "esc_1", "asked_at": when}
+    await post_notice(WebhookNotify(url=receiver.url, secret="s3cret"), notice)
+    [(_, body, _)] = receiver.received
+    assert body == json.dumps({**notice, "asked_at": str(when)}, sort_keys=True).encode()
+
+
+async def test_a_timed_out_post_is_named_and_not_repeated() -> None:
+    from algenta_graph.governance.notifications import _Timeout
+
+    with Receiver(hang=True) as slow:
+        target = WebhookNotify(url=slow.url, secret="k", timeout_seconds=0.2, attempts=3)
+        with pytest.raises(
+            _Timeout, match=r"^http://127\.0\.0\.1:\d+/hook: timed out after 0\.2s$"
+        ):
+            await post_notice(target, NOTICE)
+        assert len(slow.received) == 1  # it may have arrived: never sent again
+
+
 async def test_a_failing_receiver_is_tried_again_then_named() -> None:
     with Receiver([500, 503]) as flaky:
         await post_notice(WebhookNotify(url=flaky.url, secret="k", attempts=3), NOTICE)
@@ -129,6 +155,7 @@ async def test_a_notice_is_sent_once_however_often_the_handler_meets_the_escalat
     assert sent == [True, False, False, False] and receiver.delivered == 1
     claim = await store.get(notice_key("esc_1"))
     assert claim is not None and claim.done
+    assert claim.answer == {"escalation_id": "esc_1"}  # the claim says which escalation it is
     assert await notify_once(store, settings, {**NOTICE, "escalation_id": "esc_2"}) is True
     assert receiver.delivered == 2
 
@@ -176,7 +203,10 @@ async def test_a_failing_hook_is_logged_never_raised_and_sent_once_when_it_works
     settings = EscalationSettings(hook=hook)
     with caplog.at_level(logging.WARNING, logger="algenta_graph.governance.notifications"):
         assert await notify_once(store, settings, NOTICE) is False
-        assert "esc_1: notification hook failed" in caplog.text and "pager down" in caplog.text
+        assert [r.getMessage() for r in caplog.records] == [
+            "escalation esc_1: notification hook failed (sent again by the next handler that "
+            "meets it): pager down"
+        ]
         claim = await store.get(notice_key("esc_1"))
         assert claim is not None and not claim.done and claim.abandoned()  # let go, unsent
         assert await notify_once(store, settings, NOTICE) is False
@@ -193,7 +223,10 @@ async def test_a_hook_that_times_out_may_have_been_reached_and_is_not_repeated(
         settings = settings_for(slow.url, timeout_seconds=0.2)
         with caplog.at_level(logging.WARNING, logger="algenta_graph.governance.notifications"):
             assert await notify_once(store, settings, NOTICE) is True
-        assert "counted as sent: it may have arrived" in caplog.text
+        assert [r.getMessage() for r in caplog.records] == [
+            f"escalation esc_1: notice {slow.url}: timed out after 0.2s "
+            "(counted as sent: it may have arrived)"
+        ]
         assert await notify_once(store, settings, NOTICE) is False
         assert len(slow.received) == 1
 
@@ -224,4 +257,6 @@ async def test_a_claim_store_that_fails_never_blocks_the_escalation(
     with caplog.at_level(logging.WARNING, logger="algenta_graph.governance.notifications"):
         sent = await notify_once(Broken(), EscalationSettings(hook=calls.append), NOTICE)
     assert sent is False and calls == []
-    assert "esc_1: notice not sent: database is gone" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        "escalation esc_1: notice not sent: database is gone"
+    ]

@@ -639,6 +639,9 @@ def test_the_handler_checks_its_settings() -> None:
         "idempotency": "report",
         "confidence": "escalate",
         "risk_floor": "halt",
+        "approval": "escalate",
+        "budget": "report",
+        "arguments": "report",
     }
     assert isinstance(handler.settings, EscalationSettings)
     assert handler.clock().tzinfo is not None

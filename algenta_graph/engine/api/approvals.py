@@ -42,16 +42,19 @@ _MESSAGES = {
 
 
 def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    """A refusal: ``{"error": {"code", "message"}}`` with ``status`` (and ``headers``)."""
     return JSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
     )
 
 
 def unauthorized(message: str) -> JSONResponse:
+    """A 401 ``unauthorized`` refusal, with ``WWW-Authenticate: Bearer``."""
     return error(401, "unauthorized", message, **{"www-authenticate": 'Bearer realm="algenta"'})
 
 
 def _operator(request: Request, keys: KeyRing | None) -> ApiKey | JSONResponse:
+    """The request's operator key, or the refusal to answer (401, or 403 without the role)."""
     if not keys:
         return unauthorized(
             "approving a plan needs an operator key, and this engine has no API keys"

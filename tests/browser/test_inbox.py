@@ -1,0 +1,438 @@
+"""The operator inbox in a real browser, on the served graph (issue 22).
+
+A real ``langgraph dev`` with the repository's ``langgraph.json`` (its ``http.app`` is the
+inbox), an auth file, its checkpoints in a SQLite file (``server_checkpointer``), the reference
+engine and a webhook receiver; headless Chromium (Debian's ``chromium`` + ``chromium-driver``)
+driven by Selenium. An agent's run escalates; an operator signs in, sees it in the queue (which
+refreshes itself), opens it and approves it with a reason; every wrong form is refused on the
+page and changes nothing; a second operator's stale page is refused; the roles hold; the audit
+timeline verifies the chain and, once a record is tampered in the checkpoint file, names it; an
+argument holding ``<script>`` is shown as text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_support import chromium, sign_in, text_of, wait_for
+from guarantee_support import async_wait_until, figure
+from repo_paths import REPO
+from served_support import (
+    CONFIG,
+    bearer,
+    interrupt_value,
+    langgraph_dev,
+    log_shaky_decision,
+    user_turn,
+    write_auth_file,
+)
+
+from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.serving.auth import ENV_AUTH_FILE
+
+pytestmark = pytest.mark.timeout(900)
+
+TOKENS: dict[str, tuple[str, list[str]]] = {
+    "tok-alice": ("alice", ["agent"]),
+    "tok-ana": ("ana", ["operator"]),
+    "tok-olga": ("olga", ["operator"]),
+    "tok-gus": ("gus", ["operator:risk_floor"]),
+    "tok-audrey": ("audrey", ["auditor"]),
+}
+SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
+SCRIPT = "<script>window.__xss=1</script>"
+DOCS = REPO / "docs"
+SCREENSHOTS = "ALGENTA_SCREENSHOTS"
+"""Set to ``1`` to write the README's screenshots (``docs/inbox-*.png``) from this run."""
+
+
+def screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
+    """Save a screenshot in ``tmp_path``, and into ``docs/`` when ``ALGENTA_SCREENSHOTS=1``."""
+    path = tmp_path / name
+    assert driver.save_screenshot(str(path)), name
+    if os.environ.get(SCREENSHOTS) == "1":
+        shutil.copyfile(path, DOCS / name)
+    return path
+
+
+REQUIRED_REASONS = '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT4H"}\n'
+
+
+@contextmanager
+def served(
+    engine: ReferenceEngine, tmp_path: Path, settings_toml: str = REQUIRED_REASONS
+) -> Iterator[tuple[Any, Path]]:
+    config = json.loads(CONFIG.read_text())
+    assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
+    config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
+    config.pop("env", None)
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps(config))
+    db = tmp_path / "checkpoints.sqlite"
+    settings = tmp_path / "algenta.toml"  # by default a deadline on confidence, reasons required
+    settings.write_text(settings_toml)
+    env = {
+        "ALGENTA_CONFIG": str(settings),
+        "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_PROFILE": "execute",
+        "ALGENTA_MODEL": "demo",
+        "ALGENTA_CHECKPOINTER": str(db),
+        "ALGENTA_INBOX_SECRET": "browser-test-secret",
+        ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
+    }
+    with langgraph_dev(path, workdir=tmp_path / "server", env=env) as server:
+        yield server, db
+
+
+async def escalate(client: Any, url: str) -> tuple[str, str, dict[str, Any]]:
+    """A new thread of alice's waiting on the confidence gate: (thread, decision, interrupt)."""
+    thread = (await client.threads.create())["thread_id"]
+    decision = await log_shaky_decision(client, thread)
+    await client.runs.wait(
+        thread,
+        "governed_agent",
+        input=user_turn(f"execute_decision decision_id={decision} webhook_url={url}"),
+    )
+    state = await client.threads.get_state(thread)
+    assert state["next"] == ["denial_handler_confidence"], state["next"]
+    return thread, decision, interrupt_value(state)
+
+
+def by_id(driver: Any, element_id: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, element_id)
+
+
+def queue_ids(driver: Any) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    rows = driver.find_elements(By.CSS_SELECTOR, "#queue tr.entry")
+    return [str(r.get_attribute("data-escalation")) for r in rows]
+
+
+def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) -> str:
+    """Fill the escalation form and send it; the page's error (or notice) text."""
+    from selenium.webdriver.common.by import By
+
+    if decision:
+        by_id(driver, f"decision-0-{decision}").click()
+    box = by_id(driver, "reason-0")
+    box.clear()
+    if reason:
+        box.send_keys(reason)
+    for name, value in edit.items():
+        driver.execute_script(
+            "document.getElementById(arguments[0]).value = arguments[1];", f"edit-0-{name}", value
+        )
+    by_id(driver, "submit").click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#error, #notice"))
+    found = driver.find_elements(By.CSS_SELECTOR, "#error, #notice")
+    return str(found[0].text)
+
+
+def form_body(driver: Any) -> str:
+    return str(
+        driver.execute_script(
+            "return new URLSearchParams(new FormData(document.getElementById('answer')))"
+            ".toString();"
+        )
+    )
+
+
+def post_again(driver: Any, action: str, body: str) -> tuple[int, str]:
+    """POST ``body`` to ``action`` from the page, with the session's cookie (a second submit)."""
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0], {method: 'POST', body: arguments[1], credentials: 'same-origin',"
+        " headers: {'Content-Type': 'application/x-www-form-urlencoded'}})"
+        ".then(r => r.text().then(t => done([r.status, t])));",
+        action,
+        body,
+    )
+    return int(result[0]), str(result[1])
+
+
+def tamper_latest(db: Path, thread: str) -> None:
+    """Change receipts[0] in the thread's latest checkpoint, past the graph (its links kept)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+    with sqlite3.connect(db) as conn:
+        cid, kind, blob = conn.execute(
+            "SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE thread_id = ? "
+            "AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+            (thread,),
+        ).fetchone()
+        checkpoint = serde.loads_typed((kind, blob))
+        receipt = checkpoint["channel_values"]["receipts"][0]
+        receipt["webhook_url"] = "https://attacker.example/hook"
+        kind, blob = serde.dumps_typed(checkpoint)
+        conn.execute(
+            "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE checkpoint_id = ? "
+            "AND thread_id = ?",
+            (kind, blob, cid, thread),
+        )
+
+
+async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wrong_form(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    from langgraph_sdk import get_client
+    from selenium.webdriver.common.by import By
+
+    counts: dict[str, int] = {}
+    with served(engine, tmp_path) as (server, db):
+        base = server.url
+        alice: Any = get_client(url=base, headers=bearer("tok-alice"))
+        auditor: Any = get_client(url=base, headers=bearer("tok-audrey"))
+        t1, d1, asked1 = await escalate(alice, webhook.url)
+        [item1] = asked1["escalations"]
+        t2, _, asked2 = await escalate(alice, f"{webhook.url}?x={SCRIPT}")
+        esc1, esc2 = item1["escalation_id"], asked2["escalation_id"]
+        assert SCRIPT in json.dumps(asked2["escalations"][0]["args"])
+
+        with (
+            chromium(tmp_path / "chrome-ana") as ana,
+            chromium(tmp_path / "chrome-olga") as olga,
+        ):
+            # olga opens the escalation and leaves the page open
+            sign_in(olga, base, "tok-olga")
+            wait_for(olga, lambda d: "/inbox/queue" in d.current_url)
+            olga.get(f"{base}/inbox/escalations/{t1}/{esc1}")
+            assert text_of(olga, "code-0") == item1["code"]
+
+            # ana signs in once and sees both escalations, newest first, counted per gate
+            sign_in(ana, base, "tok-ana")
+            wait_for(ana, lambda d: "/inbox/queue" in d.current_url)
+            assert queue_ids(ana) == [esc2, esc1]
+            count = ana.find_element(By.CSS_SELECTOR, ".count[data-gate='confidence'] b")
+            assert count.text == "2"
+            deadline = ana.find_element(By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] .deadline")
+            assert item1["expires_at"] and deadline.text == item1["expires_at"]
+            cookie = ana.get_cookie("algenta_inbox")
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and "expiry" in cookie
+
+            # the queue refreshes itself: a new escalation appears without a reload
+            ana.execute_script("window.__same_page = 'yes';")
+            t3, _, asked3 = await escalate(alice, webhook.url)
+            wait_for(ana, lambda d: asked3["escalation_id"] in queue_ids(d))
+            assert ana.execute_script("return window.__same_page;") == "yes"
+            assert queue_ids(ana) == [asked3["escalation_id"], esc2, esc1]
+            counts["live_refresh"] = 1
+            screenshot(ana, tmp_path, "inbox-queue.png")
+
+            # the <script> argument is text on the page, in the queue and on its own page
+            assert SCRIPT in ana.find_element(By.ID, "queue").text
+            assert ana.execute_script("return window.__xss;") is None
+            ana.get(f"{base}/inbox/escalations/{t2}/{esc2}")
+            assert SCRIPT in text_of(ana, "args-0")
+            assert "&lt;script&gt;" in ana.page_source
+            assert ana.execute_script("return window.__xss;") is None
+            assert ana.find_elements(By.TAG_NAME, "script") == []
+            counts["script_escaped"] = 1
+
+            # ana opens the first escalation: the engine's view, the denial, the policy
+            ana.get(f"{base}/inbox/queue")
+            ana.find_element(By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] a.open").click()
+            wait_for(ana, lambda d: "/inbox/escalations/" in d.current_url)
+            assert d1 in text_of(ana, "engine-0") and item1["message"] in text_of(ana, "message-0")
+            assert by_id(ana, "digest").get_attribute("value") == asked1["digest"]
+            screenshot(ana, tmp_path, "inbox-escalation.png")
+
+            # every wrong form: a clear message on the page, nothing changed
+            wrong = [
+                (dict(decision=None, reason="why not"), "choose approve, edit, reject or respond"),
+                (dict(decision="approve"), "a reason is required"),
+                (
+                    dict(decision="edit", reason="other decision", decision_id="dec_other"),
+                    "is not the decision reviewed",
+                ),
+                (dict(decision="edit", reason="bad", metadata="{not json"), "metadata is not JSON"),
+            ]
+            for fields, needle in wrong:
+                ana.get(f"{base}/inbox/escalations/{t1}/{esc1}")
+                message = submit(ana, **fields)  # type: ignore[arg-type]
+                assert needle in message, (fields, message)
+            ana.get(f"{base}/inbox/escalations/{t1}/{esc1}")
+            ana.execute_script(
+                "document.querySelector('#answer input[name=csrf]').value = 'forged';"
+            )
+            assert "forged (CSRF)" in submit(ana, decision="approve", reason="forged")
+            ana.get(f"{base}/inbox/escalations/{t1}/{esc1}")
+            ana.execute_script("document.getElementById('digest').value = 'sha256:0';")
+            assert "stale page" in submit(ana, decision="approve", reason="old page")
+            counts["wrong_forms_refused"] = len(wrong) + 2
+            state = await auditor.threads.get_state(t1)
+            effects = len(state["values"]["operator_decisions"]) + len(webhook.received)
+            assert state["values"]["operator_decisions"] == [] and webhook.received == []
+            assert interrupt_value(state)["escalation_id"] == esc1
+
+            # ana approves with a reason
+            ana.get(f"{base}/inbox/escalations/{t1}/{esc1}")
+            action = str(by_id(ana, "answer").get_attribute("action"))
+            by_id(ana, "decision-0-approve").click()
+            by_id(ana, "reason-0").send_keys("signed off in the browser")
+            body = form_body(ana)
+            by_id(ana, "submit").click()
+            wait_for(ana, lambda d: d.find_elements(By.ID, "record-operator"))
+            assert text_of(ana, "record-operator") == "ana"
+            assert text_of(ana, "record-verdict") == "approved"
+            assert text_of(ana, "record-digest") == item1["digest"]
+            await async_wait_until(
+                lambda: [b for b in webhook.received if b.get("decision_id") == d1],
+                timeout=60,
+                what="the webhook POST",
+            )
+            values = (await auditor.threads.get_state(t1))["values"]
+            [record] = values["operator_decisions"]
+            assert (record["operator"], record["verdict"], record["digest"]) == (
+                "ana",
+                "approved",
+                item1["digest"],
+            )
+            assert record["reason"] == "signed off in the browser"
+            assert [r["operator"] for r in values["receipts"]] == ["ana"]
+
+            # the same form again (a double submit) and olga's stale page: refused, by name
+            status, text = post_again(ana, action, body)
+            assert status == 409 and "already answered by ana" in text, (status, text[:400])
+            # (olga no longer reads t1: it waits for no one, and she did not decide it)
+            assert "no longer waits for you" in submit(olga, decision="reject", reason="late")
+            counts["double_submit_refused"] = counts["stale_page_refused"] = 1
+            posts = [b for b in webhook.received if b.get("decision_id") == d1]
+            values = (await auditor.threads.get_state(t1))["values"]
+            effects += len(posts) - 1 + len(values["operator_decisions"]) - 1
+            assert len(posts) == 1 and len(values["operator_decisions"]) == 1
+            counts["webhook_posts"] = len(posts)
+
+            # the decided escalations, filtered by operator, gate and outcome
+            ana.get(f"{base}/inbox/decided?operator=ana&gate=confidence&outcome=approved")
+            rows = ana.find_elements(By.CSS_SELECTOR, "#decided tr.decided")
+            assert [r.get_attribute("data-escalation") for r in rows] == [esc1]
+            ana.get(f"{base}/inbox/decided?operator=ana&outcome=declined")
+            assert ana.find_elements(By.CSS_SELECTOR, "#decided tr.decided") == []
+            assert "No decisions match" in text_of(ana, "none")
+
+        with chromium(tmp_path / "chrome-others") as other:
+            # an agent's token: 403; an unknown token: 401
+            sign_in(other, base, "tok-alice")
+            wait_for(other, lambda d: d.find_elements(By.ID, "error"))
+            assert "no operator or auditor role" in text_of(other, "error")
+            assert other.find_element(By.TAG_NAME, "h1").text == "403"
+            sign_in(other, base, "tok-nobody")
+            wait_for(other, lambda d: d.find_elements(By.ID, "error"))
+            assert "invalid token" in text_of(other, "error")
+            counts["agent_403"] = counts["unknown_401"] = 1
+
+            # operator:risk_floor does not see (or open) a confidence escalation
+            sign_in(other, base, "tok-gus")
+            wait_for(other, lambda d: "/inbox/queue" in d.current_url)
+            assert queue_ids(other) == [] and "Nothing waits for you" in text_of(other, "empty")
+            other.get(f"{base}/inbox/escalations/{t3}/{asked3['escalation_id']}")
+            assert other.find_element(By.TAG_NAME, "h1").text in ("403", "404")
+            assert not other.find_elements(By.ID, "answer")
+            # ... nor read what the API does not let it read (t1: decided by ana, not waiting)
+            other.get(f"{base}/inbox/threads/{t1}/timeline")
+            assert other.find_element(By.TAG_NAME, "h1").text == "404"
+            assert not other.find_elements(By.ID, "chain-status")
+            other.get(f"{base}/inbox/threads")
+            listed = other.find_elements(By.CSS_SELECTOR, "#threads tr[data-thread]")
+            assert {r.get_attribute("data-thread") for r in listed}.isdisjoint({t1, t2, t3})
+            counts["other_gate_hidden"] = 1
+            other.delete_all_cookies()
+
+            # the auditor: timelines, never the queue; the chain verified, then tampered
+            sign_in(other, base, "tok-audrey")
+            wait_for(other, lambda d: "/inbox/threads" in d.current_url)
+            other.get(f"{base}/inbox/queue")
+            assert other.find_element(By.TAG_NAME, "h1").text == "403"
+            other.get(f"{base}/inbox/threads/{t1}/timeline")
+            status_line = by_id(other, "chain-status")
+            assert status_line.get_attribute("data-ok") == "true", status_line.text
+            assert "Chain verified" in status_line.text
+            fields = [
+                r.get_attribute("data-field")
+                for r in other.find_elements(By.CSS_SELECTOR, "#timeline tr.record")
+            ]
+            assert fields.count("operator_decisions") == 1 and "receipts" in fields
+            export = other.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "fetch(document.getElementById('export').href).then(r => r.text()).then(done);"
+            )
+            lines = [json.loads(line) for line in str(export).splitlines()]
+            assert lines[-1]["type"] == "head" and lines[-1]["count"] == len(fields)
+
+            tamper_latest(db, t1)
+            other.get(f"{base}/inbox/threads/{t1}/timeline")
+            assert by_id(other, "chain-status").get_attribute("data-ok") == "false"
+            broken = text_of(other, "first-broken")
+            assert "receipts[0]" in broken, broken
+            counts["tamper_named"] = 1
+
+            # a token revoked in the tokens file ends its session at the next page
+            rest = {t: who for t, who in TOKENS.items() if t != "tok-audrey"}
+            write_auth_file(tmp_path / "auth.json", rest)
+            other.get(f"{base}/inbox/threads/{t1}/timeline")
+            assert "no longer accepts your token" in text_of(other, "error")
+            assert other.get_cookie("algenta_inbox") is None
+            counts["revoked_signed_out"] = 1
+
+    figure(
+        "inbox_browser",
+        escalations_answered=1,
+        webhook_posts=counts["webhook_posts"],
+        wrong_forms_refused=counts["wrong_forms_refused"],
+        effects_of_refused_forms=effects,
+        double_submit_refused=counts["double_submit_refused"],
+        stale_page_refused=counts["stale_page_refused"],
+        agent_403=counts["agent_403"],
+        unknown_401=counts["unknown_401"],
+        other_gate_hidden=counts["other_gate_hidden"],
+        script_escaped=counts["script_escaped"],
+        live_refresh=counts["live_refresh"],
+        tamper_named=counts["tamper_named"],
+        revoked_signed_out=counts["revoked_signed_out"],
+    )
+
+
+async def test_per_call_escalations_are_answered_in_the_browser_one_call_at_a_time(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """``interrupt_mode = "per_call"``: LangChain's ``ToolApprovalRequest``, one decision each;
+    an operator responds in the browser (the model gets the text, nothing executes)."""
+    from langgraph_sdk import get_client
+    from selenium.webdriver.common.by import By
+
+    with served(engine, tmp_path, '[escalation]\ninterrupt_mode = "per_call"\n') as (server, _):
+        base = server.url
+        alice: Any = get_client(url=base, headers=bearer("tok-alice"))
+        auditor: Any = get_client(url=base, headers=bearer("tok-audrey"))
+        thread, decision, asked = await escalate(alice, webhook.url)
+        assert asked["type"] == "tool_approval"
+        [item] = asked["escalations"]
+        with chromium(tmp_path / "chrome") as ana:
+            sign_in(ana, base, "tok-ana")
+            wait_for(ana, lambda d: item["escalation_id"] in queue_ids(d))
+            ana.find_element(By.CSS_SELECTOR, "a.open").click()
+            wait_for(ana, lambda d: d.find_elements(By.ID, "answer"))
+            assert by_id(ana, "digest").get_attribute("value") == item["digest"]
+            message = submit(ana, decision="respond", reason="Ask finance first.")
+            assert message == "recorded: responded", message
+            assert text_of(ana, "record-operator") == "ana"
+        values = (await auditor.threads.get_state(thread))["values"]
+        [record] = values["operator_decisions"]
+        assert (record["operator"], record["verdict"], record["digest"]) == (
+            "ana",
+            "responded",
+            item["digest"],
+        )
+        assert engine.executions(decision) == [] and webhook.received == []

@@ -1,0 +1,103 @@
+"""A real CRM MCP server for the tool-gate tests: FastMCP over streamable HTTP, bearer token.
+
+:func:`running_crm` serves ``lookup_customer``, ``delete_customer`` and ``refund`` (and, as a
+second server, the same names again: a look-alike) on a free port, and counts every call each
+tool really received, so a test can prove what ran and how often.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.fastmcp import FastMCP
+
+from algenta_graph._serve import BackgroundServer
+
+TOKEN = "crm-s3cret"
+
+
+@dataclass
+class CrmServer:
+    """A running CRM server: its URL and every call it received."""
+
+    url: str
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    hold: threading.Event | None = None
+    """When set to an event: the next ``delete_customer`` records its call, sets ``entered``
+    and waits for the event (a call in flight, for a test to kill its caller meanwhile)."""
+    entered: threading.Event = field(default_factory=threading.Event)
+
+    def count(self, tool: str) -> int:
+        """How many times ``tool`` really ran."""
+        return sum(1 for name, _ in self.calls if name == tool)
+
+    def connection(self) -> dict[str, Any]:
+        """Its ``extra_servers`` entry (the bearer token given literally)."""
+        return {
+            "transport": "streamable_http",
+            "url": self.url,
+            "headers": {"Authorization": f"Bearer {TOKEN}"},
+        }
+
+
+def crm_app(server: CrmServer, label: str) -> Any:
+    """The CRM's ASGI app (refuses a request without the bearer token)."""
+    mcp = FastMCP(label, stateless_http=True, json_response=True, log_level="WARNING")
+
+    @mcp.tool()
+    def lookup_customer(account_id: str) -> dict[str, Any]:
+        """Find a customer record in the CRM by account id."""
+        server.calls.append(("lookup_customer", {"account_id": account_id}))
+        return {"account": account_id, "tier": "silver"}
+
+    @mcp.tool()
+    def delete_customer(account_id: str, reason: str = "") -> dict[str, Any]:
+        """Delete a customer and all of its records from the CRM."""
+        server.calls.append(("delete_customer", {"account_id": account_id, "reason": reason}))
+        hold, server.hold = server.hold, None
+        if hold is not None:
+            server.entered.set()
+            hold.wait(60)
+        return {"deleted": account_id}
+
+    @mcp.tool()
+    def refund(account_id: str, amount: float) -> dict[str, Any]:
+        """Refund an amount of money to a customer's card."""
+        server.calls.append(("refund", {"account_id": account_id, "amount": amount}))
+        return {"refunded": amount, "account": account_id}
+
+    @mcp.tool(name="customers.delete")
+    def customers_delete(account_id: str) -> dict[str, Any]:
+        """Delete a customer (a name providers reject: the model sees a provider-safe one)."""
+        server.calls.append(("customers.delete", {"account_id": account_id}))
+        return {"deleted": account_id}
+
+    inner = mcp.streamable_http_app()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"").decode()
+            if given != f"Bearer {TOKEN}":
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await inner(scope, receive, send)
+
+    return app
+
+
+@contextlib.contextmanager
+def running_crm(label: str = "crm") -> Iterator[CrmServer]:
+    """Serve a CRM on a free port; stop it afterwards."""
+    server = CrmServer(url="")
+    background = BackgroundServer(crm_app(server, label), name=f"{label}-fastmcp")
+    background.start()
+    server.url = f"http://127.0.0.1:{background.port}/mcp"
+    try:
+        yield server
+    finally:
+        background.stop()

@@ -1,0 +1,323 @@
+"""The operator inbox in process (Starlette's TestClient): the session cookie, CSRF, roles,
+the refusal to start without an auth file, escaping, and the answers a form builds.
+
+What needs the served graph (the queue, answers, timelines) is tested in a real browser on
+``langgraph dev`` (``tests/browser/test_inbox.py``); here the pages refuse before any API call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import itsdangerous.timed
+import pytest
+from starlette.testclient import TestClient
+
+from algenta_graph.inbox import app as inbox
+from algenta_graph.inbox.queries import EscalationView, FormDecision, QueueEntry, build_resume
+from algenta_graph.inbox.session import COOKIE, Session, SessionSigner
+from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
+
+TOKENS = {
+    "tok-ana": ("ana", ["operator"]),
+    "tok-cleo": ("cleo", ["operator:confidence"]),
+    "tok-alice": ("alice", ["agent"]),
+    "tok-audrey": ("audrey", ["auditor"]),
+}
+
+
+@pytest.fixture
+def auth_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "auth.json"
+    table = {
+        token_digest(t): {"identity": who, "roles": roles} for t, (who, roles) in TOKENS.items()
+    }
+    path.write_text(json.dumps({"tokens": table}))
+    monkeypatch.setenv(ENV_AUTH_FILE, str(path))
+    monkeypatch.delenv(inbox.ENV_ALLOW_OPEN, raising=False)
+    return path
+
+
+@pytest.fixture
+def client(auth_file: Path) -> Iterator[TestClient]:
+    with TestClient(inbox.create_app(SessionSigner("unit-secret")), base_url="http://t") as c:
+        yield c
+
+
+def login(client: TestClient, token: str) -> Any:
+    page = client.get("/inbox/login")
+    assert page.status_code == 200
+    csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
+    return client.post("/inbox/login", data={"csrf": csrf, "token": token}, follow_redirects=False)
+
+
+# ----------------------------------------------------------------------- start-up
+
+
+def test_without_an_auth_file_the_inbox_refuses_to_start_and_names_the_way_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV_AUTH_FILE, raising=False)
+    monkeypatch.delenv(inbox.ENV_ALLOW_OPEN, raising=False)
+    with pytest.raises(inbox.InboxConfigError) as refused:
+        inbox.check_startup()
+    assert ENV_AUTH_FILE in str(refused.value) and inbox.ENV_ALLOW_OPEN in str(refused.value)
+    app = inbox.create_app(SessionSigner("k"))
+    # the server may run open on purpose: it starts, the inbox does not serve
+    with TestClient(app) as refused_client:
+        for path in ("/inbox/login", "/inbox/queue", "/inbox/threads"):
+            response = refused_client.get(path, follow_redirects=False)
+            assert response.status_code == 503 and ENV_AUTH_FILE in response.text, path
+            assert inbox.ENV_ALLOW_OPEN in response.text
+
+    monkeypatch.setenv(inbox.ENV_ALLOW_OPEN, "1")
+    inbox.check_startup()  # allowed on purpose: starts, and says it is open
+    with TestClient(app) as open_client:
+        page = open_client.get("/inbox/login")
+    assert page.status_code == 200 and "runs OPEN" in page.text
+
+
+# ----------------------------------------------------------------------- sign-in and roles
+
+
+def test_an_operator_signs_in_once_and_gets_a_signed_httponly_strict_expiring_cookie(
+    client: TestClient,
+) -> None:
+    response = login(client, "tok-ana")
+    assert response.status_code == 303 and response.headers["location"] == "/inbox/queue"
+    cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith(f"{COOKIE}="))
+    attributes = {a.strip().split("=")[0].lower() for a in cookie.split(";")[1:]}
+    assert {"httponly", "samesite", "max-age", "path"} <= attributes
+    assert "samesite=strict" in cookie.lower() and "path=/inbox" in cookie.lower()
+    assert "max-age=28800" in cookie.lower()
+
+
+def test_an_unknown_token_gets_401_and_a_token_without_an_operator_role_403(
+    client: TestClient,
+) -> None:
+    unknown = login(client, "tok-nobody")
+    assert unknown.status_code == 401 and "invalid token" in unknown.text
+    agent = login(client, "tok-alice")
+    assert agent.status_code == 403 and "no operator or auditor role" in agent.text
+    assert COOKIE not in agent.cookies
+
+
+def test_the_sign_in_form_needs_its_own_csrf_token(client: TestClient) -> None:
+    client.get("/inbox/login")
+    response = client.post("/inbox/login", data={"csrf": "forged", "token": "tok-ana"})
+    assert response.status_code == 403 and "forged" in response.text
+    assert COOKIE not in response.cookies
+
+
+def test_an_auditor_reads_timelines_and_answers_nothing(client: TestClient) -> None:
+    response = login(client, "tok-audrey")
+    assert response.headers["location"] == "/inbox/threads"
+    for path in ("/inbox/queue", "/inbox/queue/rows", "/inbox/escalations/t1/esc_1"):
+        page = client.get(path)
+        assert page.status_code == 403 and "may not answer escalations" in page.text, path
+    posted = client.post("/inbox/escalations/t1/esc_1/answer", data={})
+    assert posted.status_code == 403
+
+
+def test_without_a_session_a_page_asks_to_sign_in_and_a_form_is_refused(
+    client: TestClient,
+) -> None:
+    page = client.get("/inbox/queue", follow_redirects=False)
+    assert page.status_code == 303
+    assert page.headers["location"] == "/inbox/login?next=%2Finbox%2Fqueue"
+    posted = client.post("/inbox/escalations/t1/esc_1/answer", data={"csrf": "x"})
+    assert posted.status_code == 401
+
+
+def test_a_forged_or_expired_session_cookie_is_no_session(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signer = SessionSigner("unit-secret")
+    session = signer.new("tok-ana", "ana", ("operator",))
+    assert signer.loads(signer.dumps(session)) == session
+    assert signer.loads(signer.dumps(session) + "x") is None
+    assert SessionSigner("another-secret").loads(signer.dumps(session)) is None
+    # signed 9 hours ago: past the 8-hour default
+    real = itsdangerous.timed.time.time
+    monkeypatch.setattr(itsdangerous.timed.time, "time", lambda: real() - 9 * 3600)
+    old = signer.dumps(session)
+    monkeypatch.setattr(itsdangerous.timed.time, "time", real)
+    assert signer.loads(old) is None
+    client.cookies.set(COOKIE, old)
+    assert client.get("/inbox/queue", follow_redirects=False).status_code == 303
+
+
+def test_a_form_with_a_forged_csrf_token_is_refused_before_anything_is_read_or_sent(
+    client: TestClient,
+) -> None:
+    login(client, "tok-ana")
+    response = client.post(
+        "/inbox/escalations/t1/esc_1/answer",
+        data={"csrf": "forged", "digest": "sha256:x", "decision-0": "approve", "reason-0": "r"},
+    )
+    assert response.status_code == 403 and "forged (CSRF)" in response.text
+    # signing out needs the form's token too
+    assert client.post("/inbox/logout", data={"csrf": "forged"}).status_code == 403
+
+
+def test_every_page_carries_a_strict_content_security_policy(client: TestClient) -> None:
+    headers = client.get("/inbox/login").headers
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert "default-src 'none'" in headers["content-security-policy"]
+    assert headers["x-frame-options"] == "DENY" and headers["cache-control"] == "no-store"
+    assert client.get("/inbox/static/inbox.js").status_code == 200
+
+
+def test_after_sign_in_only_a_path_inside_the_inbox_is_followed() -> None:
+    assert inbox._safe_next("/inbox/escalations/t/e") == "/inbox/escalations/t/e"
+    for bad in ("https://evil.example/inbox/", "//evil.example/inbox/", "/inbox\\..", None):
+        assert inbox._safe_next(bad) is None
+
+
+# ----------------------------------------------------------------------- escaping
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def test_arguments_and_messages_are_escaped_in_every_page_that_shows_them() -> None:
+    entry = QueueEntry(
+        thread_id="t1",
+        owner=SCRIPT,
+        gate="confidence",
+        escalation_id="esc_1",
+        decision_id=SCRIPT,
+        code="execution_blocked_confidence",
+        message=SCRIPT,
+        args={"webhook_url": SCRIPT},
+        asked_at=None,
+        expires_at=None,
+        age="0m01s",
+        overdue=False,
+    )
+    html = inbox.templates.get_template("queue_rows.html").render(
+        entries=[entry], counts={"confidence": 1}, gates=("confidence",)
+    )
+    assert "<script>" not in html and html.count("&lt;script&gt;") == 4
+    records = inbox.templates.get_template("records.html").render(
+        records=[("denials", {"seq": 1, "message": SCRIPT, "code": SCRIPT, "gate": "x"})],
+        table_id="t",
+        broken=None,
+    )
+    assert "<script>" not in records and "&lt;script&gt;" in records
+
+
+# ----------------------------------------------------------------------- the answer a form builds
+
+
+def _view(**overrides: Any) -> EscalationView:
+    item = {
+        "gate": "confidence",
+        "escalation_id": "esc_1",
+        "decision_id": "dec_1",
+        "digest": "sha256:item",
+        "args": {"decision_id": "dec_1", "webhook_url": "http://h/x", "override_safety": True},
+        "allowed_decisions": ["approve", "edit", "reject", "respond"],
+    }
+    fields: dict[str, Any] = {
+        "thread_id": "t1",
+        "owner": "alice",
+        "assistant_id": "governed_agent",
+        "interrupt_id": "a" * 32,
+        "value": {"digest": "sha256:request", "escalations": [item]},
+        "items": [item],
+        "per_call": False,
+        "require_reason": False,
+        "pending_interrupts": 1,
+    }
+    return EscalationView(**{**fields, **overrides})
+
+
+def test_an_approval_carries_the_digests_it_was_given_for_and_its_reason() -> None:
+    answer = build_resume(_view(), [FormDecision("approve", " checked ")])
+    assert answer == {
+        "decisions": [{"type": "approve", "digest": "sha256:item", "message": "checked"}],
+        "digest": "sha256:request",
+    }
+    per_call = build_resume(_view(per_call=True), [FormDecision("reject", "no")])
+    assert per_call == {"type": "reject", "digest": "sha256:item", "message": "no"}
+    keyed = build_resume(_view(pending_interrupts=2), [FormDecision("reject", "no")])
+    assert list(keyed) == ["a" * 32]
+
+
+@pytest.mark.parametrize(
+    ("form", "needle"),
+    [
+        (FormDecision("", "why"), "choose approve, edit, reject or respond"),
+        (FormDecision("approve", "  "), "a reason is required"),
+        (FormDecision("edit", "x", {"decision_id": "dec_2"}), "is not the decision reviewed"),
+        (FormDecision("edit", "x", {"metadata": "{oops"}), "metadata is not JSON"),
+        (FormDecision("edit", "x", {"metadata": "[1]"}), "metadata must be an object"),
+        (FormDecision("edit", "x", {"timeout_seconds": "soon"}), "a whole number of seconds"),
+        (FormDecision("edit", "x", {"timeout_seconds": "600"}), "timeout_seconds must be"),
+    ],
+)
+def test_a_wrong_form_is_refused_by_name_and_nothing_is_built(
+    form: FormDecision, needle: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        build_resume(_view(), [form])
+    assert needle in str(refused.value)
+
+
+def test_a_decision_the_gate_does_not_accept_and_a_count_mismatch_are_refused() -> None:
+    view = _view()
+    view.items[0]["allowed_decisions"] = ["reject", "respond"]
+    with pytest.raises(ValueError, match="'approve' is not accepted"):
+        build_resume(view, [FormDecision("approve", "r")])
+    with pytest.raises(ValueError, match="answers 2 call"):
+        build_resume(_view(), [FormDecision("reject", "r")] * 2)
+
+
+def test_an_edit_sends_only_what_may_change() -> None:
+    answer = build_resume(
+        _view(),
+        [FormDecision("edit", "new hook", {"webhook_url": "http://h/y", "timeout_seconds": "9"})],
+    )
+    [decision] = answer["decisions"]
+    assert decision["edited_action"] == {
+        "name": "execute_decision",
+        "args": {"webhook_url": "http://h/y", "timeout_seconds": 9},
+    }
+
+
+def test_a_session_is_what_was_signed() -> None:
+    signer = SessionSigner("k", max_age=60)
+    made = signer.new("tok", "ana", ("operator",))
+    assert isinstance(made, Session) and made.csrf and signer.max_age == 60
+    assert signer.new("tok", "ana", ("operator",)).csrf != made.csrf
+
+
+def test_respond_gives_the_model_the_reason_as_its_text() -> None:
+    answer = build_resume(_view(), [FormDecision("respond", "Ask finance first.")])
+    assert answer["decisions"] == [
+        {"type": "respond", "digest": "sha256:item", "message": "Ask finance first."}
+    ]
+
+
+def test_each_page_reads_the_tokens_file_again_a_changed_role_or_a_revoked_token_counts_at_once(
+    client: TestClient, auth_file: Path
+) -> None:
+    login(client, "tok-cleo")
+    assert client.get("/inbox/queue/rows", follow_redirects=False).status_code != 403
+
+    def rewrite(tokens: dict[str, tuple[str, list[str]]]) -> None:
+        table = {
+            token_digest(t): {"identity": who, "roles": roles} for t, (who, roles) in tokens.items()
+        }
+        auth_file.write_text(json.dumps({"tokens": table}))
+
+    rewrite({**TOKENS, "tok-cleo": ("cleo", ["agent"])})  # no longer an operator
+    page = client.get("/inbox/queue")
+    assert page.status_code == 403 and "roles: agent" in page.text
+    rewrite({t: who for t, who in TOKENS.items() if t != "tok-cleo"})  # revoked
+    page = client.get("/inbox/queue")
+    assert page.status_code == 401 and "no longer accepts your token" in page.text
+    assert COOKIE not in client.cookies
