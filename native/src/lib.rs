@@ -655,8 +655,14 @@ impl PyIndex {
                         worker = Some(scope.spawn(move || tokenize_chunks(rx, every, done_tx)));
                         tx
                     });
-                    // Only fails if the worker is gone (it panicked): its join says why.
-                    if tx.send(full).is_err() {
+                    // Ahead of the worker by PIPELINE_DEPTH chunks: wait for it without the
+                    // GIL. Fails only if the worker is gone (it panicked): its join says why.
+                    let sent = match tx.try_send(full) {
+                        Ok(()) => true,
+                        Err(mpsc::TrySendError::Full(full)) => py.detach(|| tx.send(full).is_ok()),
+                        Err(mpsc::TrySendError::Disconnected(_)) => false,
+                    };
+                    if !sent {
                         break;
                     }
                 }
