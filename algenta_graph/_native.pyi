@@ -31,7 +31,8 @@ DEFAULT_FUSION_DEPTH: Final[int]
 DEFAULT_APPROX_FROM: Final[int]
 """Vector search: from this many vectors on, approximate (sign-bit codes, then rescoring)."""
 DEFAULT_RESCORE: Final[int]
-"""Vector search: candidates by Hamming distance that are rescored."""
+"""Vector search: candidates by Hamming distance that are rescored at 10,000 vectors
+(``rescore * (n / 10000) ** 0.3`` among ``n``, never fewer)."""
 DEFAULT_B: Final[dict[str, float]]
 DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]
@@ -69,8 +70,9 @@ class Bm25Index:
     ) -> Self:
         """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
         ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
-        from ``approx_from`` vectors on, vector searches rescore exactly the ``rescore``
-        tools nearest by Hamming distance of their sign bits (``src/index/vectors.rs``)."""
+        from ``approx_from`` vectors on, vector searches rescore the ``rescore`` tools
+        (at 10,000 vectors; ``rescore * (n / 10000) ** 0.3`` among ``n``) nearest by Hamming
+        distance of their sign bits (``src/index/vectors.rs``)."""
     def add(
         self,
         tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],
@@ -100,6 +102,11 @@ class Bm25Index:
         vector: _Vector | None = None,
     ) -> list[tuple[str, float]]:
         """BM25F top ``k``; with the query's ``vector``, BM25 and cosine fused."""
+    def search_exhaustive(
+        self, query: str, k: int = 5, allow: Iterable[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """``search`` without a vector, every posting of every query term scored (no
+        pruning): for tests and benchmarks of the pruning."""
     def search_many(
         self,
         queries: Iterable[str],

@@ -6,6 +6,7 @@ Run from the repository root (figures in ``bench/RESULTS.md``)::
     python bench/bench_million.py --catalog near-duplicate # the 50k catalog copied 20 times
     python bench/bench_million.py --size 50000
     python bench/bench_million.py --hybrid                 # also vectors (embeddings extra)
+    python bench/bench_million.py --check-exact            # pruned top-k == exhaustive top-k
 
 The ``generated`` catalog comes from ``bench_retrieval.generate_catalog`` (fixed seed): the same
 generator as the 1k-50k figures, whose long tail of product names grows with the catalog beyond
@@ -18,6 +19,10 @@ building the index, after ``gc.collect()``; latency is measured on 1,000 generat
 after 20 warm-up searches. ``--hybrid`` embeds every tool with WordLlama (time reported
 apart), adds the vectors with the tools, and measures hybrid search with the query vectors
 precomputed, and the recall of the approximate vector search against the exact scan.
+``--check-exact`` compares, for every query and k in 1, 5, 10 and 50, the pruned search
+(``search``) with exhaustive scoring (``search_exhaustive``: every posting of every query term
+scored): names, order and scores; it reports the mismatches (0 is exact) and the exhaustive
+search's latency beside the pruned one.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--catalog", choices=("generated", "near-duplicate"), default="generated")
     parser.add_argument("--hybrid", action="store_true")
+    parser.add_argument("--check-exact", action="store_true")
     parser.add_argument(
         "--vectors-cache",
         type=Path,
@@ -146,6 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         "p95_ms": round(br.pct(lat, 0.95), 4),
         "search_many_cpu_ms_per_query": round(many_ms, 4),
     }
+    if ns.check_exact:
+        native = index._index
+        mismatches = []
+        for q in queries:
+            for k in (1, 5, 10, 50):
+                if native.search(q, k) != native.search_exhaustive(q, k):
+                    mismatches.append((q, k))
+        exh = br.latencies(lambda i: native.search_exhaustive(queries[i], br.K), len(queries))
+        result["exact_checked"] = len(queries) * 4
+        result["exact_mismatches"] = len(mismatches)
+        result["exact_mismatch_examples"] = mismatches[:5]
+        result["exhaustive_p50_ms"] = round(br.pct(exh, 0.5), 4)
+        result["exhaustive_p95_ms"] = round(br.pct(exh, 0.95), 4)
     if qv is not None:
         rows = qv
         hyb = br.latencies(lambda i: index.search(queries[i], br.K, vector=rows[i]), len(queries))

@@ -128,9 +128,10 @@ class ToolIndex:
         bm25_weight, cosine_floor, depth: the fusion's constants (defaults
             ``FUSION_BM25_WEIGHT``, ``FUSION_COSINE_FLOOR``, ``FUSION_DEPTH``).
         approx_from, rescore: from ``approx_from`` vectors on (default
-            ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the ``rescore``
-            tools (default ``VECTOR_RESCORE``) nearest by Hamming distance of their vectors'
-            sign bits are scored (int8, then the best exactly); below it, an exact scan.
+            ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the tools nearest by
+            Hamming distance of their vectors' sign bits are scored (int8, then the best
+            exactly), ``rescore`` of them at 10,000 vectors (default ``VECTOR_RESCORE``) and
+            ``rescore * (n / 10000) ** 0.3`` among ``n``; below it, an exact scan.
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
@@ -198,10 +199,12 @@ class ToolIndex:
 
         ``progress`` reports large builds: a callable ``progress(phase, done, total)`` called
         every ``PROGRESS_BATCH`` tools and at the end of each phase: ``"project"``
-        (validating and projecting: where a bad tool is found, and where an exception from
-        the callback aborts the add), then ``"tokenize"`` and ``"index"`` (the index is
-        locked: the callback must not use it, and an exception from it is raised once the add
-        is complete). ``True`` prints a line on stderr instead.
+        (validating and projecting: where a bad tool is found) and ``"tokenize"`` (on a
+        worker thread while the projection goes on, for adds of more than 16,384 tools: the
+        two phases' reports interleave), where an exception from the callback aborts the
+        add; then ``"index"`` (the index is locked: the callback must not use it, and an
+        exception from it is raised once the add is complete). ``True`` prints a line on
+        stderr instead.
 
         ``vectors``: precomputed embeddings, one per tool (or ``None``), or ``bytes`` of
         float32 rows; instead of the ``embeddings`` model (which is then not called).

@@ -265,6 +265,51 @@ impl Tokenizer {
     }
 }
 
+impl Tokenizer {
+    /// Call `emit` with the tokens of one word as [`split_ascii_words`] yields it (ASCII,
+    /// joiners only between alphanumerics): what [`Tokenizer::for_each`] emits for that word.
+    pub fn for_each_in_word(&mut self, word: &[u8], mut emit: impl FnMut(&str, Kind)) {
+        let Tokenizer {
+            word: chars,
+            lower,
+            ends,
+            ..
+        } = self;
+        chars.clear();
+        chars.extend(word.iter().map(|&b| char::from(b)));
+        emit_word(chars, lower, ends, &mut emit);
+        chars.clear();
+    }
+}
+
+/// The words of an ASCII text, as [`Tokenizer::for_each`] splits them (step 2 of the
+/// recipe): maximal runs of alphanumerics, a joiner (`_ . -`) kept only between two of them
+/// (the last of a run of joiners). `buf` is scratch.
+pub fn split_ascii_words(text: &[u8], buf: &mut Vec<u8>, mut f: impl FnMut(&[u8])) {
+    buf.clear();
+    let mut joiner: Option<u8> = None;
+    for &b in text {
+        if b.is_ascii_alphanumeric() {
+            if let Some(j) = joiner.take() {
+                buf.push(j);
+            }
+            buf.push(b);
+        } else if matches!(b, b'_' | b'.' | b'-') && !buf.is_empty() {
+            joiner = Some(b);
+        } else {
+            joiner = None;
+            if !buf.is_empty() {
+                f(buf);
+                buf.clear();
+            }
+        }
+    }
+    if !buf.is_empty() {
+        f(buf);
+        buf.clear();
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CharKind {
     Lower,

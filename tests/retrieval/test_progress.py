@@ -91,3 +91,76 @@ def test_an_exception_while_projecting_aborts_the_add() -> None:
     with pytest.raises(KeyboardInterrupt):
         index.add(_tools(10), progress=progress)
     assert len(index) == 0
+
+
+# Past its first chunk (16,384 tools) an add tokenizes on a worker thread while it projects.
+BIG = 40_000
+
+
+def test_a_large_add_tokenizes_while_it_projects_and_indexes_as_small_adds_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(retrieval, "PROGRESS_BATCH", 10_000)
+    tools = _tools(BIG)
+    calls: list[tuple[str, int, int]] = []
+    big = ToolIndex()
+    big.add(tools, progress=lambda *a: calls.append(a))
+    steps = [10_000, 20_000, 30_000, 40_000]
+    for phase in ("project", "tokenize", "index"):
+        assert [(d, t) for p, d, t in calls if p == phase] == [(d, BIG) for d in steps], phase
+    # Nothing is tokenized before it is projected; indexing comes after both.
+    seen = {"project": 0, "tokenize": 0}
+    for phase, done, _ in calls:
+        if phase == "tokenize":
+            assert done <= seen["project"]
+        if phase == "index":
+            assert seen == {"project": BIG, "tokenize": BIG}
+        else:
+            seen[phase] = done
+    small = ToolIndex()
+    for i in range(0, BIG, 10_000):
+        small.add(tools[i : i + 10_000])  # below one chunk: no worker
+    assert len(big) == len(small) == BIG
+    assert big.tool_names == small.tool_names
+    sizes = ("tools", "terms", "postings")
+    assert [big.stats()[s] for s in sizes] == [small.stats()[s] for s in sizes]
+    for query in ("get items", "delete item 31234 in service 3", "sync svc2", "p1 list"):
+        assert big.search(query, 10) == small.search(query, 10)
+
+
+def test_a_bad_tool_after_the_worker_started_leaves_the_index_as_it_was() -> None:
+    index = ToolIndex()
+    index.add(_tools(3))
+    before = index.search("items", 3)
+    bad = _tools(BIG)
+    bad[30_000] = {"name": "broken", "input_schema": [1, 2]}
+    with pytest.raises(ValueError, match="broken"):
+        index.add(bad)
+    assert len(index) == 3
+    assert index.search("items", 3) == before
+
+
+def test_an_exception_in_a_tokenize_report_aborts_a_large_add() -> None:
+    index = ToolIndex()
+    index.add(_tools(3))
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "tokenize":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        index.add(_tools(BIG), progress=progress)
+    assert len(index) == 3
+
+
+def test_vectors_of_another_dimension_in_a_later_chunk_are_refused() -> None:
+    index = ToolIndex()
+    tools = _tools(BIG)
+    vectors: list[list[float] | None] = [[1.0, 0.0, 0.5]] * BIG
+    vectors[20_000] = [1.0, 0.0]
+    with pytest.raises(ValueError, match="2 dimensions, the others of this add have 3"):
+        index.add(tools, vectors=vectors)
+    assert len(index) == 0
+    vectors[20_000] = [0.0, 1.0, 0.0]
+    index.add(tools, vectors=vectors)
+    assert len(index) == BIG

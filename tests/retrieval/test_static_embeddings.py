@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from algenta_graph.retrieval import ToolIndex
 
@@ -15,7 +15,7 @@ pytest.importorskip("wordllama", reason="the 'embeddings' extra is not installed
 
 from algenta_graph.retrieval.static_embeddings import WordLlamaEmbeddings
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO / "bench"
 
 
 def _bfcl() -> object:

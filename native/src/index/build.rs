@@ -1,22 +1,35 @@
 //! Adding tools: tokenize every staged text (pass 1), then insert (pass 2).
 
-use rust_stemmers::{Algorithm, Stemmer};
-use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::project::{Field, NUM_FIELDS};
-use crate::tokenize::{is_stemmable, is_stopword, Kind, Tokenizer};
+use crate::project::NUM_FIELDS;
 
 use super::docs::doc_key;
-use super::postings::Posting;
-use super::scoring::scale_len;
+use super::pass1::Pass1;
+use super::postings::{Posting, PostingList};
+use super::scoring::{scale_len, Scorer};
 use super::stage::{Staged, StagedVector};
+use super::vectors::Vectors;
 use super::vocab::intern;
 use super::Index;
 
+/// A first add of at least this many tools inserts on two threads.
+pub(super) const PARALLEL_FIRST_ADD: usize = 16_384;
+#[cfg(test)]
+thread_local! {
+    /// Tests: insert on one thread whatever the add (to compare the two paths).
+    pub(super) static ONE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn one_thread() -> bool {
+    #[cfg(test)]
+    return ONE_THREAD.with(|o| o.get());
+    #[cfg(not(test))]
+    false
+}
+
 /// Batches of at least this many tools size every postings list they extend once, up front.
 pub(super) const RESERVE_BATCH: usize = 64;
-/// Parameter texts up to this many bytes are tokenized once per batch and remembered.
-pub(super) const MEMO_TEXT_LEN: usize = 256;
 
 impl Index {
     /// Add or replace (by name) every staged tool, in order.
@@ -32,102 +45,46 @@ impl Index {
         every: usize,
         progress: &mut dyn FnMut(&str, usize),
     ) {
-        const STOP: u32 = u32::MAX;
-        let mut tokenizer = Tokenizer::default();
-        let stemmer = Stemmer::create(Algorithm::English);
-        // Part as written -> id of its stem (STOP for a stopword): one hash lookup per repeated
-        // part. Short parameter texts (names, enum values, stock descriptions) repeat across a
-        // catalog: their term ids are remembered per text. Both live for this batch only.
-        let mut part_ids: FxHashMap<Box<str>, u32> = FxHashMap::default();
-        let mut text_ids: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
-        let mut memo: Vec<u32> = Vec::new();
-        let mut ids: Vec<u32> = Vec::new();
-        let mut occurrences: Vec<(u32, u8)> = Vec::new();
-        let mut owner: Vec<u32> = Vec::new();
-        let mut at: Vec<u32> = Vec::new();
-        // Pass 1: every tool's distinct terms, in one buffer, and how many postings each term
-        // gains, so that pass 2 sizes every postings list once.
-        let mut all_terms: Vec<(u32, [u8; NUM_FIELDS])> = Vec::new();
-        let mut tools: Vec<(usize, usize, [u32; NUM_FIELDS])> = Vec::with_capacity(staged.len());
-        for tool in &staged.tools {
-            let (first, end) = tool.texts;
-            occurrences.clear();
-            let mut lens = [0u32; NUM_FIELDS];
-            for &(from, to, field) in &staged.texts[first..end] {
-                let text = &staged.arena[from..to];
-                let remembered = matches!(field, Field::ParamNames | Field::ParamText)
-                    && text.len() <= MEMO_TEXT_LEN;
-                if let Some(&(at, n)) = remembered.then(|| text_ids.get(text)).flatten() {
-                    ids.clear();
-                    ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
-                } else {
-                    ids.clear();
-                    let Index {
-                        vocab, postings, ..
-                    } = self;
-                    tokenizer.for_each(text, |tok, kind| {
-                        let id = match kind {
-                            Kind::Whole => intern(vocab, postings, tok),
-                            Kind::Part => match part_ids.get(tok) {
-                                Some(&id) => id,
-                                None => {
-                                    let id = if is_stopword(tok) {
-                                        STOP
-                                    } else if is_stemmable(tok) {
-                                        intern(vocab, postings, &stemmer.stem(tok))
-                                    } else {
-                                        intern(vocab, postings, tok)
-                                    };
-                                    part_ids.insert(tok.into(), id);
-                                    id
-                                }
-                            },
-                        };
-                        if id != STOP {
-                            ids.push(id);
-                        }
-                    });
-                    if remembered {
-                        text_ids.insert(text, (memo.len() as u32, ids.len() as u32));
-                        memo.extend_from_slice(&ids);
-                    }
-                }
-                let f = field as usize;
-                lens[f] = lens[f].saturating_add(ids.len() as u32);
-                occurrences.extend(ids.iter().map(|&id| (id, f as u8)));
-            }
-            // Aggregate per term without sorting: `at[id]` is the term's entry in this tool's
-            // slice of `all_terms` while `owner[id]` says the entry belongs to this tool.
-            let start = all_terms.len();
-            let tool_no = tools.len() as u32 + 1;
-            for &(id, f) in &occurrences {
-                let i = id as usize;
-                if i >= owner.len() {
-                    owner.resize(self.postings.len().max(i + 1), 0);
-                    at.resize(owner.len(), 0);
-                }
-                if owner[i] == tool_no {
-                    let tf = &mut all_terms[at[i] as usize].1[f as usize];
-                    *tf = tf.saturating_add(1);
-                } else {
-                    owner[i] = tool_no;
-                    at[i] = all_terms.len() as u32;
-                    let mut tf = [0u8; NUM_FIELDS];
-                    tf[f as usize] = 1;
-                    all_terms.push((id, tf));
-                }
-            }
-            tools.push((start, all_terms.len(), lens));
-            if tools.len().is_multiple_of(every) {
-                progress("tokenize", tools.len());
+        let mut pass1 = Pass1::new();
+        pass1.tokenize(staged, every, &mut |done| progress("tokenize", done));
+        if every != usize::MAX && !pass1.len().is_multiple_of(every) {
+            progress("tokenize", pass1.len());
+        }
+        self.insert_pass1(&[staged], pass1, every, &mut |done| progress("index", done));
+    }
+
+    /// Pass 2 of an add: the terms of `pass1` (which tokenized `chunks`, in order) merged into
+    /// the vocabulary, then every tool inserted, calling `progress(done)` every `every` tools
+    /// and at the end.
+    pub fn insert_pass1(
+        &mut self,
+        chunks: &[&Staged],
+        mut pass1: Pass1,
+        every: usize,
+        progress: &mut dyn FnMut(usize),
+    ) {
+        if self.vocab.len() == 0 {
+            // A first add: the local ids are the ones interning would give, in order.
+            self.vocab = std::mem::take(&mut pass1.vocab);
+            self.postings.clear();
+            self.postings
+                .resize_with(self.vocab.len(), PostingList::default);
+        } else {
+            // Local term ids to the index's, interned in order of first appearance (what one
+            // pass over the tools in order would have given).
+            let global: Vec<u32> = (0..pass1.vocab.len() as u32)
+                .map(|l| intern(&mut self.vocab, &mut self.postings, pass1.vocab.term(l)))
+                .collect();
+            drop(std::mem::take(&mut pass1.vocab));
+            for (id, _) in pass1.all_terms.iter_mut() {
+                *id = global[*id as usize];
             }
         }
-        if every != usize::MAX && !tools.len().is_multiple_of(every) {
-            progress("tokenize", tools.len());
-        }
-        if staged.len() >= RESERVE_BATCH {
+        let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
+        if tools.len() >= RESERVE_BATCH {
+            // Every postings list sized once, for all it gains.
             let mut gained = vec![0u32; self.postings.len()];
-            for &(id, _) in &all_terms {
+            for &(id, _) in all_terms {
                 gained[id as usize] += 1;
             }
             for (list, &n) in self.postings.iter_mut().zip(&gained) {
@@ -136,25 +93,175 @@ impl Index {
                 }
             }
         }
-        // Pass 2: insert.
+        // The postings' bounds (`bounds.rs`) are taken under the reference statistics; a first
+        // add takes as reference the statistics it will leave.
+        self.bounds.tfw.resize(self.postings.len(), 0.0);
+        if self.bounds.reference.is_none() || self.by_name.is_empty() {
+            let mut sum_len = self.sum_len;
+            for &(_, _, lens) in tools {
+                for (total, len) in sum_len.iter_mut().zip(lens) {
+                    *total += u64::from(len);
+                }
+            }
+            let n = (self.by_name.len() + tools.len()) as f64;
+            self.bounds.reference = Some(Scorer::new(&self.params, &sum_len, n).norm_b());
+        }
+        let reference = self
+            .bounds
+            .reference_scorer(&self.params)
+            .expect("set above");
+        // Progress stays monotonic if the parallel first add has to start over.
+        let mut reported = 0;
+        let mut progress = |done: usize| {
+            if done > reported {
+                reported = done;
+                progress(done);
+            }
+        };
+        if self.docs.slots() == 0
+            && tools.len() >= PARALLEL_FIRST_ADD
+            && !one_thread()
+            && self.insert_first(chunks, &pass1, &reference, every, &mut progress)
+        {
+            return;
+        }
         let docs = &self.docs;
-        self.by_name.reserve(staged.len(), |s| doc_key(docs, s));
-        for (i, (tool, &(start, end, lens))) in staged.tools.iter().zip(&tools).enumerate() {
-            let (from, to) = tool.key;
-            let vector = staged.vectors.get(i).copied().unwrap_or(StagedVector::None);
-            self.insert(
-                &staged.arena[from..to],
-                &all_terms[start..end],
-                lens,
-                vector,
-                staged,
-            );
-            if (i + 1).is_multiple_of(every) {
-                progress("index", i + 1);
+        self.by_name.reserve(tools.len(), |s| doc_key(docs, s));
+        let mut i = 0;
+        for staged in chunks {
+            for (j, tool) in staged.tools.iter().enumerate() {
+                let (start, end, lens) = tools[i];
+                let (from, to) = tool.key;
+                let vector = staged.vectors.get(j).copied().unwrap_or(StagedVector::None);
+                self.insert(
+                    &staged.arena[from..to],
+                    &all_terms[start..end],
+                    lens,
+                    vector,
+                    staged,
+                    &reference,
+                );
+                i += 1;
+                if i.is_multiple_of(every) {
+                    progress(i);
+                }
             }
         }
+        if every != usize::MAX && !i.is_multiple_of(every) {
+            progress(i);
+        }
+        drop(pass1);
+        self.rebase_if_stale();
+    }
+
+    /// Pass 2 of a first add (the index has no slot yet) on two threads: this one fills the
+    /// postings, their bounds and the lengths, a second one the name table, the tool records
+    /// and the vectors; tool `i` takes slot `i`. Returns false, the index left empty, if two
+    /// tools share a name (the caller then inserts one by one: the later replaces the earlier).
+    fn insert_first(
+        &mut self,
+        chunks: &[&Staged],
+        pass1: &Pass1,
+        reference: &Scorer,
+        every: usize,
+        progress: &mut dyn FnMut(usize),
+    ) -> bool {
+        let Index {
+            params,
+            postings,
+            docs,
+            scaled_lens,
+            by_name,
+            sum_len,
+            vectors,
+            bounds,
+            ..
+        } = self;
+        let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
+        let shared_name = AtomicBool::new(false);
+        let e = params.length_exponent;
+        let dim = chunks.iter().map(|c| c.dim).max().unwrap_or(0);
+        let complete = std::thread::scope(|scope| {
+            let records = scope.spawn(|| {
+                by_name.reserve(tools.len(), |s| doc_key(docs, s));
+                vectors.reserve(tools.len(), dim);
+                let mut ids: Vec<u32> = Vec::new();
+                let mut i = 0;
+                for staged in chunks {
+                    for (j, tool) in staged.tools.iter().enumerate() {
+                        let (start, end, lens) = tools[i];
+                        let name = &staged.arena[tool.key.0..tool.key.1];
+                        let Err(bucket) = by_name.find(name.as_bytes(), |s| doc_key(docs, s))
+                        else {
+                            shared_name.store(true, Ordering::Relaxed);
+                            return false;
+                        };
+                        let slot = docs.push_free_slot();
+                        ids.clear();
+                        ids.extend(all_terms[start..end].iter().map(|&(id, _)| id));
+                        docs.set(slot, name, lens, &mut ids);
+                        by_name.put_at(bucket, slot);
+                        if let Some(&StagedVector::New(v, key)) = staged.vectors.get(j) {
+                            let d = staged.dim;
+                            vectors.set(slot, &staged.vector_arena[v * d..(v + 1) * d], key);
+                        }
+                        i += 1;
+                    }
+                }
+                true
+            });
+            scaled_lens.reserve(tools.len());
+            for (i, &(start, end, lens)) in tools.iter().enumerate() {
+                let scaled: [f32; NUM_FIELDS] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
+                for &(id, tf) in &all_terms[start..end] {
+                    postings[id as usize].insert(Posting { slot: i as u32, tf });
+                    let bound = &mut bounds.tfw[id as usize];
+                    *bound = bound.max(reference.tfw(&tf, &scaled));
+                }
+                for (total, len) in sum_len.iter_mut().zip(lens) {
+                    *total += u64::from(len);
+                }
+                scaled_lens.push(scaled);
+                if (i + 1).is_multiple_of(every) {
+                    progress(i + 1);
+                }
+                if i.is_multiple_of(4096) && shared_name.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+            // A panic there is re-raised here, as the one-thread path would raise it.
+            records
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+        if !complete {
+            for list in postings.iter_mut() {
+                *list = PostingList::default();
+            }
+            bounds.tfw.fill(0.0);
+            scaled_lens.clear();
+            *sum_len = [0; NUM_FIELDS];
+            *docs = Default::default();
+            *by_name = Default::default();
+            *vectors = Vectors::new(vectors.precision());
+            return false;
+        }
         if every != usize::MAX && !tools.len().is_multiple_of(every) {
-            progress("index", tools.len());
+            progress(tools.len());
+        }
+        self.rebase_if_stale();
+        true
+    }
+
+    /// Recompute the pruning bounds if the statistics have moved too far from theirs.
+    pub(super) fn rebase_if_stale(&mut self) {
+        let scorer = self.scorer();
+        if self
+            .bounds
+            .stale(&self.params, &scorer, self.postings.len())
+        {
+            self.bounds
+                .rebase(&scorer, &self.postings, &self.scaled_lens);
         }
     }
 
@@ -166,6 +273,7 @@ impl Index {
         lens: [u32; NUM_FIELDS],
         vector: StagedVector,
         staged: &Staged,
+        reference: &Scorer,
     ) {
         // One probe of the name table for a new name: where it is absent is where it goes.
         let docs = &self.docs;
@@ -178,7 +286,7 @@ impl Index {
                         kept = self.vectors.to_f32(old).map(|v| (v, key));
                     }
                 }
-                self.remove(name);
+                self.remove_tool(name);
                 let docs = &self.docs;
                 self.by_name
                     .find(name.as_bytes(), |s| doc_key(docs, s))
@@ -193,16 +301,19 @@ impl Index {
                 self.docs.push_free_slot()
             }
         };
+        let e = self.params.length_exponent;
+        let scaled: [f32; NUM_FIELDS] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
         for &(id, tf) in terms {
-            // Postings stay sorted by slot (binary search in `search_tokens`); a bulk add
-            // appends, a reused slot is inserted in place.
+            // Postings stay sorted by slot (seeks in `search.rs`); a bulk add appends, a
+            // reused slot is inserted in place.
             self.postings[id as usize].insert(Posting { slot, tf });
+            let bound = &mut self.bounds.tfw[id as usize];
+            *bound = bound.max(reference.tfw(&tf, &scaled));
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);
         }
-        let e = self.params.length_exponent;
-        self.scaled_lens[slot as usize] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
+        self.scaled_lens[slot as usize] = scaled;
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
         self.docs.set(slot, name, lens, &mut ids);
         self.by_name.put_at(bucket, slot);
@@ -231,6 +342,15 @@ impl Index {
 
     /// Remove a tool; returns whether it was present.
     pub fn remove(&mut self, name: &str) -> bool {
+        let removed = self.remove_tool(name);
+        if removed {
+            self.rebase_if_stale();
+        }
+        removed
+    }
+
+    /// [`Index::remove`] without recomputing the bounds (an add does that once at its end).
+    fn remove_tool(&mut self, name: &str) -> bool {
         let docs = &self.docs;
         let Some(slot) = self.by_name.remove(name.as_bytes(), |s| doc_key(docs, s)) else {
             return false;
@@ -239,8 +359,13 @@ impl Index {
             .docs
             .take(slot)
             .expect("slot of a named tool is occupied");
+        self.bounds.removed += terms.len();
         for t in terms {
-            self.postings[t as usize].remove(slot);
+            let list = &mut self.postings[t as usize];
+            list.remove(slot);
+            if list.is_empty() {
+                self.bounds.tfw[t as usize] = 0.0;
+            }
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total -= u64::from(len);

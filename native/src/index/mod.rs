@@ -9,9 +9,11 @@
 //!   so an index built incrementally scores bit-for-bit like one built from scratch.
 //! * Top-k goes through a bounded heap; equal scores are ordered by tool name.
 
+mod bounds;
 mod build;
 mod docs;
 pub mod fusion;
+pub mod pass1;
 mod postings;
 mod scoring;
 mod search;
@@ -27,7 +29,9 @@ use crate::table::IdTable;
 use crate::project::NUM_FIELDS;
 use crate::tokenize::Analyzer;
 
+use bounds::Bounds;
 use docs::{doc_key, Docs};
+pub use pass1::Pass1;
 use postings::PostingList;
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
 pub use stage::{split_name, Staged, StagedVector};
@@ -49,6 +53,8 @@ pub struct Index {
     sum_len: [u64; NUM_FIELDS],
     /// The tools' embeddings, by slot.
     vectors: Vectors,
+    /// Per term, an upper bound of its contribution (dynamic pruning).
+    bounds: Bounds,
 }
 
 thread_local! {
@@ -143,6 +149,12 @@ impl Index {
             + names
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
             + self.vectors.heap_bytes()
+            + self.bounds.heap_bytes()
+    }
+
+    /// The scorer of the current statistics.
+    fn scorer(&self) -> scoring::Scorer {
+        scoring::Scorer::new(&self.params, &self.sum_len, self.by_name.len() as f64)
     }
 
     /// Bitset over slots of the allowed tool names (unknown names are ignored).
@@ -158,8 +170,8 @@ impl Index {
 }
 
 /// How vector searches run: exactly below `approx_from` vectors, else the nearest by Hamming
-/// distance of the sign bits (`rescore` of them) are scored with the int8 copy and the best `2k`
-/// of those exactly.
+/// distance of the sign bits (`rescore` of them at 10,000 vectors, more in larger catalogs:
+/// [`vectors::rescored`]) are scored with the int8 copy and the best `2k` of those exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VectorSearch {
     pub approx_from: usize,
@@ -191,10 +203,10 @@ impl Index {
         if k == 0 || self.vectors.is_empty() {
             return Vec::new();
         }
-        if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= how.rescore {
+        let r = vectors::rescored(how.rescore, self.vectors.len()).max(k);
+        if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= r {
             return self.search_vector(q, k, allow);
         }
-        let r = how.rescore.max(k);
         let code = self.vectors.code_of(q);
         let (q8, q8_scale) = match q {
             vectors::QueryVec::F32(v) => vectors::quantize(v),
@@ -208,15 +220,22 @@ impl Index {
         HAMMING.with(|dist| {
             let mut dist = dist.borrow_mut();
             self.vectors.hamming_all(&code, &mut dist);
-            let usable = |s: usize| {
-                self.vectors.key(s as u32).is_some()
-                    && allow.is_none_or(|m| m.get(s / 64).is_some_and(|w| w & (1 << (s % 64)) != 0))
+            // The slots to consider, 64 at a time: holding a vector, and allowed.
+            let present = self.vectors.present();
+            let word = |w: usize| match allow {
+                None => present[w],
+                Some(m) => present[w] & m.get(w).copied().unwrap_or(0),
             };
-            for (s, &d) in dist.iter().enumerate() {
-                if usable(s) {
-                    hist[d as usize] += 1;
+            let each = |f: &mut dyn FnMut(usize)| {
+                for w in 0..present.len() {
+                    let mut bits = word(w);
+                    while bits != 0 {
+                        f(w * 64 + bits.trailing_zeros() as usize);
+                        bits &= bits - 1;
+                    }
                 }
-            }
+            };
+            each(&mut |s| hist[dist[s] as usize] += 1);
             let (mut cut, mut below) = (0usize, 0usize);
             while cut < hist.len() && below + hist[cut] < r {
                 below += hist[cut];
@@ -224,17 +243,14 @@ impl Index {
             }
             let room_at_cut = r - below;
             let mut at_cut: Vec<u32> = Vec::new();
-            for (s, &d) in dist.iter().enumerate() {
-                let d = d as usize;
-                if d > cut || !usable(s) {
-                    continue;
-                }
-                if d == cut {
+            each(&mut |s| {
+                let d = dist[s] as usize;
+                if d < cut {
+                    candidates.push((self.vectors.score_i8(&q8, q8_scale, s as u32), s as u32));
+                } else if d == cut {
                     at_cut.push(s as u32);
-                    continue;
                 }
-                candidates.push((self.vectors.score_i8(&q8, q8_scale, s as u32), s as u32));
-            }
+            });
             // At the cut, by name: the candidates do not depend on which slot a tool got.
             if at_cut.len() > room_at_cut {
                 if room_at_cut > 0 {
@@ -295,5 +311,28 @@ impl Index {
             }
         });
         self.top_k_by(hits.into_iter(), k)
+    }
+}
+impl Index {
+    /// The heap estimate by part, in bytes (diagnostics, for `examples/harness.rs`).
+    pub fn heap_parts(&self) -> Vec<(&'static str, usize)> {
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(PostingList::heap_bytes)
+            .sum::<usize>();
+        vec![
+            ("postings data", postings),
+            (
+                "postings lists",
+                self.postings.capacity() * std::mem::size_of::<PostingList>(),
+            ),
+            ("num postings*8", self.num_postings() * 8),
+            ("vocab", self.vocab.heap_bytes()),
+            ("docs", self.docs.heap_bytes()),
+            ("names", self.by_name.heap_bytes()),
+            ("scaled", self.scaled_lens.capacity() * 16),
+            ("bounds", self.bounds.heap_bytes()),
+        ]
     }
 }

@@ -105,11 +105,26 @@ impl Scorer {
         }
     }
 
+    /// A scorer whose length normalisation is `norm_b` (the bounds' reference statistics).
+    pub(super) fn with_norm_b(p: &Params, norm_b: [f32; NUM_FIELDS]) -> Self {
+        Scorer {
+            weights: p.weights,
+            norm_b,
+            one_minus_b: p.b.map(|b| 1.0 - b),
+            k1: p.k1,
+        }
+    }
+
+    /// `b / avglen ^ e` per field (0 for a field no tool has text in).
+    pub(super) fn norm_b(&self) -> [f32; NUM_FIELDS] {
+        self.norm_b
+    }
+
+    /// The saturating part's input: `sum_f w_f * tf_f / (1 - b_f + b_f * (len_f / avglen_f) ^ e_f)`.
     #[inline]
-    pub(super) fn score(&self, idf: f32, post: &Posting, lens: &[f32; NUM_FIELDS]) -> f32 {
+    pub(super) fn tfw(&self, tf: &[u8; NUM_FIELDS], lens: &[f32; NUM_FIELDS]) -> f32 {
         let mut tfw = 0f32;
-        let fields = post
-            .tf
+        let fields = tf
             .iter()
             .zip(&self.weights)
             .zip(&self.one_minus_b)
@@ -120,9 +135,31 @@ impl Scorer {
                 tfw += w * f32::from(tf) / (one_minus_b + norm_b * len);
             }
         }
+        tfw
+    }
+
+    #[inline]
+    pub(super) fn score(&self, idf: f32, post: &Posting, lens: &[f32; NUM_FIELDS]) -> f32 {
+        let tfw = self.tfw(&post.tf, lens);
         if tfw <= 0.0 {
             return 0.0;
         }
         idf * tfw * (self.k1 + 1.0) / (tfw + self.k1)
+    }
+
+    /// The most a term of weight `idf` adds to any tool whose `tfw` is at most `tfw_max`
+    /// (the score rises with `tfw`), with a margin of 0.1 % for rounding: never below a real
+    /// contribution. Never above `idf * (k1 + 1)`, the bound without any knowledge of `tfw`.
+    pub(super) fn bound(&self, idf: f32, tfw_max: f32) -> f32 {
+        let most = idf * (self.k1 + 1.0);
+        let b = if tfw_max.is_finite() && tfw_max >= 0.0 {
+            (idf * tfw_max * (self.k1 + 1.0) / (tfw_max + self.k1)).min(most)
+        } else {
+            most
+        };
+        if b.is_nan() {
+            return most * 1.001;
+        }
+        b * 1.001
     }
 }

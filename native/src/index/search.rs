@@ -1,8 +1,24 @@
-//! Search: MaxScore over the postings, then a bounded heap for the top k.
+//! Search: MaxScore over the postings, document at a time, then a bounded heap for the top k.
+//!
+//! Every query term has an upper bound of what it can add to any tool's score (`bounds.rs`).
+//! Terms are taken in increasing order of their bounds; the longest prefix whose bounds sum
+//! below the current k-th best score is *non-essential*: a tool matching only those terms
+//! cannot enter the top k. Only the *essential* terms' postings are walked (in slot order, all
+//! at once); each tool found there is completed by looking it up in the non-essential terms'
+//! postings, from the largest bound down, and dropped as soon as what it has plus what is
+//! left is below the k-th best (Turtle & Flood 1995; Lucene's and tantivy's MaxScore). As the
+//! k-th best score rises, more terms become non-essential.
+//!
+//! A tool that survives gets its score summed in one fixed order, the *canonical* one (terms
+//! by decreasing `idf`, ties in query order), exactly as [`Index::search_exhaustive`], which
+//! scores every posting of every term, sums it: pruning changes which tools are scored, never
+//! a score, and the top k are exactly those of exhaustive scoring (`cargo test`, and
+//! `bench/bench_pruning.py` at a million tools). Ties at the k-th score are kept until the end.
 
 use std::cell::RefCell;
 
 use super::docs::doc_name;
+use super::postings::Posting;
 use super::scoring::Scorer;
 use super::ties::Ties;
 use super::Index;
@@ -13,15 +29,221 @@ thread_local! {
 
 #[cfg(test)]
 thread_local! {
-    /// Searches that skipped postings (MaxScore phase 2), to check the tests exercise it.
+    /// Searches that left a term non-essential (pruned), that took the warm start, and
+    /// chunks intersected: to check the tests exercise every path.
     pub(super) static PRUNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    pub(super) static WARM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    pub(super) static CHUNKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 #[derive(Default)]
 struct Scratch {
     scores: Vec<f32>,
     touched: Vec<u32>,
-    kth: Vec<f32>,
+}
+
+/// A query term: its postings, `idf` and the bound of its contribution.
+struct Term<'a> {
+    list: &'a [Posting],
+    idf: f32,
+    bound: f32,
+}
+
+/// Partial sums are compared with the k-th best score with this much room for the rounding
+/// of a sum taken in another order than the canonical one.
+const SLACK: f32 = 1.0 + 1e-4;
+
+/// Tools scored together (see `search_slots`).
+const BATCH: usize = 16;
+
+/// The first position at or after `from` in `list` whose slot is `>= slot`. A near target is
+/// found by stepping; a far one by interpolation (slots spread over a list much as they do
+/// over the catalog), then galloping from the guess: in a long list a far seek then reads a
+/// few cache lines, not the dozen of a binary search.
+#[inline]
+pub(super) fn seek(list: &[Posting], from: usize, slot: u32) -> usize {
+    let n = list.len();
+    if from >= n || list[from].slot >= slot {
+        return from;
+    }
+    if from + 1 >= n || list[from + 1].slot >= slot {
+        return from + 1;
+    }
+    // list[from + 1].slot < slot: interpolate between from + 1 and the end.
+    let lo_slot = list[from + 1].slot;
+    let hi_slot = list[n - 1].slot;
+    if hi_slot < slot {
+        return n;
+    }
+    let span = u64::from(hi_slot - lo_slot) + 1;
+    let guess = from + 1 + ((u64::from(slot - lo_slot) * (n - from - 1) as u64) / span) as usize;
+    let guess = guess.clamp(from + 2, n - 1);
+    // Bracket the answer around the guess: (lo, hi] with list[lo].slot < slot <= list[hi].slot.
+    let (mut lo, mut hi);
+    if list[guess].slot < slot {
+        lo = guess;
+        let mut step = 1;
+        loop {
+            hi = lo + step;
+            if hi >= n - 1 {
+                hi = n - 1;
+                break;
+            }
+            if list[hi].slot >= slot {
+                break;
+            }
+            lo = hi;
+            step *= 2;
+        }
+    } else {
+        hi = guess;
+        let mut step = 1;
+        loop {
+            if hi - (from + 1) <= step {
+                lo = from + 1;
+                break;
+            }
+            lo = hi - step;
+            if list[lo].slot < slot {
+                break;
+            }
+            hi = lo;
+            step *= 2;
+        }
+    }
+    lo + 1 + list[lo + 1..hi].partition_point(|p| p.slot < slot)
+}
+
+/// The rarest term's tools are scored first when it has at most this many, or at most
+/// `1 / 16` of the longest list's and at most `WARM_MAX` (see `search_slots`).
+const WARM_SHORT: usize = 512;
+const WARM_MAX: usize = 4096;
+
+/// Postings of the essential list read per intersection (see `search_slots`).
+const CHUNK: usize = 512;
+
+/// The positions `(i, j)` of the slots that `e[from..end]` shares with `p[at..]`, into `out`,
+/// merging both lists without a branch per posting; returns where each cursor stopped (`e`:
+/// `end`, or short of it if `p` ran out).
+pub(super) fn intersect(
+    e: &[Posting],
+    from: usize,
+    end: usize,
+    p: &[Posting],
+    at: usize,
+    out: &mut Vec<(u32, u32)>,
+) -> (usize, usize) {
+    out.clear();
+    out.resize(end - from + 1, (0, 0));
+    let (mut i, mut j, mut n) = (from, at, 0usize);
+    while i < end && j < p.len() {
+        let (a, b) = (e[i].slot, p[j].slot);
+        out[n] = (i as u32, j as u32);
+        n += usize::from(a == b);
+        i += usize::from(a <= b);
+        j += usize::from(b <= a);
+    }
+    out.truncate(n);
+    (i, j)
+}
+
+/// Look `slot` up in the non-essential terms `order[..from]`, the largest bound first, until
+/// what it has (`have`: the sum of the bounds of the terms it has) and what is left to look
+/// up cannot reach `theta`; its postings go to `posts`. Whether it may still reach `theta`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn probe(
+    terms: &[Term<'_>],
+    order: &[usize],
+    below: &[f32],
+    pos: &mut [usize],
+    slot: u32,
+    from: usize,
+    mut have: f32,
+    theta: f32,
+    posts: &mut Vec<(u32, u32)>,
+) -> bool {
+    if (have + below[from]) * SLACK < theta {
+        return false;
+    }
+    let mut j = from;
+    while j > 0 {
+        j -= 1;
+        let t = order[j];
+        let term = &terms[t];
+        let i = seek(term.list, pos[t], slot);
+        if term.list.get(i).is_some_and(|p| p.slot == slot) {
+            posts.push((t as u32, i as u32));
+            have += term.bound;
+            pos[t] = i + 1;
+        } else {
+            pos[t] = i;
+            if (have + below[j]) * SLACK < theta {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Ask for the cache line of `x` ahead of its use.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(
+            (x as *const T).cast::<i8>(),
+            std::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+}
+
+/// The `k` largest scores seen: a min-heap whose root is the k-th best.
+struct Kth {
+    heap: Vec<f32>,
+    k: usize,
+}
+
+impl Kth {
+    /// The k-th best score so far (0 until there are k: any positive score may enter).
+    fn threshold(&self) -> f32 {
+        if self.heap.len() < self.k {
+            0.0
+        } else {
+            self.heap[0]
+        }
+    }
+
+    fn push(&mut self, s: f32) {
+        let h = &mut self.heap;
+        if h.len() < self.k {
+            h.push(s);
+            let mut i = h.len() - 1;
+            while i > 0 && h[(i - 1) / 2] > h[i] {
+                h.swap(i, (i - 1) / 2);
+                i = (i - 1) / 2;
+            }
+        } else if s > h[0] {
+            h[0] = s;
+            let mut i = 0;
+            loop {
+                let (l, r) = (2 * i + 1, 2 * i + 2);
+                let mut m = i;
+                if l < h.len() && h[l] < h[m] {
+                    m = l;
+                }
+                if r < h.len() && h[r] < h[m] {
+                    m = r;
+                }
+                if m == i {
+                    break;
+                }
+                h.swap(i, m);
+                i = m;
+            }
+        }
+    }
 }
 
 impl Index {
@@ -49,7 +271,47 @@ impl Index {
             .collect()
     }
 
-    /// [`Index::search_tokens`] as `(score, slot)`.
+    /// The distinct known query terms in canonical order (decreasing `idf`, ties in query
+    /// order), each with its `idf` and bound, and the scorer of the current statistics.
+    fn query_terms(&self, tokens: &[String]) -> (Vec<Term<'_>>, Scorer) {
+        let n = self.by_name.len() as f64;
+        let scorer = self.scorer();
+        // A repeated query word counts once (BM25's k3 = 0): in tool queries repeats are
+        // mostly argument values.
+        let mut ids: Vec<u32> = Vec::with_capacity(tokens.len());
+        for tok in tokens {
+            if let Some(id) = self.vocab.get(tok.as_str()) {
+                if !ids.contains(&id) && !self.postings[id as usize].is_empty() {
+                    ids.push(id);
+                }
+            }
+        }
+        let drift = self.bounds.drift(&self.params, &scorer);
+        let mut terms: Vec<Term<'_>> = ids
+            .iter()
+            .map(|&t| {
+                let list = self.postings[t as usize].as_slice();
+                let df = list.len() as f64;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+                let tfw = self
+                    .bounds
+                    .tfw
+                    .get(t as usize)
+                    .copied()
+                    .unwrap_or(f32::INFINITY);
+                Term {
+                    list,
+                    idf,
+                    bound: scorer.bound(idf, tfw * drift),
+                }
+            })
+            .collect();
+        // Stable: equal idf keep query order.
+        terms.sort_by(|a, b| b.idf.total_cmp(&a.idf));
+        (terms, scorer)
+    }
+
+    /// [`Index::search_tokens`] as `(score, slot)`: MaxScore (see the module's comment).
     pub fn search_slots(
         &self,
         tokens: &[String],
@@ -57,127 +319,239 @@ impl Index {
         allow: Option<&[u64]>,
         ties: Option<&Ties>,
     ) -> Vec<(f32, u32)> {
-        let n_docs = self.by_name.len();
-        if k == 0 || n_docs == 0 || tokens.is_empty() {
+        if k == 0 || self.by_name.is_empty() || tokens.is_empty() {
             return Vec::new();
         }
-        // Distinct known query terms in first-occurrence order. A repeated query word counts
-        // once (BM25's k3 = 0): in tool queries repeats are mostly argument values.
-        let mut query: Vec<u32> = Vec::with_capacity(tokens.len());
-        for tok in tokens {
-            if let Some(id) = self.vocab.get(tok.as_str()) {
-                if !query.contains(&id) {
-                    query.push(id);
+        let (terms, scorer) = self.query_terms(tokens);
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let allowed = |slot: u32| match allow {
+            Some(mask) => mask[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0,
+            None => true,
+        };
+        let lens = &self.scaled_lens;
+        let nt = terms.len();
+        // Terms by increasing bound; below[i]: the sum of the bounds of order[..i].
+        let mut order: Vec<usize> = (0..nt).collect();
+        order.sort_by(|&a, &b| terms[a].bound.total_cmp(&terms[b].bound).then(a.cmp(&b)));
+        let mut below = vec![0f32; nt + 1];
+        for i in 0..nt {
+            below[i + 1] = below[i] + terms[order[i]].bound;
+        }
+        let mut pos = vec![0usize; nt];
+        let mut kth = Kth {
+            heap: Vec::with_capacity(k.min(1 << 16)),
+            k,
+        };
+        let mut candidates: Vec<(f32, u32)> = Vec::new();
+        // Warm start: when the term of the largest bound is rare (a product name), its tools
+        // are scored first, so the k-th best score is high before the long lists are read;
+        // the main loop then skips them (`top`: order[..top] are left to the main loop).
+        let rare = order[nt - 1];
+        let rare_len = terms[rare].list.len();
+        let longest = terms.iter().map(|t| t.list.len()).max().unwrap_or(0);
+        let warm =
+            nt > 1 && (rare_len <= WARM_SHORT || rare_len * 16 <= longest.min(WARM_MAX * 16));
+        let top = if warm { nt - 1 } else { nt };
+        // Tools that passed the bounds, waiting to be scored: their slots, and the postings
+        // they have as (term, position). Scoring them in batches lets the memory of their
+        // lengths load in parallel (each is a cache miss in a large index).
+        let mut batch: Vec<(u32, u32)> = Vec::with_capacity(BATCH);
+        let mut batch_posts: Vec<(u32, u32)> = Vec::with_capacity(BATCH * nt);
+        let mut part = vec![0f32; nt];
+        // order[..lazy] are non-essential.
+        let mut lazy = 0;
+        let mut theta = 0f32;
+        let mut flush = |batch: &mut Vec<(u32, u32)>,
+                         batch_posts: &mut Vec<(u32, u32)>,
+                         lazy: &mut usize,
+                         theta: &mut f32| {
+            let mut from = 0usize;
+            for &(slot, end) in batch.iter() {
+                // Its score: every term it has, summed in canonical order.
+                let l = &lens[slot as usize];
+                for &(t, i) in &batch_posts[from..end as usize] {
+                    let term = &terms[t as usize];
+                    part[t as usize] = scorer.score(term.idf, &term.list[i as usize], l);
+                }
+                from = end as usize;
+                let mut score = 0f32;
+                for x in part.iter_mut() {
+                    if *x > 0.0 {
+                        score += *x;
+                    }
+                    *x = 0.0;
+                }
+                if score <= 0.0 || score < *theta {
+                    continue;
+                }
+                candidates.push((score, slot));
+                kth.push(score);
+                *theta = kth.threshold();
+            }
+            batch.clear();
+            batch_posts.clear();
+            while *lazy < top && below[*lazy + 1] * SLACK < *theta {
+                *lazy += 1;
+            }
+        };
+        // Queue `slot` for scoring if, with its postings from `mark` on (of the terms it has
+        // among order[from..]), it can reach the k-th best score after the lookups.
+        macro_rules! consider {
+            ($slot:expr, $from:expr, $have:expr, $mark:expr) => {
+                if probe(
+                    &terms,
+                    &order,
+                    &below,
+                    &mut pos,
+                    $slot,
+                    $from,
+                    $have,
+                    theta,
+                    &mut batch_posts,
+                ) {
+                    prefetch(&lens[$slot as usize]);
+                    batch.push(($slot, batch_posts.len() as u32));
+                    if batch.len() == BATCH {
+                        flush(&mut batch, &mut batch_posts, &mut lazy, &mut theta);
+                    }
+                } else {
+                    batch_posts.truncate($mark);
+                }
+            };
+        }
+        if warm {
+            #[cfg(test)]
+            WARM.with(|w| w.set(w.get() + 1));
+            for (i, p) in terms[rare].list.iter().enumerate() {
+                if allowed(p.slot) {
+                    let mark = batch_posts.len();
+                    batch_posts.push((rare as u32, i as u32));
+                    consider!(p.slot, nt - 1, terms[rare].bound, mark);
                 }
             }
+            flush(&mut batch, &mut batch_posts, &mut lazy, &mut theta);
+            pos.iter_mut().for_each(|p| *p = 0);
         }
-        let p = &self.params;
-        let n = n_docs as f64;
-        let scorer = Scorer::new(p, &self.sum_len, n);
-        // Terms by decreasing upper bound of their contribution (idf * (k1 + 1)): MaxScore
-        // (Turtle & Flood 1995). Ties keep query order, so the order is deterministic.
-        let mut terms: Vec<(u32, f32, f32)> = query
-            .iter()
-            .filter(|&&t| !self.postings[t as usize].is_empty())
-            .map(|&t| {
-                let df = self.postings[t as usize].len() as f64;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
-                // The bound has a margin for rounding: it must never be below a real score.
-                (t, idf, idf * (p.k1 + 1.0) * 1.001)
-            })
-            .collect();
-        terms.sort_by(|a, b| b.2.total_cmp(&a.2));
-        // rest[i]: the most the terms from i on can add to any score.
-        let mut rest = vec![0f32; terms.len() + 1];
-        for i in (0..terms.len()).rev() {
-            rest[i] = rest[i + 1] + terms[i].2;
+        // Whether the warm start has scored `slot` already (a cursor in the rare term's list).
+        let mut rare_at = 0usize;
+        let mut done = |slot: u32| -> bool {
+            if !warm {
+                return false;
+            }
+            let list = terms[rare].list;
+            rare_at = seek(list, rare_at, slot);
+            list.get(rare_at).is_some_and(|p| p.slot == slot)
+        };
+        let mut matches: Vec<(u32, u32)> = Vec::new();
+        loop {
+            // One essential term whose tools must also have the first non-essential one to
+            // reach the k-th best score: intersect the two lists, a chunk at a time, without a
+            // branch per posting (most of a query's time at a million tools was here).
+            if top - lazy == 1 && lazy > 0 {
+                let (e, p1) = (order[lazy], order[lazy - 1]);
+                if (terms[e].bound + below[lazy - 1]) * SLACK < theta {
+                    let (el, pl) = (terms[e].list, terms[p1].list);
+                    let end = (pos[e] + CHUNK).min(el.len());
+                    let (i, j) = intersect(el, pos[e], end, pl, pos[p1], &mut matches);
+                    #[cfg(test)]
+                    CHUNKS.with(|c| c.set(c.get() + 1));
+                    pos[e] = if j >= pl.len() { el.len() } else { i };
+                    pos[p1] = j;
+                    for &(ie, jp) in &matches {
+                        let slot = el[ie as usize].slot;
+                        if !allowed(slot) || done(slot) {
+                            continue;
+                        }
+                        let mark = batch_posts.len();
+                        batch_posts.push((e as u32, ie));
+                        batch_posts.push((p1 as u32, jp));
+                        let have = terms[e].bound + terms[p1].bound;
+                        consider!(slot, lazy - 1, have, mark);
+                    }
+                    if pos[e] >= el.len() {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            // The next tool: the smallest slot among the essential terms' cursors.
+            let mut slot = u32::MAX;
+            for &t in &order[lazy..top] {
+                if let Some(p) = terms[t].list.get(pos[t]) {
+                    slot = slot.min(p.slot);
+                }
+            }
+            if slot == u32::MAX {
+                break;
+            }
+            // Which essential terms it has (no scoring yet: bounds first, scores last).
+            let mark = batch_posts.len();
+            let mut have = 0f32;
+            for &t in &order[lazy..top] {
+                let term = &terms[t];
+                let i = pos[t];
+                if term.list.get(i).is_some_and(|p| p.slot == slot) {
+                    batch_posts.push((t as u32, i as u32));
+                    have += term.bound;
+                    pos[t] = i + 1;
+                }
+            }
+            if allowed(slot) && !done(slot) {
+                consider!(slot, lazy, have, mark);
+            } else {
+                batch_posts.truncate(mark);
+            }
         }
+        flush(&mut batch, &mut batch_posts, &mut lazy, &mut theta);
+        #[cfg(test)]
+        if lazy > 0 {
+            PRUNED.with(|p| p.set(p.get() + 1));
+        }
+        self.top_k_with(candidates.into_iter().filter(|c| c.0 >= theta), k, ties)
+    }
+
+    /// The `k` best tools with every posting of every query term scored (no pruning): what
+    /// [`Index::search_slots`] must return, for tests and benchmarks.
+    pub fn search_exhaustive(
+        &self,
+        tokens: &[String],
+        k: usize,
+        allow: Option<&[u64]>,
+        ties: Option<&Ties>,
+    ) -> Vec<(f32, u32)> {
+        if k == 0 || self.by_name.is_empty() || tokens.is_empty() {
+            return Vec::new();
+        }
+        let (terms, scorer) = self.query_terms(tokens);
         let allowed = |slot: u32| match allow {
             Some(mask) => mask[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0,
             None => true,
         };
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let Scratch {
-                scores,
-                touched,
-                kth,
-            } = &mut *scratch;
+            let Scratch { scores, touched } = &mut *scratch;
             if scores.len() < self.docs.slots() {
                 scores.resize(self.docs.slots(), 0.0);
             }
             touched.clear();
-            // Phase 1: accumulate whole postings lists while a tool that no term has matched
-            // yet could still reach the top k.
-            let mut i = 0;
-            while i < terms.len() {
-                if i > 0 && touched.len() >= k {
-                    kth.clear();
-                    kth.extend(touched.iter().map(|&t| scores[t as usize]));
-                    let (_, &mut threshold, _) =
-                        kth.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-                    if rest[i] < threshold {
-                        break;
-                    }
-                }
-                let (term, idf, _) = terms[i];
-                for post in self.postings[term as usize].as_slice() {
-                    if !allowed(post.slot) {
+            // Term at a time in canonical order: each tool's score is summed in that order.
+            for term in &terms {
+                for p in term.list {
+                    if !allowed(p.slot) {
                         continue;
                     }
-                    let s = scorer.score(idf, post, &self.scaled_lens[post.slot as usize]);
+                    let s = scorer.score(term.idf, p, &self.scaled_lens[p.slot as usize]);
                     if s <= 0.0 {
                         continue;
                     }
-                    let cell = &mut scores[post.slot as usize];
+                    let cell = &mut scores[p.slot as usize];
                     if *cell == 0.0 {
-                        touched.push(post.slot);
+                        touched.push(p.slot);
                     }
                     *cell += s;
                 }
-                i += 1;
-            }
-            // Phase 2: only tools already matched can still reach the top k; the remaining
-            // terms are looked up for them (postings are sorted by slot). Every tool that can
-            // make the top k gets every term, in the same order as without pruning, so scores
-            // are exactly those of a full evaluation.
-            if i < terms.len() {
-                #[cfg(test)]
-                PRUNED.with(|p| p.set(p.get() + 1));
-                kth.clear();
-                kth.extend(touched.iter().map(|&t| scores[t as usize]));
-                let (_, &mut threshold, _) =
-                    kth.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-                let bound = rest[i];
-                let mut candidates: Vec<u32> = touched
-                    .iter()
-                    .copied()
-                    .filter(|&t| scores[t as usize] + bound >= threshold)
-                    .collect();
-                candidates.sort_unstable();
-                for &(term, idf, _) in &terms[i..] {
-                    let list = self.postings[term as usize].as_slice();
-                    let mut lo = 0;
-                    for &slot in &candidates {
-                        match list[lo..].binary_search_by_key(&slot, |p| p.slot) {
-                            Ok(j) => {
-                                let post = &list[lo + j];
-                                scores[slot as usize] +=
-                                    scorer.score(idf, post, &self.scaled_lens[slot as usize]);
-                                lo += j + 1;
-                            }
-                            Err(j) => lo += j,
-                        }
-                        if lo >= list.len() {
-                            break;
-                        }
-                    }
-                }
-                let top = self.top_k(scores, &candidates, k, ties);
-                for &t in touched.iter() {
-                    scores[t as usize] = 0.0;
-                }
-                return top;
             }
             let top = self.top_k(scores, touched, k, ties);
             for &t in touched.iter() {

@@ -99,6 +99,15 @@ impl Staged {
             .map(|&(from, to, f)| (f, &self.arena[from..to]))
     }
 
+    /// An empty stage for the next tools of the same add (their vectors must have this
+    /// stage's dimension).
+    pub fn next_chunk(&self) -> Staged {
+        Staged {
+            dim: self.dim,
+            ..Staged::default()
+        }
+    }
+
     /// Number of tools staged.
     pub fn len(&self) -> usize {
         self.tools.len()

@@ -406,3 +406,372 @@ fn pruned_search_equals_brute_force() {
         "pruning was never exercised"
     );
 }
+
+/// A deterministic xorshift generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, m: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % m as u64) as usize
+    }
+}
+
+#[test]
+fn seek_and_intersect_agree_with_a_scan() {
+    use super::search::{intersect, seek};
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..300 {
+        let density = 1 + rng.next(60);
+        let mut list: Vec<Posting> = Vec::new();
+        let mut slot = rng.next(5) as u32;
+        for _ in 0..rng.next(if round % 3 == 0 { 5 } else { 3000 }) {
+            list.push(Posting {
+                slot,
+                tf: [1, 0, 0, 0],
+            });
+            slot += 1 + rng.next(density) as u32;
+        }
+        let max = slot + 10;
+        for _ in 0..50 {
+            let from = rng.next(list.len() + 1);
+            let target = rng.next(max as usize) as u32;
+            let want = from + list[from..].partition_point(|p| p.slot < target);
+            assert_eq!(
+                seek(&list, from, target),
+                want,
+                "from {from} target {target}"
+            );
+        }
+        let mut other: Vec<Posting> = list.iter().filter(|_| rng.next(3) == 0).copied().collect();
+        for _ in 0..rng.next(200) {
+            other.push(Posting {
+                slot: rng.next(max as usize) as u32,
+                tf: [0, 1, 0, 0],
+            });
+        }
+        other.sort_by_key(|p| p.slot);
+        other.dedup_by_key(|p| p.slot);
+        let (from, at) = (rng.next(list.len() + 1), rng.next(other.len() + 1));
+        let end = from + rng.next(list.len() - from + 1);
+        let mut out = Vec::new();
+        let (i, j) = intersect(&list, from, end, &other, at, &mut out);
+        let want: Vec<(u32, u32)> = (from..i)
+            .filter_map(|a| {
+                other[at..]
+                    .iter()
+                    .position(|p| p.slot == list[a].slot)
+                    .map(|b| (a as u32, (at + b) as u32))
+            })
+            .collect();
+        assert_eq!(out, want);
+        assert!(i == end || j == other.len());
+        // Every posting of `other` before `j` is below the next slot of `list` still to read.
+        if j > at && i < list.len() {
+            assert!(other[j - 1].slot < list[i].slot || i == end);
+        }
+    }
+}
+
+/// A catalog with skewed word frequencies, rare words (product names), identical tools under
+/// different names (ties at every score), and a few long descriptions.
+fn skewed_catalog(rng: &mut Rng, n: usize, tag: &str) -> Vec<(String, String, Vec<String>)> {
+    let common: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
+    let rare: Vec<String> = (0..300).map(|i| format!("rare{i}x")).collect();
+    let pick = |rng: &mut Rng| {
+        // A squared draw: low-numbered words are far more frequent.
+        let r = rng.next(common.len() * common.len());
+        common[(r as f64).sqrt() as usize].clone()
+    };
+    let mut tools: Vec<(String, String, Vec<String>)> = Vec::new();
+    for i in 0..n {
+        if i > 0 && rng.next(12) == 0 {
+            // A copy of an earlier tool, another name: same score for every query.
+            let (_, d, p) = tools[rng.next(tools.len())].clone();
+            tools.push((format!("{tag}copy{i}"), d, p));
+            continue;
+        }
+        let mut desc: Vec<String> = (0..1 + rng.next(10)).map(|_| pick(rng)).collect();
+        if rng.next(5) == 0 {
+            desc.push(rare[rng.next(rare.len())].clone());
+        }
+        if rng.next(200) == 0 {
+            desc.extend((0..300).map(|_| pick(rng)));
+        }
+        let params: Vec<String> = (0..rng.next(4)).map(|_| pick(rng)).collect();
+        let name = format!("{}_{}_{tag}{i}", pick(rng), pick(rng));
+        tools.push((name, desc.join(" "), params));
+    }
+    tools
+}
+
+fn stage_catalog(tools: &[(String, String, Vec<String>)]) -> Staged {
+    let mut staged = Staged::default();
+    for (name, desc, params) in tools {
+        staged.begin(name);
+        staged.text(Field::Description, desc);
+        for p in params {
+            staged.text(Field::ParamNames, p);
+            staged.text(Field::ParamText, &format!("the {p} of it"));
+        }
+    }
+    staged
+}
+
+/// Under the current statistics, no posting scores above its term's bound.
+fn assert_bounds_hold(ix: &Index) {
+    let scorer = ix.scorer();
+    let drift = ix.bounds.drift(&ix.params, &scorer);
+    let n = ix.len() as f64;
+    for (t, list) in ix.postings.iter().enumerate() {
+        let df = list.len() as f64;
+        if df == 0.0 {
+            continue;
+        }
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+        let bound = scorer.bound(idf, ix.bounds.tfw[t] * drift);
+        for p in list.as_slice() {
+            let s = scorer.score(idf, p, &ix.scaled_lens[p.slot as usize]);
+            assert!(s <= bound, "term {t}: score {s} above its bound {bound}");
+        }
+    }
+}
+
+fn random_queries(rng: &mut Rng, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            (0..1 + rng.next(7))
+                .map(|_| match rng.next(4) {
+                    0 => format!("rare{}x", rng.next(300)),
+                    1 => format!("w{}", rng.next(20)),
+                    _ => format!("w{}", rng.next(400)),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// Pruned and exhaustive searches agree exactly (names, scores bit for bit, order).
+fn assert_pruning_exact(ix: &Index, queries: &[String], allow: Option<&[u64]>) {
+    for q in queries {
+        let tokens = analyze_query(q);
+        let ties = super::ties::Ties::new(q);
+        for k in [1, 2, 5, 10, 50] {
+            let got = ix.search_slots(&tokens, k, allow, Some(&ties));
+            let want = ix.search_exhaustive(&tokens, k, allow, Some(&ties));
+            assert_eq!(ix.named(got), ix.named(want), "query {q:?} k {k}");
+        }
+    }
+}
+
+#[test]
+fn maxscore_equals_exhaustive_scoring_on_a_skewed_catalog() {
+    use super::search::{CHUNKS, WARM};
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let tools = skewed_catalog(&mut rng, 6000, "t");
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&stage_catalog(&tools));
+    assert_bounds_hold(&ix);
+    let queries = random_queries(&mut rng, 400);
+    let (pruned, warm, chunks) = (
+        PRUNED.with(|p| p.get()),
+        WARM.with(|w| w.get()),
+        CHUNKS.with(|c| c.get()),
+    );
+    assert_pruning_exact(&ix, &queries, None);
+    // Every path ran: terms left non-essential, the warm start, the chunked intersection.
+    assert!(PRUNED.with(|p| p.get()) - pruned > 500);
+    assert!(WARM.with(|w| w.get()) - warm > 100);
+    assert!(CHUNKS.with(|c| c.get()) - chunks > 100);
+    // With a filter: a random third of the tools.
+    let names: Vec<String> = tools.iter().map(|t| t.0.clone()).collect();
+    let allowed: Vec<&str> = names
+        .iter()
+        .filter(|_| rng.next(3) == 0)
+        .map(String::as_str)
+        .collect();
+    let mask = ix.allow_mask(allowed.iter().copied());
+    assert_pruning_exact(&ix, &queries[..150], Some(&mask));
+}
+
+#[test]
+fn maxscore_stays_exact_through_adds_and_removes() {
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    let mut tools = skewed_catalog(&mut rng, 3000, "a");
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&stage_catalog(&tools));
+    let queries = random_queries(&mut rng, 120);
+    // Remove a third (the statistics move, the bounds go stale), re-add some changed, add
+    // tools with much longer texts (average lengths grow: the bounds must be rebased).
+    for round in 0..4 {
+        let mut kept = Vec::new();
+        for t in tools.drain(..) {
+            if rng.next(3) == 0 {
+                assert!(ix.remove(&t.0));
+            } else {
+                kept.push(t);
+            }
+        }
+        tools = kept;
+        let mut more = skewed_catalog(&mut rng, 400, &format!("r{round}_"));
+        for t in more.iter_mut() {
+            if round % 2 == 1 {
+                t.1 = format!("{} {}", t.1, t.1.repeat(6));
+            }
+        }
+        ix.add_staged(&stage_catalog(&more));
+        tools.extend(more);
+        assert_bounds_hold(&ix);
+        assert_pruning_exact(&ix, &queries, None);
+    }
+    // And the same ranking as an index built from scratch.
+    let mut fresh = Index::new(Params::default()).unwrap();
+    fresh.add_staged(&stage_catalog(&tools));
+    for q in &queries {
+        let tokens = analyze_query(q);
+        for k in [1, 5, 20] {
+            assert_eq!(
+                ix.named(ix.search_slots(&tokens, k, None, None)),
+                fresh.named(fresh.search_slots(&tokens, k, None, None)),
+                "query {q:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pass1_tokenizes_as_the_analyzer_with_its_caches() {
+    use crate::tokenize::Analyzer;
+    let texts = [
+        "get_weather getWeather get-weather GET_WEATHER",
+        "a__b x. .y -z- _private_ a-_b end.",
+        "getHTTPResponseCode side1 s3_upload getV2Users HTTP2Server ipv4 2024",
+        "Turn the lights off, not on! The files, the FILES.",
+        "math.factorial x = 3.14, y = 2 v1.2.3 a.b_c ab--cd",
+        "Caf\u{e9} Stra\u{df}e na\u{ef}ve r\u{e9}sum\u{e9} \u{41f}\u{440}\u{438}\u{432}\u{435}\u{442}",
+        "",
+        "weather weather weather forecast",
+    ];
+    for field in [
+        Field::Description,
+        Field::ParamText,
+        Field::ParamNames,
+        Field::Name,
+    ] {
+        let mut staged = Staged::default();
+        // Each text twice: the second time comes from the caches.
+        for text in texts.iter().chain(texts.iter()) {
+            staged.begin("x");
+            staged.text(field, text);
+        }
+        let mut pass1 = Pass1::new();
+        pass1.tokenize(&staged, usize::MAX, &mut |_| {});
+        for (i, text) in texts.iter().chain(texts.iter()).enumerate() {
+            let mut want: Vec<(String, u8)> = Vec::new();
+            for tok in Analyzer::new().tokenize(text) {
+                match want.iter_mut().find(|w| w.0 == tok) {
+                    Some(w) => w.1 += 1,
+                    None => want.push((tok, 1)),
+                }
+            }
+            let got: Vec<(String, u8)> = pass1
+                .terms_of(i)
+                .into_iter()
+                .map(|(t, tf)| (t, tf[field as usize]))
+                .collect();
+            assert_eq!(got, want, "{field:?} {text:?}");
+            assert_eq!(
+                pass1.tools[i].2[field as usize] as usize,
+                want.iter().map(|w| w.1 as usize).sum::<usize>()
+            );
+        }
+    }
+}
+
+/// Everything an add leaves, compared field by field (bit for bit).
+fn assert_same_index(a: &Index, b: &Index) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.sum_len, b.sum_len);
+    assert_eq!(a.vocab.len(), b.vocab.len());
+    for t in 0..a.vocab.len() as u32 {
+        assert_eq!(a.vocab.term(t), b.vocab.term(t));
+    }
+    assert_eq!(a.postings.len(), b.postings.len());
+    for (t, (pa, pb)) in a.postings.iter().zip(&b.postings).enumerate() {
+        let (sa, sb) = (pa.as_slice(), pb.as_slice());
+        assert_eq!(sa.len(), sb.len(), "term {t}");
+        for (x, y) in sa.iter().zip(sb) {
+            assert_eq!((x.slot, x.tf), (y.slot, y.tf), "term {t}");
+        }
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.bounds.tfw), bits(&b.bounds.tfw));
+    assert_eq!(
+        a.bounds.reference.map(|r| bits(&r)),
+        b.bounds.reference.map(|r| bits(&r))
+    );
+    assert_eq!(a.scaled_lens.len(), b.scaled_lens.len());
+    for (x, y) in a.scaled_lens.iter().zip(&b.scaled_lens) {
+        assert_eq!(bits(x), bits(y));
+    }
+    assert_eq!(a.docs.slots(), b.docs.slots());
+    for ((sa, da), (sb, db)) in a.docs.iter().zip(b.docs.iter()) {
+        assert_eq!(sa, sb);
+        assert_eq!(da.name(), db.name());
+        assert_eq!(da.decode().0, db.decode().0);
+        assert_eq!(da.decode().1, db.decode().1);
+        assert_eq!(a.slot_of(da.name()), Some(sa));
+        assert_eq!(b.slot_of(db.name()), Some(sb));
+    }
+    for slot in 0..a.docs.slots() as u32 {
+        assert_eq!(a.vectors.to_f32(slot), b.vectors.to_f32(slot));
+    }
+}
+
+fn add_on_threads(staged: &Staged, one: bool) -> Index {
+    super::build::ONE_THREAD.with(|o| o.set(one));
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(staged);
+    super::build::ONE_THREAD.with(|o| o.set(false));
+    ix
+}
+
+#[test]
+fn a_first_add_on_two_threads_leaves_what_one_thread_does() {
+    let n = super::build::PARALLEL_FIRST_ADD + 3000;
+    let mut rng = Rng(0x7f4a_7c15_9e37_79b9);
+    let tools = skewed_catalog(&mut rng, n, "p");
+    let mut staged = stage_catalog(&tools);
+    // Vectors for most tools, none for some.
+    let mut staged_v = Staged::default();
+    for (i, (name, desc, params)) in tools.iter().enumerate() {
+        staged_v.begin(name);
+        staged_v.text(Field::Description, desc);
+        for p in params {
+            staged_v.text(Field::ParamNames, p);
+        }
+        let v = [(i % 7) as f32 + 1.0, (i % 3) as f32, 1.0, (i % 11) as f32];
+        let v = (i % 5 != 0).then_some(&v[..]);
+        staged_v.vector(v, Some(i as u64)).unwrap();
+    }
+    for s in [&staged, &staged_v] {
+        let two = add_on_threads(s, false);
+        let one = add_on_threads(s, true);
+        assert_same_index(&two, &one);
+        assert_bounds_hold(&two);
+        assert_pruning_exact(&two, &random_queries(&mut rng, 60), None);
+    }
+    // Two tools with one name: the two-thread path gives up, the later tool replaces the
+    // earlier one as on one thread.
+    staged.begin(&tools[17].0);
+    staged.text(Field::Description, "a replacement w1 w2 rare7x");
+    let two = add_on_threads(&staged, false);
+    let one = add_on_threads(&staged, true);
+    assert_eq!(two.len(), n);
+    assert_same_index(&two, &one);
+    let hits = two.named(two.search_slots(&analyze_query("replacement"), 1, None, None));
+    assert_eq!(hits[0].0, tools[17].0);
+}

@@ -23,17 +23,38 @@ impl Vocab {
     }
 }
 
+impl Vocab {
+    /// Number of terms.
+    pub(super) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The text of term `id`.
+    pub(super) fn term(&self, id: u32) -> &str {
+        // Written from `&str`s only, at char boundaries.
+        std::str::from_utf8(term_bytes(&self.text, &self.ends, id)).unwrap_or("")
+    }
+
+    /// The id of `term`, added if new (ids are given in order: 0, 1, ...).
+    pub(super) fn intern(&mut self, term: &str) -> u32 {
+        if let Some(id) = self.get(term) {
+            return id;
+        }
+        let id = self.ends.len() as u32;
+        self.text.push_str(term);
+        self.ends.push(self.text.len() as u32);
+        let Vocab { text, ends, table } = self;
+        table.insert(id, |i| term_bytes(text, ends, i));
+        id
+    }
+}
+
 /// The id of `term`, added to the vocabulary (with an empty postings list) if new.
 pub(super) fn intern(vocab: &mut Vocab, postings: &mut Vec<PostingList>, term: &str) -> u32 {
-    if let Some(id) = vocab.get(term) {
-        return id;
+    let id = vocab.intern(term);
+    if id as usize == postings.len() {
+        postings.push(PostingList::default());
     }
-    let id = postings.len() as u32;
-    postings.push(PostingList::default());
-    vocab.text.push_str(term);
-    vocab.ends.push(vocab.text.len() as u32);
-    let Vocab { text, ends, table } = vocab;
-    table.insert(id, |i| term_bytes(text, ends, i));
     id
 }
 

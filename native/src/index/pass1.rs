@@ -1,0 +1,235 @@
+//! Pass 1 of an add: every staged tool's distinct terms with their per-field counts, as ids of
+//! a vocabulary of its own. It needs nothing of the index, so it runs on a worker thread while
+//! the schema walk (which holds the GIL) stages the next tools, and it leaves the index
+//! untouched if the add fails; [`super::Index::insert_pass1`] then merges its vocabulary into
+//! the index's and inserts.
+//!
+//! Repeated work is done once per add: a part's stem per distinct spelling, a short
+//! parameter text's terms per distinct text, and an ASCII word's terms (whole identifier and
+//! parts) per distinct word of the descriptions and parameter texts.
+
+use rust_stemmers::{Algorithm, Stemmer};
+use rustc_hash::FxHashMap;
+
+use crate::project::{Field, NUM_FIELDS};
+use crate::tokenize::{is_stemmable, is_stopword, split_ascii_words, Kind, Tokenizer};
+
+use super::stage::Staged;
+use super::vocab::Vocab;
+
+/// Parameter texts up to this many bytes are tokenized once per add and remembered.
+pub(super) const MEMO_TEXT_LEN: usize = 256;
+/// A part that is a stopword.
+const STOP: u32 = u32::MAX;
+
+/// Pass 1's output and its caches. Feed it the staged chunks of one add in order.
+pub struct Pass1 {
+    /// The terms met, in order of first appearance.
+    pub(super) vocab: Vocab,
+    /// Every tool's distinct terms (local ids) with their counts per field, tool after tool.
+    pub(super) all_terms: Vec<(u32, [u8; NUM_FIELDS])>,
+    /// Per tool: its range in `all_terms` and its field lengths.
+    pub(super) tools: Vec<(usize, usize, [u32; NUM_FIELDS])>,
+    tokenizer: Tokenizer,
+    stemmer: Stemmer,
+    /// Part as written -> id of its stem (STOP for a stopword).
+    part_ids: FxHashMap<Box<str>, u32>,
+    /// Short parameter text, or ASCII word -> its ids in `memo`.
+    text_ids: FxHashMap<Box<str>, (u32, u32)>,
+    word_ids: FxHashMap<Box<[u8]>, (u32, u32)>,
+    memo: Vec<u32>,
+    ids: Vec<u32>,
+    word: Vec<u8>,
+    occurrences: Vec<(u32, u8)>,
+    owner: Vec<u32>,
+    at: Vec<u32>,
+}
+
+impl Default for Pass1 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Pass1 {
+    pub fn new() -> Self {
+        Pass1 {
+            vocab: Vocab::default(),
+            all_terms: Vec::new(),
+            tools: Vec::new(),
+            tokenizer: Tokenizer::default(),
+            stemmer: Stemmer::create(Algorithm::English),
+            part_ids: FxHashMap::default(),
+            text_ids: FxHashMap::default(),
+            word_ids: FxHashMap::default(),
+            memo: Vec::new(),
+            ids: Vec::new(),
+            word: Vec::new(),
+            occurrences: Vec::new(),
+            owner: Vec::new(),
+            at: Vec::new(),
+        }
+    }
+
+    /// Number of tools tokenized so far.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Tokenize every tool of `staged` (the next chunk of the add), calling `progress(done)`
+    /// whenever the count of tools reaches a multiple of `every`.
+    pub fn tokenize(&mut self, staged: &Staged, every: usize, progress: &mut dyn FnMut(usize)) {
+        self.tools.reserve(staged.len());
+        for tool in &staged.tools {
+            let (first, end) = tool.texts;
+            self.occurrences.clear();
+            let mut lens = [0u32; NUM_FIELDS];
+            for &(from, to, field) in &staged.texts[first..end] {
+                let text = &staged.arena[from..to];
+                self.text_terms(text, field);
+                let f = field as usize;
+                lens[f] = lens[f].saturating_add(self.ids.len() as u32);
+                self.occurrences
+                    .extend(self.ids.iter().map(|&id| (id, f as u8)));
+            }
+            self.aggregate(lens);
+            if self.tools.len().is_multiple_of(every) {
+                progress(self.tools.len());
+            }
+        }
+    }
+
+    /// The ids of `text`'s terms, into `self.ids`.
+    fn text_terms(&mut self, text: &str, field: Field) {
+        self.ids.clear();
+        let remembered =
+            matches!(field, Field::ParamNames | Field::ParamText) && text.len() <= MEMO_TEXT_LEN;
+        if remembered {
+            if let Some(&(at, n)) = self.text_ids.get(text) {
+                let Pass1 { ids, memo, .. } = self;
+                ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
+                return;
+            }
+        }
+        if field != Field::Name && text.is_ascii() {
+            // Word by word, each distinct word tokenized once (names are words of their own,
+            // met once: not remembered).
+            let Pass1 {
+                word,
+                word_ids,
+                memo,
+                ids,
+                tokenizer,
+                part_ids,
+                vocab,
+                stemmer,
+                ..
+            } = self;
+            split_ascii_words(text.as_bytes(), word, |w| {
+                if let Some(&(at, n)) = word_ids.get(w) {
+                    ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
+                    return;
+                }
+                let start = ids.len();
+                tokenizer.for_each_in_word(w, |tok, kind| {
+                    let id = term_id(tok, kind, part_ids, vocab, stemmer);
+                    if id != STOP {
+                        ids.push(id);
+                    }
+                });
+                word_ids.insert(w.into(), (memo.len() as u32, (ids.len() - start) as u32));
+                memo.extend_from_slice(&ids[start..]);
+            });
+        } else {
+            let Pass1 {
+                ids,
+                tokenizer,
+                part_ids,
+                vocab,
+                stemmer,
+                ..
+            } = self;
+            tokenizer.for_each(text, |tok, kind| {
+                let id = term_id(tok, kind, part_ids, vocab, stemmer);
+                if id != STOP {
+                    ids.push(id);
+                }
+            });
+        }
+        if remembered {
+            self.text_ids
+                .insert(text.into(), (self.memo.len() as u32, self.ids.len() as u32));
+            self.memo.extend_from_slice(&self.ids);
+        }
+    }
+
+    /// The tool's occurrences as distinct terms with counts per field, appended to
+    /// `all_terms`. Aggregated without sorting: `at[id]` is the term's entry in this tool's
+    /// slice of `all_terms` while `owner[id]` says the entry belongs to this tool.
+    fn aggregate(&mut self, lens: [u32; NUM_FIELDS]) {
+        let start = self.all_terms.len();
+        let tool_no = self.tools.len() as u32 + 1;
+        for &(id, f) in &self.occurrences {
+            let i = id as usize;
+            if i >= self.owner.len() {
+                let n = (self.vocab.len().max(i + 1)).next_power_of_two();
+                self.owner.resize(n, 0);
+                self.at.resize(n, 0);
+            }
+            if self.owner[i] == tool_no {
+                let tf = &mut self.all_terms[self.at[i] as usize].1[f as usize];
+                *tf = tf.saturating_add(1);
+            } else {
+                self.owner[i] = tool_no;
+                self.at[i] = self.all_terms.len() as u32;
+                let mut tf = [0u8; NUM_FIELDS];
+                tf[f as usize] = 1;
+                self.all_terms.push((id, tf));
+            }
+        }
+        self.tools.push((start, self.all_terms.len(), lens));
+    }
+
+    /// The texts of the local term ids (tests).
+    #[cfg(test)]
+    pub(super) fn terms_of(&self, tool: usize) -> Vec<(String, [u8; NUM_FIELDS])> {
+        let (a, b, _) = self.tools[tool];
+        self.all_terms[a..b]
+            .iter()
+            .map(|&(id, tf)| (self.vocab.term(id).to_owned(), tf))
+            .collect()
+    }
+}
+
+/// The id of a token: a whole identifier as it is, a part by its stem (STOP: a stopword),
+/// each distinct part looked up once.
+#[inline]
+fn term_id(
+    tok: &str,
+    kind: Kind,
+    part_ids: &mut FxHashMap<Box<str>, u32>,
+    vocab: &mut Vocab,
+    stemmer: &Stemmer,
+) -> u32 {
+    match kind {
+        Kind::Whole => vocab.intern(tok),
+        Kind::Part => {
+            if let Some(&id) = part_ids.get(tok) {
+                return id;
+            }
+            let id = if is_stopword(tok) {
+                STOP
+            } else if is_stemmable(tok) {
+                vocab.intern(&stemmer.stem(tok))
+            } else {
+                vocab.intern(tok)
+            };
+            part_ids.insert(tok.into(), id);
+            id
+        }
+    }
+}
