@@ -27,8 +27,12 @@ from algenta_graph.audit.chain import seal
 from algenta_graph.audit.history import verify_audit
 from algenta_graph.audit.records import read_records
 from algenta_graph.errors import RecordsFileError
+from algenta_graph.state import RECORD_FIELDS
 
 pytestmark = pytest.mark.timeout(300)
+
+FIELDS = ", ".join(RECORD_FIELDS)
+"""The governed record lists, as the refusal names them."""
 
 
 def _graph(state: Any, update: Any) -> StateGraph[Any]:
@@ -81,12 +85,12 @@ OTHER_GRAPHS: dict[str, tuple[Any, Any, str]] = {
     "other-fields": (
         _graph(Counter, {"count": 3, "notes": ["a"]}),
         {"count": 1},
-        "its state has no receipts, denials, operator_decisions, only count, notes",
+        f"its state has no {FIELDS}, only count, notes",
     ),
     "chat": (
         _chat_graph(),
         {"messages": [("user", "hi")]},
-        "its state has no receipts, denials, operator_decisions, only messages",
+        f"its state has no {FIELDS}, only messages",
     ),
     "receipts-text": (
         _graph(ReceiptsText, {"receipts": "paid in full"}),
