@@ -12,6 +12,8 @@ The reference engine (:mod:`algenta_graph.engine`) is a separate program with er
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starlette.exceptions import HTTPException
@@ -231,3 +233,35 @@ class DemoError(AlgentaGraphError, RuntimeError):
 
     A step's expected outcome did not happen.
     """
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One problem of a configuration: where it came from, which key, what is wrong."""
+
+    source: str
+    """The file, ``"environment variable ALGENTA_..."``, or ``"the configuration"`` (Python)."""
+    key: str
+    """The dotted key (``extra_servers.crm.headers.Authorization``)."""
+    message: str
+
+    def __str__(self) -> str:
+        """``source: key: message``."""
+        return f"{self.source}: {self.key}: {self.message}"
+
+
+class ConfigError(AlgentaGraphError, ValueError):
+    """The configuration is wrong.
+
+    Raised by :func:`~algenta_graph.config.load_config` and
+    :func:`~algenta_graph.config.resolve_config`. Its message is one line per problem
+    (:class:`ConfigProblem`), each naming the file or the environment variable and the key;
+    the served graph refuses to start with it.
+
+    Args:
+        problems: every problem found (at least one).
+    """
+
+    def __init__(self, problems: Sequence[ConfigProblem]) -> None:
+        self.problems: tuple[ConfigProblem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))

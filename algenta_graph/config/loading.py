@@ -1,0 +1,187 @@
+"""Reading a configuration: a mapping, a TOML / JSON file, and the ``ALGENTA_*`` variables."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import (
+    ValidationError,
+)
+
+from algenta_graph.config.agent import AgentConfig
+from algenta_graph.config.names import _TRANSPORTS, ENV_CONFIG, ENV_ON_DENIAL, ENV_VARIABLES
+from algenta_graph.errors import ConfigError, ConfigProblem
+from algenta_graph.governance.gates import parse_on_denial
+
+if TYPE_CHECKING:
+    pass
+
+
+def _problems(exc: ValidationError, source_of: Callable[[str], str]) -> list[ConfigProblem]:
+    out: list[ConfigProblem] = []
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        # a discriminated union names the member in the location: extra_servers.crm.sse.url
+        if len(loc) >= 3 and loc[0] == "extra_servers" and loc[2] in _TRANSPORTS:
+            del loc[2]
+        key = ".".join(loc) or "(top level)"
+        message = str(error["msg"])
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        out.append(ConfigProblem(source_of(loc[0] if loc else ""), key, message))
+    return out
+
+
+def parse_config(
+    data: Mapping[str, Any],
+    *,
+    source: str = "the configuration",
+    sources: Mapping[str, str] | None = None,
+) -> AgentConfig:
+    """Validate a mapping (a parsed file) into an :class:`AgentConfig`.
+
+    Args:
+        data: the configuration's keys and values.
+        source: how problems name where ``data`` came from (a file path).
+        sources: ``{top-level key: source}`` for keys that came from elsewhere (an
+            environment variable).
+
+    Raises:
+        ConfigError: every problem, one line each, naming its source and key.
+    """
+    by_key = dict(sources or {})
+
+    def source_of(key: str) -> str:
+        return by_key.get(key, source)
+
+    if not isinstance(data, Mapping):
+        raise ConfigError([ConfigProblem(source, "(top level)", "must be a table of keys")])
+    try:
+        config = AgentConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc, source_of)) from None
+    config._sources = {"": source, **{k: source_of(k) for k in data}}
+    return config
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The keys of a TOML (``.toml``) or JSON (``.json``) configuration file.
+
+    Raises:
+        ConfigError: the file is missing, unreadable, not TOML / JSON, or not a table.
+    """
+    where = str(path)
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise ConfigError(
+            [ConfigProblem(where, "(file)", "a configuration file ends in .toml or .json")]
+        )
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError([ConfigProblem(where, "(file)", "no such file")]) from None
+    except OSError as exc:
+        raise ConfigError([ConfigProblem(where, "(file)", f"cannot be read ({exc})")]) from None
+    try:
+        text = raw.decode("utf-8")
+        data: Any = _toml_loads(text) if suffix == ".toml" else json.loads(text)
+    except UnicodeDecodeError:
+        raise ConfigError([ConfigProblem(where, "(file)", "is not UTF-8 text")]) from None
+    except json.JSONDecodeError as exc:
+        message = f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise ConfigError([ConfigProblem(where, "(file)", message)]) from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError([ConfigProblem(where, "(file)", f"is not valid TOML: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([ConfigProblem(where, "(top level)", "must be a table (an object)")])
+    return data
+
+
+def _toml_loads(text: str) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ValueError(
+                "reading TOML on Python 3.10 needs tomli (pip install tomli), or use JSON"
+            ) from None
+    return tomllib.loads(text)
+
+
+def _env_overrides(
+    environ: Mapping[str, str], problems: list[ConfigProblem]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The values the ``ALGENTA_*`` variables set (typed), and ``{key: its variable}``."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def text(key: str) -> str | None:
+        raw = environ.get(ENV_VARIABLES[key], "").strip()
+        if raw:
+            sources[key] = f"environment variable {ENV_VARIABLES[key]}"
+        return raw or None
+
+    for key in ("base_url", "profile", "model"):
+        raw = text(key)
+        if raw is not None:
+            values[key] = raw
+    for key in ("api_key", "operator_api_key"):
+        if text(key) is not None:
+            values[key] = {"env": ENV_VARIABLES[key]}
+    raw = text("top_k")
+    if raw is not None:
+        try:
+            values["top_k"] = int(raw)
+        except ValueError:
+            problems.append(
+                ConfigProblem(sources["top_k"], "top_k", f"must be an integer >= 1, not {raw!r}")
+            )
+    raw = text("on_denial")
+    if raw is not None:
+        try:
+            values["on_denial"] = parse_on_denial(raw, ENV_ON_DENIAL)
+        except ValueError as exc:
+            message = str(exc).removeprefix(f"{ENV_ON_DENIAL}: ")
+            problems.append(ConfigProblem(sources["on_denial"], "on_denial", message))
+    return values, sources
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> AgentConfig:
+    """The configuration from a file and the environment (the environment wins).
+
+    Args:
+        path: the TOML or JSON file; default the file ``ALGENTA_CONFIG`` names, else none (the
+            defaults and the environment).
+        environ: the environment to read (default ``os.environ``).
+
+    Raises:
+        ConfigError: every problem (the file, each key, each ``ALGENTA_*`` variable), one
+            line each.
+    """
+    env = os.environ if environ is None else environ
+    if path is None:
+        path = env.get(ENV_CONFIG, "").strip() or None
+    data = read_config_file(path) if path is not None else {}
+    problems: list[ConfigProblem] = []
+    overrides, sources = _env_overrides(env, problems)
+    source = str(path) if path is not None else "the configuration"
+    try:
+        config = parse_config({**data, **overrides}, source=source, sources=sources)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    return config
