@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_POLICIES": "algenta_graph.governance.gates",
     "GATES": "algenta_graph.governance.gates",
     "Gate": "algenta_graph.governance.gates",
-    "EscalationRequest": "algenta_graph.nodes.answers",
+    "EscalationRequest": "algenta_graph.nodes.questions",
     "EscalationAlreadyDecided": "algenta_graph.errors",
     # state
     "GovernedState": "algenta_graph.state",
@@ -120,7 +120,7 @@ if TYPE_CHECKING:
         governed_agent,
     )
     from algenta_graph.models import DemoChatModel
-    from algenta_graph.nodes.answers import EscalationRequest
+    from algenta_graph.nodes.questions import EscalationRequest
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.retrieval.usage import UsageSignal
     from algenta_graph.state import (

@@ -1,13 +1,6 @@
-"""What an operator is asked about an escalation, and what an answer may be.
+"""What an operator's answer to an escalation may be, and who the operator is.
 
-**The question.** In the default ``batched`` mode the ``interrupt()`` value of a denial handler is
-an :class:`EscalationRequest`: LangChain's human-in-the-loop ``HITLRequest`` (one
-``action_requests[i]`` and one ``review_configs[i]`` per escalated call, the review config naming
-the decisions that gate accepts) plus Algenta's fields (``escalations[i]``, an
-:class:`EscalationItem`: the denial, the escalation's identity, the **digest** of what the
-operator is shown, the interrupt id, when it was asked and its deadline). In ``per_call`` mode
-each escalated call has an interrupt of its own, an :class:`EscalationApproval` (LangChain's
-``ToolApprovalRequest``), answered with one decision.
+What the operator is asked is :mod:`algenta_graph.nodes.questions`.
 
 **The answer.** Every interrupt carries a ``response_schema`` (:func:`answer_schema`), so
 LangGraph checks an answer *before it is saved*: a malformed, stale, unauthorised or
@@ -47,11 +40,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union, cast
 
-from langchain.agents.middleware.human_in_the_loop import (
-    ActionRequest,
-    ReviewConfig,
-    ToolApprovalRequest,
-)
 from langchain_core.runnables import RunnableConfig
 from pydantic import (
     AfterValidator,
@@ -68,35 +56,22 @@ from algenta_graph.connection.engine import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
     EscalationSettings,
-    escalation_digest,
 )
-from algenta_graph.governance.gates import GATES, OVERRIDE_FLAGS
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
 from algenta_graph.nodes.executor import bad_arguments
-from algenta_graph.nodes.steps import step_denials
-from algenta_graph.state import OperatorAction, OperatorVerdict, escalation_id_of
+from algenta_graph.nodes.questions import EscalationItem, action_name, request_digest
+from algenta_graph.state import OperatorAction, OperatorVerdict
 
 __all__ = [
     "EDITABLE_ARGUMENTS",
     "AuthorizeOperator",
     "Decided",
-    "EscalationApproval",
-    "EscalationItem",
-    "EscalationRequest",
     "OperatorAnswer",
     "answer_schema",
     "authenticated_identity",
     "authenticated_roles",
     "edited_arguments",
     "edited_call_arguments",
-    "escalation_items",
-    "escalation_request",
-    "is_answered",
-    "open_denials",
-    "pending_escalations",
-    "request_digest",
-    "reviewed_args",
-    "tool_approval",
 ]
 
 AuthorizeOperator = Callable[[str, str, RunnableConfig], bool]
@@ -105,366 +80,6 @@ AuthorizeOperator = Callable[[str, str, RunnableConfig], bool]
 EDITABLE_ARGUMENTS: tuple[str, ...] = ("webhook_url", "timeout_seconds", "metadata")
 """What an ``edit`` may change in an escalated ``execute_decision`` call (``decision_id`` may be
 sent back unchanged: an approval is bound to the decision reviewed)."""
-
-
-# --------------------------------------------------------------------------- the question
-
-
-class EscalationItem(TypedDict):
-    """Algenta's fields of one escalated denial (what the operator is shown)."""
-
-    gate: str
-    """The gate that denied the call."""
-    code: str | None
-    """The engine's error code."""
-    message: str | None
-    """The engine's reason."""
-    override_hint: str | None
-    """The engine's hint on how the gate can be overridden."""
-    decision_id: str | None
-    """The decision the call would execute."""
-    webhook_url: str | None
-    """Where it would be delivered."""
-    override_flag: str | None
-    """The operator-path flag an approval sends (``force`` or ``override_safety``); ``None`` for
-    a held call of a graph-side gate (an approval runs it as it is)."""
-    action_name: NotRequired[str]
-    """The reviewed call's tool (its catalog name; ``execute_decision`` for engine gates): an
-    edit must name it."""
-    tool: NotRequired[str]
-    """A held call's tool, ``server.name`` (its real MCP name)."""
-    args_digest: NotRequired[str]
-    """A held call's arguments' digest."""
-    tool_call_id: str | None
-    """The escalated tool call."""
-    escalation_id: str
-    """The escalation's own identity (invariant 12)."""
-    thread_id: str | None
-    """The thread it was raised in."""
-    args: dict[str, Any]
-    """The reviewed call's arguments: what an approval executes (with the override flag)."""
-    allowed_decisions: list[DecisionType]
-    """The decisions this gate accepts (its review config's)."""
-    policy_snapshot_id: str | None
-    """The engine's policy snapshot when it was asked (``get_contract``), if the engine said."""
-    digest: str
-    """The digest of what is shown (:func:`~algenta_graph.governance.escalations.
-    escalation_digest`): an answer that carries another one is refused as stale."""
-    interrupt_id: str | None
-    """The id of the interrupt that asks about it (answer ``{interrupt_id: answer}``)."""
-    asked_at: str | None
-    """When the escalation was raised (ISO 8601, UTC)."""
-    expires_at: str | None
-    """Its deadline (its gate's ``expires_after``), or ``None``: past it, any answer declines."""
-
-
-class EscalationRequest(EscalationItem):
-    """The ``batched`` interrupt value: LangChain's ``HITLRequest`` plus Algenta's fields.
-
-    ``action_requests[i]``, ``review_configs[i]`` and ``escalations[i]`` describe the same
-    denial; the top-level :class:`EscalationItem` fields repeat ``escalations[0]`` for clients
-    that show one denial at a time, except ``digest``, which binds the whole request
-    (:func:`request_digest`).
-    """
-
-    action_requests: list[ActionRequest]
-    review_configs: list[ReviewConfig]
-    escalations: list[EscalationItem]
-    resume_with: dict[str, Any]
-
-
-class EscalationApproval(ToolApprovalRequest):
-    """The ``per_call`` interrupt value: LangChain's ``ToolApprovalRequest`` plus Algenta's.
-
-    ``escalations`` holds the one :class:`EscalationItem` it asks about; ``gate``,
-    ``escalation_id``, ``digest`` and ``expires_at`` repeat its fields.
-    """
-
-    escalations: list[EscalationItem]
-    gate: str
-    escalation_id: str
-    digest: str
-    expires_at: str | None
-
-
-def is_answered(denial: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether an operator decision answers ``denial``.
-
-    By the escalation's identity; a decision recorded before escalations had one answers the
-    denial of its tool call.
-
-    >>> is_answered({"escalation_id": "esc_1"}, [{"escalation_id": "esc_1"}])
-    True
-    >>> is_answered({"escalation_id": "esc_2", "tool_call_id": "c1"},
-    ...             [{"escalation_id": "esc_1", "tool_call_id": "c1"}])
-    False
-    >>> is_answered({"tool_call_id": "c1"}, [{"escalation_id": None, "tool_call_id": "c1"}])
-    True
-    """
-    escalation = escalation_id_of(denial)
-    for decision in decisions:
-        if decision.get("escalation_id"):
-            if decision.get("escalation_id") == escalation:
-                return True
-        elif decision.get("tool_call_id") == denial.get("tool_call_id"):
-            return True
-    return False
-
-
-def open_denials(state: Mapping[str, Any], gate: str) -> list[dict[str, Any]]:
-    """The latest step's denials of ``gate`` that no operator decision answers."""
-    decisions = state.get("operator_decisions") or []
-    return [
-        dict(d)
-        for d in step_denials(state)
-        if d.get("gate") == gate and not is_answered(d, decisions)
-    ]
-
-
-def pending_escalations(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The latest step's escalated denials that no operator has answered yet."""
-    decisions = state.get("operator_decisions") or []
-    return [
-        dict(d)
-        for d in step_denials(state)
-        if d.get("policy") == "escalate" and not is_answered(d, decisions)
-    ]
-
-
-def reviewed_args(denial: Mapping[str, Any], flag: str) -> dict[str, Any]:
-    """The arguments an approval of ``denial`` executes, as the operator is shown them.
-
-    >>> reviewed_args({"decision_id": "d1", "webhook_url": "u", "timeout_seconds": 5}, "force")
-    {'decision_id': 'd1', 'webhook_url': 'u', 'timeout_seconds': 5, 'force': True}
-    """
-    args: dict[str, Any] = {
-        "decision_id": denial.get("decision_id"),
-        "webhook_url": denial.get("webhook_url"),
-    }
-    if denial.get("timeout_seconds") is not None:
-        args["timeout_seconds"] = denial["timeout_seconds"]
-    args[flag] = True
-    return args
-
-
-def escalation_items(
-    gate: str,
-    denials: Sequence[Mapping[str, Any]],
-    *,
-    settings: EscalationSettings,
-    thread_id: str | None,
-    policy_snapshot_id: str | None,
-    interrupt_ids: Sequence[str | None],
-    expires: Callable[[Mapping[str, Any]], str | None],
-) -> list[EscalationItem]:
-    """What the operator is shown about each of ``denials`` (all of one gate)."""
-    if GATES[gate].side == "graph":
-        return _held_items(
-            gate,
-            denials,
-            settings=settings,
-            thread_id=thread_id,
-            interrupt_ids=interrupt_ids,
-            expires=expires,
-        )
-    flag = OVERRIDE_FLAGS[gate]
-    items: list[EscalationItem] = []
-    for denial, interrupt_id in zip(denials, interrupt_ids, strict=True):
-        args = reviewed_args(denial, flag)
-        allowed = settings.decisions_for(gate)
-        if not isinstance(args["decision_id"], str) or not isinstance(args["webhook_url"], str):
-            # nothing to execute: the call named no decision or target
-            allowed = [d for d in allowed if d in ("reject", "respond")] or ["reject"]
-        shown = {
-            "thread_id": thread_id,
-            "tool_call_id": denial.get("tool_call_id"),
-            "gate": gate,
-            "decision_id": denial.get("decision_id"),
-            "args": args,
-            "denial": {
-                "code": denial.get("code"),
-                "message": denial.get("message"),
-                "override_hint": denial.get("override_hint"),
-                "status_code": denial.get("status_code"),
-                "escalation_id": escalation_id_of(denial),
-            },
-            "policy_snapshot_id": policy_snapshot_id,
-        }
-        items.append(
-            EscalationItem(
-                gate=gate,
-                code=denial.get("code"),
-                message=denial.get("message"),
-                override_hint=denial.get("override_hint"),
-                decision_id=denial.get("decision_id"),
-                webhook_url=denial.get("webhook_url"),
-                override_flag=flag,
-                tool_call_id=denial.get("tool_call_id"),
-                escalation_id=escalation_id_of(denial),
-                thread_id=thread_id,
-                args=args,
-                allowed_decisions=list(allowed),
-                policy_snapshot_id=policy_snapshot_id,
-                digest=escalation_digest(shown),
-                interrupt_id=interrupt_id,
-                asked_at=denial.get("raised_at"),
-                expires_at=expires(denial),
-            )
-        )
-    return items
-
-
-def _held_items(
-    gate: str,
-    denials: Sequence[Mapping[str, Any]],
-    *,
-    settings: EscalationSettings,
-    thread_id: str | None,
-    interrupt_ids: Sequence[str | None],
-    expires: Callable[[Mapping[str, Any]], str | None],
-) -> list[EscalationItem]:
-    """What the operator is shown about held calls of a graph-side gate."""
-    items: list[EscalationItem] = []
-    for denial, interrupt_id in zip(denials, interrupt_ids, strict=True):
-        args = dict(denial.get("args") or {})
-        tool = f"{denial.get('server')}.{denial.get('tool')}"
-        name = str(denial.get("catalog_name") or denial.get("tool"))
-        shown = {
-            "thread_id": thread_id,
-            "tool_call_id": denial.get("tool_call_id"),
-            "gate": gate,
-            "tool": tool,
-            "args": args,
-            "args_digest": denial.get("args_digest"),
-            "rule": denial.get("rule"),
-            "denial": {
-                "code": denial.get("code"),
-                "message": denial.get("message"),
-                "escalation_id": escalation_id_of(denial),
-            },
-        }
-        item = EscalationItem(
-            gate=gate,
-            code=denial.get("code"),
-            message=denial.get("message"),
-            override_hint=None,
-            decision_id=None,
-            webhook_url=None,
-            override_flag=None,
-            tool_call_id=denial.get("tool_call_id"),
-            escalation_id=escalation_id_of(denial),
-            thread_id=thread_id,
-            args=args,
-            allowed_decisions=list(settings.decisions_for(gate)),
-            policy_snapshot_id=None,
-            digest=escalation_digest(shown),
-            interrupt_id=interrupt_id,
-            asked_at=denial.get("raised_at"),
-            expires_at=expires(denial),
-        )
-        item["action_name"] = name
-        item["tool"] = tool
-        item["args_digest"] = str(denial.get("args_digest"))
-        items.append(item)
-    return items
-
-
-def _action(item: EscalationItem) -> str:
-    return item.get("action_name") or EXECUTE_TOOL
-
-
-def request_digest(items: Sequence[EscalationItem]) -> str:
-    """The digest of a whole request: its one item's, or a digest of every item's, in order."""
-    if len(items) == 1:
-        return items[0]["digest"]
-    return escalation_digest({"args": [i["digest"] for i in items]})
-
-
-def _description(item: EscalationItem) -> str:
-    deadline = f" It expires at {item['expires_at']}." if item["expires_at"] else ""
-    if item["override_flag"] is None:
-        return (
-            f"The {item['gate']} gate held the call of {item.get('tool')} "
-            f"({item['code']}): {item['message']}. Approve to run it once as shown; edit to run "
-            f"it with other arguments; reject to keep it from running.{deadline}"
-        )
-    return (
-        f"The {item['gate']} gate denied decision {item['decision_id']} ({item['code']}): "
-        f"{item['message']}. Approve to execute it anyway with {item['override_flag']}=true; "
-        f"reject to keep it blocked.{deadline}"
-    )
-
-
-def escalation_request(gate: str, items: Sequence[EscalationItem]) -> EscalationRequest:
-    """The ``batched`` interrupt value asking an operator about ``items`` (all of one gate)."""
-    # ``arguments`` repeats ``args`` for Agent Inbox, which reads a HITLRequest's arguments
-    # there (src/components/agent-inbox/contexts/utils.ts, normalizeInterrupt)
-    requests = [
-        cast(
-            ActionRequest,
-            {
-                "name": _action(i),
-                "args": dict(i["args"]),
-                "description": _description(i),
-                "arguments": dict(i["args"]),
-            },
-        )
-        for i in items
-    ]
-    # ``cast``, not the constructor: langchain marks ``args_schema`` ``typing.NotRequired``, which
-    # mypy's Python 3.10 target does not know, so it reads the key as required
-    reviews = [
-        cast(
-            ReviewConfig,
-            {"action_name": _action(i), "allowed_decisions": list(i["allowed_decisions"])},
-        )
-        for i in items
-    ]
-    first = items[0]
-    return EscalationRequest(
-        action_requests=requests,
-        review_configs=reviews,
-        escalations=list(items),
-        # the EscalationItem fields, repeating escalations[0] (the digest: the whole request's)
-        gate=first["gate"],
-        code=first["code"],
-        message=first["message"],
-        override_hint=first["override_hint"],
-        decision_id=first["decision_id"],
-        webhook_url=first["webhook_url"],
-        override_flag=first["override_flag"],
-        tool_call_id=first["tool_call_id"],
-        escalation_id=first["escalation_id"],
-        thread_id=first["thread_id"],
-        args=dict(first["args"]),
-        allowed_decisions=list(first["allowed_decisions"]),
-        policy_snapshot_id=first["policy_snapshot_id"],
-        digest=request_digest(items),
-        interrupt_id=first["interrupt_id"],
-        asked_at=first["asked_at"],
-        expires_at=first["expires_at"],
-        resume_with={
-            "decisions": [{"type": " | ".join(i["allowed_decisions"])} for i in items],
-            "operator": "who decides (the authenticated identity when served with auth)",
-            "digest": "optional: the digest reviewed (a stale one is refused)",
-        },
-    )
-
-
-def tool_approval(item: EscalationItem) -> EscalationApproval:
-    """The ``per_call`` interrupt value asking about one escalated call."""
-    return EscalationApproval(
-        type="tool_approval",
-        tool_call_id=str(item["tool_call_id"] or ""),
-        name=_action(item),
-        args=dict(item["args"]),
-        description=_description(item),
-        escalations=[item],
-        gate=item["gate"],
-        escalation_id=item["escalation_id"],
-        digest=item["digest"],
-        expires_at=item["expires_at"],
-    )
 
 
 # --------------------------------------------------------------------------- the answer
@@ -738,7 +353,7 @@ def answer_schema(
     allowed: list[DecisionType] = list(
         dict.fromkeys(d for i in items for d in i["allowed_decisions"])
     )
-    shapes = _shapes(settings.require_reason, allowed, [_action(i) for i in items])
+    shapes = _shapes(settings.require_reason, allowed, [action_name(i) for i in items])
     decision = _union(
         list(shapes.values()),
         "type",
@@ -837,7 +452,7 @@ def _decide(
             if kind == "respond" and not (why or "").strip():
                 raise ValueError("response: args must be the text for the model")
             edit = args.get("args") if kind == "edit" and isinstance(args, Mapping) else None
-            action = _action(items[index]) if index < len(items) else EXECUTE_TOOL
+            action = action_name(items[index]) if index < len(items) else EXECUTE_TOOL
             if kind == "edit" and (not isinstance(args, Mapping) or args.get("action") != action):
                 raise ValueError(
                     f"edit: args must be {{'action': '{action}', 'args': {{...}}}} (the "
@@ -859,10 +474,10 @@ def _decide(
             operator = operator or d.get("operator")
             edit = d["edited_action"]["args"] if d["type"] == "edit" else None
             named = d["edited_action"]["name"] if edit is not None else None
-            if named is not None and index < len(items) and named != _action(items[index]):
+            if named is not None and index < len(items) and named != action_name(items[index]):
                 raise ValueError(
                     f"edit: edited_action.name {named!r} is not the escalated call's tool "
-                    f"{_action(items[index])!r}; an edit cannot call another tool"
+                    f"{action_name(items[index])!r}; an edit cannot call another tool"
                 )
             entries.append((d["type"], d.get("message"), edit, d.get("digest")))
     out: list[Decided] = []

@@ -77,11 +77,15 @@ from algenta_graph.governance.tool_gates import CompiledGates, ToolRef, args_dig
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
 from algenta_graph.nodes.answers import (
     AuthorizeOperator,
-    EscalationItem,
     OperatorAnswer,
     answer_schema,
     authenticated_identity,
     authenticated_roles,
+)
+from algenta_graph.nodes.executor import DecisionExecutor
+from algenta_graph.nodes.held_calls import run_held
+from algenta_graph.nodes.questions import (
+    EscalationItem,
     escalation_items,
     escalation_request,
     is_answered,
@@ -90,8 +94,6 @@ from algenta_graph.nodes.answers import (
     reviewed_args,
     tool_approval,
 )
-from algenta_graph.nodes.executor import DecisionExecutor
-from algenta_graph.nodes.held_calls import run_held
 from algenta_graph.nodes.steps import (
     OUTCOME_KEY,
     gate_order,

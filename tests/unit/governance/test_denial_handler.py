@@ -36,12 +36,7 @@ from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
 from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import ENGINE_GATE_NAMES, GATE_NAMES
-from algenta_graph.nodes.answers import (
-    authenticated_identity,
-    escalation_items,
-    escalation_request,
-    pending_escalations,
-)
+from algenta_graph.nodes.answers import authenticated_identity
 from algenta_graph.nodes.denial_handler import (
     MODEL_NODE,
     DenialHandler,
@@ -49,6 +44,7 @@ from algenta_graph.nodes.denial_handler import (
     route_pending_escalation,
 )
 from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.questions import escalation_items, escalation_request, pending_escalations
 from algenta_graph.nodes.steps import OUTCOME_KEY
 from algenta_graph.state import GovernedState, escalation_id_of
 

@@ -31,13 +31,15 @@ from algenta_graph.nodes.answers import (
     answer_schema,
     authenticated_roles,
     edited_arguments,
+)
+from algenta_graph.nodes.denial_handler import MODEL_NODE, DenialHandler, handler_node_name
+from algenta_graph.nodes.questions import (
     escalation_items,
     is_answered,
     open_denials,
     request_digest,
     reviewed_args,
 )
-from algenta_graph.nodes.denial_handler import MODEL_NODE, DenialHandler, handler_node_name
 from algenta_graph.nodes.steps import OUTCOME_KEY
 from algenta_graph.state import GovernedState
 
