@@ -24,7 +24,8 @@ from guarantee_support import figure
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
 from algenta_graph.engine import ReferenceEngine
-from algenta_graph.serving.checkpointer import open_checkpointer, read_thread_records
+from algenta_graph.serving.checkpoint_reader import read_thread_records
+from algenta_graph.serving.checkpointer import open_checkpointer
 
 pytestmark = pytest.mark.timeout(600)
 
