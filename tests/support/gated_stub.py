@@ -38,6 +38,11 @@ CRM_TOOLS: dict[str, tuple[str, type[BaseModel]]] = {
     "delete_customer": ("Delete a customer account and its records from the CRM", _Delete),
     "refund": ("Refund an amount of money to a customer account", _Refund),
     "lookup_customer": ("Look up a customer account in the CRM by its id", _Account),
+    # a second server's tool of the same name, which the catalog shows under another name
+    "shadow_delete_customer": ("Delete a customer account in the shadow CRM", _Delete),
+}
+ORIGINS = {name: ("crm", name) for name in CRM_TOOLS} | {
+    "shadow_delete_customer": ("shadow", "delete_customer")
 }
 
 
@@ -67,8 +72,8 @@ class CrmStub(StubConnection):
 
     def tool_origin(self, name: str) -> tuple[str, str] | None:
         """The server and real MCP name behind a catalog name, as the connection reports it."""
-        if name in CRM_TOOLS:
-            return ("crm", name)
+        if name in ORIGINS:
+            return ORIGINS[name]
         return ("algenta", name) if name in ALGENTA_TOOLS else None
 
     async def call_tool(self, name: str, args: Mapping[str, Any], *, tool_call_id: str) -> Any:

@@ -11,6 +11,7 @@ the step limit ("The graph", invariant 2).
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from pydantic import Field, ValidationError
 
 from algenta_graph import build_governed_graph
 from algenta_graph.audit.chain import verify_chain
-from algenta_graph.governance.escalations import EscalationSettings
+from algenta_graph.governance.escalations import EscalationSettings, escalation_digest
 from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.governance.run_settings import GraphSettings
 from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates, ToolRef
@@ -479,3 +480,112 @@ def test_the_engines_execute_decision_is_left_to_the_engines_gates() -> None:
     # on a graph-side approval
     assert (denied["gate"], denied["policy"]) == ("budget", "halt")
     assert a.state().next == () and len(a.conn.calls) == 1
+
+
+def test_what_the_operator_is_shown_is_what_the_digest_binds() -> None:
+    """Each field of a held call's question, and its digest over exactly what was shown (an
+    answer carrying another digest is refused: invariant 14)."""
+    a = Agent(
+        [calls(("shadow_delete_customer", {"account_id": "a1", "force": True})), "done"],
+        tool_gates=ToolGates(require_approval=["shadow.*"]),
+        escalation=EscalationSettings(
+            allowed_decisions={"approval": ["approve", "reject"]},
+            expires_after={"approval": timedelta(minutes=5)},
+        ),
+    )
+    a.say("delete a1 in the shadow crm")
+    [interrupt] = a.state().interrupts
+    request = interrupt.value
+    [held] = a.state().values["denials"]
+    [item] = request["escalations"]
+    shown = {
+        "thread_id": "t",
+        "tool_call_id": "c0_0",
+        "gate": "approval",
+        "tool": "shadow.delete_customer",
+        "args": {"account_id": "a1"},  # the model's force flag scrubbed before it was held
+        "args_digest": held["args_digest"],
+        "rule": "require_approval:shadow.*",
+        "denial": {
+            "code": "tool_approval_required",
+            "message": held["message"],
+            "escalation_id": held["escalation_id"],
+        },
+    }
+    asked_at = held["raised_at"]
+    expires_at = (datetime.fromisoformat(asked_at) + timedelta(minutes=5)).isoformat()
+    assert item == {
+        "gate": "approval",
+        "code": "tool_approval_required",
+        "message": held["message"],
+        "override_hint": None,
+        "decision_id": None,
+        "webhook_url": None,
+        "override_flag": None,
+        "tool_call_id": "c0_0",
+        "escalation_id": held["escalation_id"],
+        "thread_id": "t",
+        "args": {"account_id": "a1"},
+        "allowed_decisions": ["approve", "reject"],
+        "policy_snapshot_id": None,
+        "digest": escalation_digest(shown),
+        "interrupt_id": interrupt.id,
+        "asked_at": asked_at,
+        "expires_at": expires_at,
+        "action_name": "shadow_delete_customer",
+        "tool": "shadow.delete_customer",
+        "args_digest": held["args_digest"],
+    }
+    assert held["message"] == (
+        "calls of shadow.delete_customer need an operator's approval (require_approval 'shadow.*')"
+    )
+    assert request["digest"] == item["digest"] and request["expires_at"] == expires_at
+    assert request["review_configs"] == [
+        {"action_name": "shadow_delete_customer", "allowed_decisions": ["approve", "reject"]}
+    ]
+    [action] = request["action_requests"]
+    assert action["description"] == (
+        "The approval gate held the call of shadow.delete_customer (tool_approval_required): "
+        f"{held['message']}. Approve to run it once as shown; edit to run it with other "
+        f"arguments; reject to keep it from running. It expires at {expires_at}."
+    )
+    stale = {**APPROVE, "digest": "sha256:" + "0" * 64}
+    with pytest.raises(ValidationError, match="digest"):
+        a.run(Command(resume=stale))
+    assert a.conn.crm_calls == []
+    a.run(Command(resume={**APPROVE, "digest": item["digest"]}))
+    assert a.conn.crm_calls == [("shadow_delete_customer", {"account_id": "a1"})]
+
+
+def test_a_per_call_question_carries_its_one_items_binding() -> None:
+    a = Agent(
+        [calls(DELETE), "done"],
+        tool_gates=ToolGates(require_approval=["crm.delete_customer"]),
+        escalation=EscalationSettings(
+            interrupt_mode="per_call", expires_after={"approval": timedelta(hours=1)}
+        ),
+    )
+    a.say("delete a1")
+    [asked] = a.state().interrupts
+    value = asked.value
+    [item] = value["escalations"]
+    assert set(value) == {
+        "type", "tool_call_id", "name", "args", "description", "escalations", "gate",
+        "escalation_id", "digest", "expires_at",
+    }  # fmt: skip
+    assert (value["type"], value["tool_call_id"], value["name"], value["args"]) == (
+        "tool_approval",
+        "c0_0",
+        "delete_customer",
+        {"account_id": "a1"},
+    )
+    assert (value["gate"], value["escalation_id"], value["digest"], value["expires_at"]) == (
+        "approval",
+        item["escalation_id"],
+        item["digest"],
+        item["expires_at"],
+    )
+    assert item["expires_at"] and value["description"].startswith(
+        "The approval gate held the call of crm.delete_customer (tool_approval_required): "
+    )
+    assert value["description"].endswith(f" It expires at {item['expires_at']}.")
