@@ -11,6 +11,7 @@ the step limit ("The graph", invariant 2).
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -589,3 +590,159 @@ def test_a_per_call_question_carries_its_one_items_binding() -> None:
         "The approval gate held the call of crm.delete_customer (tool_approval_required): "
     )
     assert value["description"].endswith(f" It expires at {item['expires_at']}.")
+
+
+def _answer_of(out: Any) -> ToolMessage:
+    [message] = answers(out)
+    return message
+
+
+def test_each_answer_tells_the_model_exactly_what_happened() -> None:
+    """The held call's answer is replaced in place by what the operator decided."""
+    gates = ToolGates(require_approval=["crm.delete_customer"])
+    approve = Agent([calls(DELETE), "done"], tool_gates=gates)
+    approve.say("delete a1")
+    [held_before] = answers(approve.state().values)
+    [interrupt] = approve.state().interrupts
+    out = approve.run(Command(resume=APPROVE))
+    message = _answer_of(out)
+    ran = '{"ok": true, "tool": "delete_customer", "args": {"account_id": "a1"}}'
+    assert message.content == (
+        "Operator ana APPROVED the call of crm.delete_customer (customer asked); it ran once "
+        f"and answered:\n{ran}"
+    )
+    assert (message.id, message.name, message.status) == (
+        held_before.id,
+        "delete_customer",
+        "success",
+    )
+    assert message.response_metadata["algenta_outcome"] == "gate:approval"
+    [decision] = out["operator_decisions"]
+    [held] = out["denials"]
+    assert (decision["action"], decision["override_flag"], decision["decision_id"]) == (
+        "override",
+        None,
+        None,
+    )
+    assert decision["interrupt_id"] == interrupt.id
+    assert decision["digest"] == interrupt.value["digest"]
+    assert decision["asked_at"] == held["raised_at"] and decision["decided_at"]
+    assert decision["roles"] == [] and decision["answered_in_thread"] is None
+    assert decision["expires_at"] is None
+    assert decision["outcome"]["result"] == "executed"
+    assert decision["outcome"]["content"] == ran and decision["outcome"]["status"] == "success"
+
+    edit = Agent([calls(DELETE), "done"], tool_gates=gates)
+    edit.say("delete a1")
+    edited = {"name": "delete_customer", "args": {"account_id": "a9"}}
+    out = edit.run(
+        Command(
+            resume={
+                "decisions": [{"type": "edit", "edited_action": edited, "message": "typo"}],
+                "operator": "ana",
+            }
+        )
+    )
+    assert _answer_of(out).content.startswith(
+        "Operator ana APPROVED the call of crm.delete_customer (typo) with edited arguments "
+        '{"account_id": "a9"}; it ran once and answered:\n'
+    )
+
+    reject = Agent([calls(DELETE), "not done"], tool_gates=gates)
+    reject.say("delete a1")
+    out = reject.run(Command(resume=REJECT))
+    message = _answer_of(out)
+    assert message.content == (
+        "Operator bo REJECTED the call of crm.delete_customer (not verified). It was NOT run; "
+        "do not call it again for this request."
+    )
+    assert message.status == "error"
+    [decision] = out["operator_decisions"]
+    assert (decision["action"], decision["outcome"]) == ("decline", None)
+
+    respond = Agent([calls(DELETE), "told"], tool_gates=gates)
+    respond.say("delete a1")
+    told = {"decisions": [{"type": "respond", "message": "Account kept: legal hold"}]}
+    out = respond.run(Command(resume={**told, "operator": "cy"}))
+    message = _answer_of(out)
+    assert message.content == (
+        "Account kept: legal hold\n(Operator cy answered in the tool's place; the call of "
+        "crm.delete_customer was not run.)"
+    )
+    assert message.status == "success" and respond.conn.crm_calls == []
+    [decision] = out["operator_decisions"]
+    assert (decision["verdict"], decision["result"], decision["outcome"]) == (
+        "responded",
+        "declined",
+        None,
+    )
+    assert out["tool_calls"] == []
+
+
+def test_an_answer_after_the_deadline_runs_nothing_and_says_it_expired() -> None:
+    a = Agent(
+        [calls(DELETE), "expired"],
+        tool_gates=ToolGates(require_approval=["crm.delete_customer"]),
+        escalation=EscalationSettings(expires_after={"approval": timedelta(milliseconds=1)}),
+    )
+    a.say("delete a1")
+    [interrupt] = a.state().interrupts
+    expires_at = interrupt.value["expires_at"]
+    time.sleep(0.01)
+    out = a.run(Command(resume=APPROVE))
+    assert a.conn.crm_calls == []
+    message = _answer_of(out)
+    assert message.content == (
+        f"The approval escalation EXPIRED at {expires_at} before an operator's answer could "
+        "take effect. The call of crm.delete_customer was NOT run."
+    )
+    assert message.status == "error"
+    [decision] = out["operator_decisions"]
+    assert (decision["verdict"], decision["action"], decision["expires_at"]) == (
+        "expired",
+        "decline",
+        expires_at,
+    )
+    assert out["tool_calls"] == []
+
+
+def _copy_thread(a: Agent, source: str, target: str) -> None:
+    """What a server's thread copy does: the latest checkpoint and its pending writes."""
+    saver = a.graph.checkpointer
+    saved = saver.get_tuple(a.config(source))
+    assert saved is not None
+    written = saver.put(
+        {"configurable": {"thread_id": target, "checkpoint_ns": ""}},
+        saved.checkpoint,
+        saved.metadata,
+        saved.checkpoint["channel_versions"],
+    )
+    for task_id, channel, value in saved.pending_writes or []:
+        saver.put_writes(written, [(channel, value)], task_id)
+
+
+def test_a_copy_answered_after_the_original_completes_in_the_winners_name_and_never_reruns() -> (
+    None
+):
+    a = Agent(
+        [calls(DELETE), "deleted", "the copy"],
+        tool_gates=ToolGates(require_approval=["crm.delete_customer"]),
+    )
+    a.say("delete a1", thread="t0")
+    _copy_thread(a, "t0", "t1")
+    assert a.state("t1").next == ("denial_handler_approval",)
+    a.run(Command(resume=APPROVE), thread="t0")
+    assert a.conn.crm_calls == [DELETE]
+    out = a.run(Command(resume=REJECT), thread="t1")  # bo, too late: ana decided in t0
+    assert a.conn.crm_calls == [DELETE]  # never run a second time
+    [decision] = out["operator_decisions"]
+    assert (decision["operator"], decision["verdict"], decision["answered_in_thread"]) == (
+        "ana",
+        "approved",
+        "t0",
+    )
+    message = _answer_of(out)
+    assert message.content.startswith(
+        "Operator ana APPROVED the call of crm.delete_customer (customer asked) (answered in "
+        "thread t0); it ran once and answered:\n"
+    )
