@@ -399,3 +399,34 @@ def test_peek_reads_a_claim_and_creates_no_claim_table(tmp_path: Path) -> None:
         assert await memory.peek("k") == mine
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+def test_refresh_moves_only_the_live_unfinished_claim_of_its_token(
+    where: str, tmp_path: Path
+) -> None:
+    async def go(store: ClaimStore) -> None:
+        mine = dataclasses.replace(new_claim("k", ANSWER), at=1.0)
+        await store.claim(mine)
+        await store.refresh(dataclasses.replace(new_claim("k", ANSWER), at=1.0))  # not mine
+        assert (await store.get("k")).at == 1.0  # type: ignore[union-attr]
+        await store.refresh(new_claim("absent", ANSWER))  # nothing to refresh: no error
+        assert await store.get("absent") is None
+        await store.refresh(mine)
+        moved = await store.get("k")
+        assert moved is not None and moved.at > 1.0 and moved.token == mine.token
+        await store.finish(mine)
+        finished = await store.get("k")
+        assert finished is not None and finished.done
+        frozen = finished.at
+        await store.refresh(mine)  # a finished claim keeps its time
+        assert (await store.get("k")).at == frozen  # type: ignore[union-attr]
+
+    async def run() -> None:
+        if where == "memory":
+            await go(ClaimStore())
+            return
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as saver:
+            await go(claims_for(saver))
+
+    asyncio.run(run())
