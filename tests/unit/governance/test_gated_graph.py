@@ -746,3 +746,69 @@ def test_a_copy_answered_after_the_original_completes_in_the_winners_name_and_ne
         "Operator ana APPROVED the call of crm.delete_customer (customer asked) (answered in "
         "thread t0); it ran once and answered:\n"
     )
+
+
+def test_the_model_is_told_in_words_that_nothing_ran_and_why() -> None:
+    held = Agent([calls(DELETE), "waiting"], tool_gates=ToolGates(require_approval=["crm.*"]))
+    [waiting] = answers(held.say("delete a1"))
+    message = "calls of crm.delete_customer need an operator's approval (require_approval 'crm.*')"
+    assert waiting.content == (
+        f"HELD: the call of crm.delete_customer was not run: {message}. It waits for an "
+        "operator's decision, outside this conversation; calling it again will be held again. "
+        "Tell the user the call waits for approval."
+    )
+    halted = Agent([calls(DELETE), "halted"], tool_gates=ToolGates(require_approval=["crm.*"]))
+    [stopped] = answers(halted.say("delete a1", on_denial={"approval": "halt"}))
+    assert stopped.content == (
+        "DENIED: the call of crm.delete_customer was blocked by the approval gate "
+        f"(tool_approval_required, rule require_approval:crm.*): {message}. Nothing was run. "
+        "You (the model) cannot override this gate; only a human operator can. Tell the user."
+    )
+    look = ("lookup_customer", {"account_id": "a1"})
+    budget = Agent(
+        [calls(look, look), "one"],
+        tool_gates=ToolGates(budgets=[Budget(tool="crm.lookup_customer", run_limit=1)]),
+    )
+    _, over = answers(budget.say("look twice"))
+    assert str(over.content).startswith(
+        "DENIED: the call of crm.lookup_customer was blocked by the budget gate "
+        "(tool_budget_exceeded, rule budget:crm.lookup_customer): "
+    )
+    assert over.response_metadata["algenta_outcome"] == "gate:budget"
+
+
+def test_the_step_limit_message_keeps_the_replys_id_and_names_the_limit() -> None:
+    a = Agent([{**calls(("lookup_customer", {"account_id": "a1"})), "id": "reply-1"}])
+    limit = 2 + len(GATE_NAMES) + 2
+    cfg: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": limit}
+    out = asyncio.run(a.graph.ainvoke({"messages": [("user", "look up a1")]}, cfg))
+    last = out["messages"][-1]
+    assert (last.id, last.content) == ("reply-1", STEP_LIMIT_MESSAGE.format(limit=limit))
+
+
+def test_run_settings_given_as_the_graphs_context_are_the_runs() -> None:
+    a = Agent(["ok"], top_k=5)
+    out = asyncio.run(
+        a.graph.ainvoke(
+            {"messages": [("user", "refund money to the customer account")]},
+            {"configurable": {"thread_id": "t"}},
+            context={"top_k": 1, "profile": "observe"},
+        )
+    )
+    assert out["selected_tools"] == ["refund"]
+    [shown] = a.model.bound_tools
+    assert [t["function"]["name"] for t in shown] == ["refund", "search_tools"]
+
+
+def test_the_model_node_reads_the_runs_profile_from_the_context_too() -> None:
+    a = Agent(["ok", "ok"], always_include=["execute_decision"])
+    for thread, context in (("observe", {"profile": "observe"}), ("execute", {})):
+        asyncio.run(
+            a.graph.ainvoke(
+                {"messages": [("user", "refund money")]},
+                {"configurable": {"thread_id": thread}},
+                context=context,
+            )
+        )
+    observed, executing = ([t["function"]["name"] for t in b] for b in a.model.bound_tools)
+    assert "execute_decision" not in observed and "execute_decision" in executing
