@@ -812,3 +812,28 @@ def test_the_model_node_reads_the_runs_profile_from_the_context_too() -> None:
         )
     observed, executing = ([t["function"]["name"] for t in b] for b in a.model.bound_tools)
     assert "execute_decision" not in observed and "execute_decision" in executing
+
+
+def test_a_run_budget_counts_the_calls_another_budget_denied_this_run() -> None:
+    refund = ("refund", {"account_id": "a1", "amount": 5})
+    a = Agent(
+        [
+            calls(
+                ("lookup_customer", {"account_id": "a1"}), ("lookup_customer", {"account_id": "a2"})
+            ),
+            calls(refund, n=1),
+            "done",
+        ],
+        tool_gates=ToolGates(
+            budgets=[
+                Budget(tool="crm.lookup_customer", run_limit=1),
+                Budget(tool="crm.*", run_limit=2),
+            ]
+        ),
+    )
+    out = a.say("look up a1 and a2, then refund")
+    assert a.conn.crm_calls == [("lookup_customer", {"account_id": "a1"})]
+    assert [(d["gate"], d["rule"], d["tool_call_id"]) for d in out["denials"]] == [
+        ("budget", "budget:crm.lookup_customer", "c0_1"),
+        ("budget", "budget:crm.*", "c1_0"),  # one ran and one was denied: the third attempt
+    ]
