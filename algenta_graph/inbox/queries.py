@@ -341,7 +341,7 @@ async def get_decision(decision_id: str) -> dict[str, Any]:
     held = _ENGINES.get(id(loop))
     if held is None or held[0] is not loop:
         from algenta_graph.config import resolve_config
-        from algenta_graph.graph import open_engine_connection
+        from algenta_graph.graph.connecting import open_engine_connection
         from algenta_graph.serving.server import ServerSettings
 
         settings = await asyncio.to_thread(ServerSettings.from_env)
