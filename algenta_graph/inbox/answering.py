@@ -18,7 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from algenta_graph.inbox import queries
+from algenta_graph.inbox.engine_reads import get_decision
+from algenta_graph.inbox.escalation import decision_of, escalation
 from algenta_graph.inbox.rendering import refuse, render
+from algenta_graph.inbox.resume import FormDecision, build_resume, submit_answer
 from algenta_graph.inbox.session import Session, same_token
 from algenta_graph.inbox.signin import operator_client
 from algenta_graph.serving.tokens import auth_configured, operator_gates
@@ -42,10 +45,10 @@ async def show_escalation(
     operator may not answer is refused (403).
     """
     async with operator_client(session) as client:
-        view, state = await queries.escalation(client, thread_id, escalation_id)
+        view, state = await escalation(client, thread_id, escalation_id)
     values = state.get("values") or {}
     if view is None:
-        record = queries.decision_of(values, escalation_id)
+        record = decision_of(values, escalation_id)
         return render(
             request,
             "answered.html",
@@ -71,7 +74,7 @@ async def show_escalation(
         decision = item.get("decision_id")
         if isinstance(decision, str) and decision not in engine:
             try:
-                engine[decision] = await queries.get_decision(decision)
+                engine[decision] = await get_decision(decision)
             except Exception as exc:  # shown on the page; the form still works
                 engine[decision] = {"error": f"the engine could not be asked: {exc}"}
     return render(
@@ -111,7 +114,7 @@ async def answer(request: Request, session: Session) -> Response:
         )
     async with operator_client(session) as client:
         try:
-            view, state = await queries.escalation(client, thread_id, escalation_id)
+            view, state = await escalation(client, thread_id, escalation_id)
         except queries.InboxAPIError as exc:
             if exc.status != 404:
                 raise
@@ -130,7 +133,7 @@ async def answer(request: Request, session: Session) -> Response:
                 escalation_id=escalation_id,
             )
         if view is None:
-            record = queries.decision_of(state.get("values") or {}, escalation_id)
+            record = decision_of(state.get("values") or {}, escalation_id)
             why = (
                 f"refused: this escalation was already answered by {record.get('operator')} "
                 f"({record.get('verdict')}, {record.get('decided_at')}); nothing was done"
@@ -168,7 +171,7 @@ async def answer(request: Request, session: Session) -> Response:
             )
         try:
             decisions = [
-                queries.FormDecision(
+                FormDecision(
                     type=str(form.get(f"decision-{i}") or ""),
                     reason=str(form.get(f"reason-{i}") or ""),
                     edit={
@@ -183,7 +186,7 @@ async def answer(request: Request, session: Session) -> Response:
                 )
                 for i in range(len(view.items))
             ]
-            resume = queries.build_resume(view, decisions)
+            resume = build_resume(view, decisions)
         except ValueError as exc:
             return await show_escalation(
                 request,
@@ -196,7 +199,7 @@ async def answer(request: Request, session: Session) -> Response:
             )
         if not auth_configured() and isinstance(resume, dict):
             resume = {**resume, "operator": session.identity}  # open: the name typed
-        outcome = await queries.submit_answer(client, view, resume, escalation_id)
+        outcome = await submit_answer(client, view, resume, escalation_id)
     if not outcome.ok:
         return await show_escalation(
             request,

@@ -36,7 +36,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from algenta_graph.inbox import answering, queries, reading
+from algenta_graph.inbox import answering, reading
+from algenta_graph.inbox.engine_reads import close_engines
 from algenta_graph.inbox.headers import SecurityHeaders
 from algenta_graph.inbox.rendering import HERE, PREFIX
 from algenta_graph.inbox.session import SessionSigner
@@ -95,7 +96,7 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
         try:
             yield
         finally:
-            await queries.close_engines()
+            await close_engines()
 
     # the server merges this app's routes (and middleware: none here) with its API's
     return Starlette(routes=[Mount(PREFIX, app=SecurityHeaders(inbox))], lifespan=lifespan)

@@ -14,17 +14,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from algenta_graph.inbox import queries
+from algenta_graph.inbox.audit_trail import decided, timeline
 from algenta_graph.inbox.rendering import render
 from algenta_graph.inbox.session import Session
 from algenta_graph.inbox.signin import operator_client
+from algenta_graph.inbox.waiting import QueueEntry, queue
 
 __all__ = ["decided_page", "export", "queue_page", "queue_rows", "threads_page", "timeline_page"]
 
 
-async def _queue(session: Session) -> tuple[list[queries.QueueEntry], dict[str, int]]:
+async def _queue(session: Session) -> tuple[list[QueueEntry], dict[str, int]]:
     """What the operator may answer now, and a count per gate."""
     async with operator_client(session) as client:
-        return await queries.queue(client, session.roles, datetime.now(timezone.utc))
+        return await queue(client, session.roles, datetime.now(timezone.utc))
 
 
 async def queue_page(request: Request, session: Session) -> Response:
@@ -64,7 +66,7 @@ async def threads_page(request: Request, session: Session) -> Response:
 async def timeline_page(request: Request, session: Session) -> Response:
     """``/threads/{thread}/timeline``: the audit timeline with the chain's verification."""
     async with operator_client(session) as client:
-        found = await queries.timeline(client, request.path_params["thread"])
+        found = await timeline(client, request.path_params["thread"])
     return render(request, "timeline.html", session, timeline=found)
 
 
@@ -72,7 +74,7 @@ async def export(request: Request, session: Session) -> Response:
     """``/threads/{thread}/export.jsonl``: the timeline's JSONL export, as a download."""
     thread_id = request.path_params["thread"]
     async with operator_client(session) as client:
-        found = await queries.timeline(client, thread_id)
+        found = await timeline(client, thread_id)
     return Response(
         found.jsonl(),
         media_type="application/x-ndjson",
@@ -84,5 +86,5 @@ async def decided_page(request: Request, session: Session) -> Response:
     """``/decided``: the decided escalations, filtered by operator, gate and outcome."""
     chosen = {k: request.query_params.get(k) or None for k in ("operator", "gate", "outcome")}
     async with operator_client(session) as client:
-        rows, choices = await queries.decided(client, **chosen)
+        rows, choices = await decided(client, **chosen)
     return render(request, "decided.html", session, rows=rows, choices=choices, chosen=chosen)

@@ -18,8 +18,10 @@ from starlette.testclient import TestClient
 
 from algenta_graph.inbox import app as inbox
 from algenta_graph.inbox import rendering, startup
-from algenta_graph.inbox.queries import EscalationView, FormDecision, QueueEntry, build_resume
+from algenta_graph.inbox.escalation import EscalationView
+from algenta_graph.inbox.resume import FormDecision, build_resume
 from algenta_graph.inbox.session import COOKIE, Session, SessionSigner
+from algenta_graph.inbox.waiting import QueueEntry
 from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
 
 TOKENS = {
