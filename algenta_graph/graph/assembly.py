@@ -56,7 +56,7 @@ from algenta_graph.topology import (
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from algenta_graph.connection.engine import EngineClient
+    from algenta_graph.connection.client import EngineClient
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.retrieval.usage import UsageSignal
 
