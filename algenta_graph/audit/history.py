@@ -17,16 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from algenta_graph.audit.chain import (
-    Broken,
-    ChainHead,
-    ChainReport,
-    audit_key,
-    gone_threads,
-    link_hash,
-    seq_of,
-    verify_values,
-)
+from algenta_graph.audit.chain import ChainHead, audit_key, link_hash, seq_of
+from algenta_graph.audit.verification import Broken, ChainReport, gone_threads, verify_values
 from algenta_graph.state import RECORD_FIELDS
 
 if TYPE_CHECKING:

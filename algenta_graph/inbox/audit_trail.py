@@ -17,9 +17,10 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
-from algenta_graph.audit.chain import ChainReport, records_in_order
+from algenta_graph.audit.chain import records_in_order
 from algenta_graph.audit.export import export_jsonl
 from algenta_graph.audit.history import verify_history
+from algenta_graph.audit.verification import ChainReport
 from algenta_graph.inbox.queries import PAGE, api_error, readable_threads
 from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
 
