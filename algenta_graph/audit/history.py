@@ -142,7 +142,7 @@ def verify_history(
 ) -> ChainReport:
     """Verify **every checkpoint** of one thread, and each against the one it follows.
 
-    :func:`~algenta_graph.audit.chain.verify_chain` on each checkpoint, and each checkpoint
+    :func:`~algenta_graph.audit.verification.verify_chain` on each checkpoint, and each checkpoint
     against the one it follows (``parent_id``): a record there must still be here, unchanged.
     Each problem names the checkpoint it was found in; a problem carried unchanged into later
     checkpoints is named once, where it first appears. A checkpoint whose parent is missing

@@ -3,7 +3,7 @@
 ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl | --verify]`` prints every
 receipt (with its trace id, when the engine wrote one), denial and operator decision of a SQLite
 file or a ``postgresql://`` store (no engine needed); ``--verify`` checks every checkpoint of
-each thread's history (:func:`algenta_graph.audit.chain.verify_history`). Threads of another
+each thread's history (:func:`algenta_graph.audit.history.verify_history`). Threads of another
 graph in the same store are left out by name.
 """
 

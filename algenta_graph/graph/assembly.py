@@ -86,7 +86,7 @@ def build_governed_graph(
 
     Args:
         connection: the open engine connection
-            (:class:`~algenta_graph.connection.engine.EngineClient`).
+            (:class:`~algenta_graph.connection.client.EngineClient`).
         model: as for :func:`create_governed_agent`.
         top_k: how many tools retrieval binds per turn (an int >= 1).
         on_denial: as for :func:`create_governed_agent`.
