@@ -40,9 +40,10 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from algenta_graph._net import free_port
+from algenta_graph.config import DEFAULT_SYSTEM_PROMPT
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.governance.contract import resolve_profile
-from algenta_graph.graph import DEFAULT_SYSTEM_PROMPT, create_governed_agent
+from algenta_graph.graph import create_governed_agent
 from algenta_graph.testing import ScriptedChatModel
 
 QUERIES = [

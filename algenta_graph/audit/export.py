@@ -12,15 +12,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from algenta_graph.audit.chain import (
-    Broken,
-    ChainHead,
-    ChainReport,
-    chain_head,
-    record_items,
-    sort_seq,
-    verify_threads_values,
-)
+from algenta_graph.audit.chain import ChainHead, chain_head, record_items, sort_seq
+from algenta_graph.audit.verification import Broken, ChainReport, verify_threads_values
 from algenta_graph.state import RECORD_FIELDS
 
 __all__ = ["export_jsonl", "read_heads", "read_jsonl", "verify_jsonl"]

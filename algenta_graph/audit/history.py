@@ -17,16 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from algenta_graph.audit.chain import (
-    Broken,
-    ChainHead,
-    ChainReport,
-    audit_key,
-    gone_threads,
-    link_hash,
-    seq_of,
-    verify_values,
-)
+from algenta_graph.audit.chain import ChainHead, audit_key, link_hash, seq_of
+from algenta_graph.audit.verification import Broken, ChainReport, gone_threads, verify_values
 from algenta_graph.state import RECORD_FIELDS
 
 if TYPE_CHECKING:
@@ -150,7 +142,7 @@ def verify_history(
 ) -> ChainReport:
     """Verify **every checkpoint** of one thread, and each against the one it follows.
 
-    :func:`~algenta_graph.audit.chain.verify_chain` on each checkpoint, and each checkpoint
+    :func:`~algenta_graph.audit.verification.verify_chain` on each checkpoint, and each checkpoint
     against the one it follows (``parent_id``): a record there must still be here, unchanged.
     Each problem names the checkpoint it was found in; a problem carried unchanged into later
     checkpoints is named once, where it first appears. A checkpoint whose parent is missing

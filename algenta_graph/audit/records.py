@@ -10,7 +10,7 @@ is never created), with no engine and no graph, through the one checkpoint reade
 - :func:`split_threads`: which threads are algenta-graph threads, and why the others are not
   (a store can be shared with other graphs);
 - :func:`format_records`: a plain-text table (the JSONL export with chain links is
-  :func:`algenta_graph.audit.chain.export_jsonl`).
+  :func:`algenta_graph.audit.export.export_jsonl`).
 
 A file that cannot be read as a checkpoint file, or whose checkpoints are another graph's,
 raises :class:`RecordsFileError`, whose message names the file and what is wrong with it.

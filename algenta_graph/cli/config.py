@@ -39,7 +39,7 @@ def _check_handler(args: argparse.Namespace) -> int:
             print(f"{_WHERE}: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     if resolved.extra_servers and not args.no_connect:
-        from algenta_graph.graph import unreachable_servers
+        from algenta_graph.graph.connecting import unreachable_servers
 
         found = asyncio.run(unreachable_servers(resolved.extra_servers, config.connect_timeout))
         for name, why in found.items():

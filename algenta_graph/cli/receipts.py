@@ -3,7 +3,7 @@
 ``algenta-graph receipts --db runs.sqlite [--thread t1] [--jsonl | --verify]`` prints every
 receipt (with its trace id, when the engine wrote one), denial and operator decision of a SQLite
 file or a ``postgresql://`` store (no engine needed); ``--verify`` checks every checkpoint of
-each thread's history (:func:`algenta_graph.audit.chain.verify_history`). Threads of another
+each thread's history (:func:`algenta_graph.audit.history.verify_history`). Threads of another
 graph in the same store are left out by name.
 """
 
@@ -123,10 +123,11 @@ def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
 
 def _verify(args: argparse.Namespace, history: Any, where: str) -> int:
     """``receipts --verify``: every checkpoint of each thread's history; exit 1 naming a break."""
-    from algenta_graph.audit.chain import ChainHead, format_reports
+    from algenta_graph.audit.chain import ChainHead
     from algenta_graph.audit.export import read_heads
     from algenta_graph.audit.history import verify_threads
     from algenta_graph.audit.records import no_thread_of_ours, split_threads
+    from algenta_graph.audit.reports import format_reports
 
     expected: dict[str, ChainHead] = {}
     if args.head is not None:

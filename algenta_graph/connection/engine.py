@@ -10,7 +10,8 @@ sessions of :mod:`algenta_graph.connection.transport`.
   ``override_safety`` removed from every schema (properties, ``required``, nested objects,
   ``$defs``);
 * the tools of any ``extra_servers``, under their own names, prefixed ``<server>_`` only when
-  the name is taken (an extra server never lends its tools Algenta's trust).
+  the name is taken (an extra server never lends its tools Algenta's trust)
+  (:mod:`algenta_graph.connection.catalog` builds it).
 
 Every call from the catalog passes
 :class:`~algenta_graph.governance.scrub.GovernanceInterceptor` (the security policy): a tool
@@ -25,8 +26,9 @@ Connection problems raise :class:`~algenta_graph.errors.EngineConnectionError` n
 :class:`~algenta_graph.errors.EngineTimeoutError` for timeouts). A session that died (the engine
 was stopped or killed) fails the call in flight; the next call opens a new session.
 
-:class:`EngineClient` is what the graph's nodes need of a connection (a ``Protocol``; tests give
-the nodes a scripted one).
+What the graph's nodes need of a connection is the
+:class:`~algenta_graph.connection.client.EngineClient` protocol, with the engine's tool names
+(:mod:`algenta_graph.connection.client`); this module is the real connection.
 
 Example (against a local reference engine)::
 
@@ -41,43 +43,38 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
-from langchain_mcp_adapters.tools import load_mcp_tools
-from mcp.types import (
-    CallToolResult,
-    ListToolsResult,
-    PaginatedRequestParams,
-    RequestParams,
-    Tool,
-)
+from mcp.types import CallToolResult
+from typing_extensions import Unpack
 
+from algenta_graph.connection.catalog import load_catalog
+
+# the engine's tool names and the protocol live in connection.client; nodes/ and
+# retrieval/catalog.py still import these four from here (kept until their imports move)
+from algenta_graph.connection.client import (
+    EXECUTE_TOOL,
+    GET_DECISION_TOOL,
+    PLAN_TOOL,
+    SEARCH_TOOL,
+    EngineClient,
+    OperatorFlags,
+    check_operator_flags,
+)
 from algenta_graph.connection.outcomes import (
     ExecutionOutcome,
     parse_execution_outcome,
     tool_result_json,
 )
 from algenta_graph.connection.transport import ALGENTA_SERVER, OPERATOR_SERVER, ServerSession
-from algenta_graph.errors import (
-    AlgentaGraphError,
-    ToolNotInProfileError,
-)
-from algenta_graph.governance.contract import (
-    Profile,
-    load_contract,
-    resolve_profile,
-)
-from algenta_graph.governance.scrub import (
-    GRAPH_SUPPLIED_FIELDS,
-    GovernanceInterceptor,
-    scrub_schema,
-    strip_graph_supplied,
-)
+from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
+from algenta_graph.governance.contract import Profile, resolve_profile
+from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS
 from algenta_graph.telemetry import engine_calls
 from algenta_graph.telemetry.names import TRACE_ARTIFACT_KEY
 
@@ -89,7 +86,6 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ENV_OPERATOR_API_KEY",
     "EXECUTE_TOOL",
-    "GET_DECISION_TOOL",
     "PLAN_TOOL",
     "SEARCH_TOOL",
     "EngineClient",
@@ -103,122 +99,12 @@ DEFAULT_BASE_URL = "http://localhost:8000/mcp"
 """Where the engine is looked for when neither ``base_url=`` nor ``ALGENTA_BASE_URL`` is set."""
 ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
 """The operator path's own engine credential, when ``operator_api_key=`` is not given."""
-EXECUTE_TOOL = "execute_decision"
-"""The governed tool: its results are receipts or named-gate denials."""
-GET_DECISION_TOOL = "get_decision"
-"""The engine's read of a decision and its executions (the graph's recovery reads it)."""
-PLAN_TOOL = "plan_decision"
-"""The engine's tool that proposes a plan (its result carries the plan's ``nonce``)."""
-SEARCH_TOOL = "search_tools"
-"""The graph's own gateway tool (answered by the graph from its index; reserved here)."""
-_RESERVED_NAMES = frozenset({SEARCH_TOOL})
 
 
 def resolve_base_url(base_url: str | None = None) -> str:
     """``base_url``, else ``ALGENTA_BASE_URL``, else :data:`DEFAULT_BASE_URL`."""
     url = base_url or os.environ.get("ALGENTA_BASE_URL") or DEFAULT_BASE_URL
     return url.strip()
-
-
-@runtime_checkable
-class EngineClient(Protocol):
-    """What the graph's nodes need of an engine connection (:class:`EngineConnection` is one).
-
-    The nodes call the catalog's tools as the model would, execute on the operator path, and
-    read a decision's record back; they send ``idempotency_key`` / ``nonce`` themselves exactly
-    when the engine's ``execute_decision`` declares them (:attr:`execute_supplied`).
-    """
-
-    profile: Profile
-    """The connection's tool profile (the ceiling of every run's)."""
-    execute_supplied: frozenset[str]
-    """The graph-supplied fields the engine's ``execute_decision`` declares."""
-
-    @property
-    def tools(self) -> list[BaseTool]:
-        """The model-facing catalog (the profile's engine tools, scrubbed, and extra servers')."""
-        ...
-
-    def is_algenta_tool(self, name: str) -> bool:
-        """True only for the Algenta engine's own catalog tools."""
-        ...
-
-    async def call_tool(
-        self, name: str, args: Mapping[str, Any], *, tool_call_id: str
-    ) -> ToolMessage:
-        """Call a catalog tool as the model would (profile guard, argument scrub)."""
-        ...
-
-    async def execute_as_operator(
-        self,
-        decision_id: str,
-        webhook_url: str,
-        *,
-        force: bool = False,
-        override_safety: bool = False,
-        timeout_seconds: float | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> ExecutionOutcome:
-        """``execute_decision`` with the flags an operator approved; the parsed outcome."""
-        ...
-
-    async def get_decision(self, decision_id: str) -> dict[str, Any]:
-        """The engine's record of a decision and its executions (read-only)."""
-        ...
-
-
-class _SessionView:
-    """What ``load_mcp_tools`` sees as the session.
-
-    The server's tool list, filtered and scrubbed, and calls sent over the server's current live
-    session (so the tools keep working after a reconnect).
-    """
-
-    def __init__(self, conn: EngineConnection, server: ServerSession, keep: Callable[[Tool], bool]):
-        self._conn = conn
-        self._server = server
-        self._keep = keep
-        self.advertised: list[str] = []
-
-    async def list_tools(self, cursor: str | None = None) -> ListToolsResult:
-        call = engine_calls.EngineCall("tools/list", None, self._server.url)
-        try:
-            with call:
-                session = await self._server.session()
-                meta = RequestParams.Meta(**call.meta) if call.meta else None
-                params = PaginatedRequestParams(cursor=cursor, _meta=meta)
-                page = await self._server.guard("listing tools", session.list_tools(params=params))
-        except BaseException as exc:
-            call.failed(exc)
-            raise
-        await call.answered(is_error=False)
-        self.advertised.extend(t.name for t in page.tools)
-        kept = [
-            t.model_copy(update={"inputSchema": self._model_facing(t)})
-            for t in page.tools
-            if self._keep(t)
-        ]
-        return page.model_copy(update={"tools": kept})
-
-    def _model_facing(self, tool: Tool) -> dict[str, Any]:
-        schema = scrub_schema(tool.inputSchema)
-        if tool.name == EXECUTE_TOOL and self._server.name == ALGENTA_SERVER:
-            schema, self._conn.execute_supplied = strip_graph_supplied(schema)
-        return schema
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        read_timeout_seconds: timedelta | None = None,
-        progress_callback: Any = None,
-        **_: Any,
-    ) -> CallToolResult:
-        return await self._conn._send(self._server, name, arguments or {}, progress_callback)
-
-
-# --------------------------------------------------------------------------- the connection
 
 
 class EngineConnection:
@@ -385,44 +271,10 @@ class EngineConnection:
         return self
 
     async def _build_catalog(self) -> None:
-        algenta = self._servers[ALGENTA_SERVER]
-        view = _SessionView(self, algenta, lambda t: self.profile.allows(t.name))
-        tools = await load_mcp_tools(
-            # a third-party type too narrow: the adapters name mcp's ClientSession, and call
-            # only the list_tools / call_tool that the view implements
-            view,  # type: ignore[arg-type]
-            tool_interceptors=[GovernanceInterceptor(self.profile)],
-            server_name=ALGENTA_SERVER,
-        )
-        catalog = {t.name: t for t in tools}
-        origins = {t.name: (ALGENTA_SERVER, t.name) for t in tools}
-        self._advertised = frozenset(view.advertised)
-        self._algenta_names = frozenset(catalog)
-        taken = set(self._advertised) | set(load_contract().get("mcp_tool_reference", {}))
-        taken |= _RESERVED_NAMES | set(catalog)
-        for name, server in self._servers.items():
-            if name in (ALGENTA_SERVER, OPERATOR_SERVER):
-                continue
-            extra_view = _SessionView(self, server, lambda t: True)
-            extra_tools = await load_mcp_tools(
-                extra_view,  # type: ignore[arg-type]  # ClientSession, as above
-                tool_interceptors=[GovernanceInterceptor(None)],
-                server_name=name,
-            )
-            for tool in extra_tools:
-                final = tool.name
-                origin = (name, tool.name)
-                if final in taken:
-                    final = f"{name}_{tool.name}"
-                    n = 2
-                    while final in taken:
-                        final, n = f"{name}_{tool.name}_{n}", n + 1
-                    tool.name = final
-                taken.add(final)
-                catalog[final] = tool
-                origins[final] = origin
-        self._tools = catalog
-        self._origins = origins
+        catalog = await load_catalog(self._servers, self.profile, self._send)
+        self._tools, self._origins = catalog.tools, catalog.origins
+        self._algenta_names, self._advertised = catalog.algenta_names, catalog.advertised
+        self.execute_supplied = catalog.execute_supplied
 
     async def aclose(self) -> None:
         """Close every session (idempotent)."""
@@ -568,26 +420,27 @@ class EngineConnection:
         return await self._send(self._server(ALGENTA_SERVER), name, arguments)
 
     async def execute_as_operator(
-        self,
-        decision_id: str,
-        webhook_url: str,
-        *,
-        force: bool = False,
-        override_safety: bool = False,
-        timeout_seconds: float | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        extra: Mapping[str, Any] | None = None,
+        self, decision_id: str, webhook_url: str, **flags: Unpack[OperatorFlags]
     ) -> ExecutionOutcome:
         """The operator path: ``execute_decision`` with the flags an operator approved.
 
         Not a tool and never bound to a model; it bypasses the scrub (and the profile) and
-        returns the parsed outcome. ``extra``: the graph-supplied arguments (idempotency key,
-        nonce).
+        returns the parsed outcome.
+
+        Args:
+            decision_id: the decision to execute.
+            webhook_url: where the engine delivers it.
+            **flags: :class:`~algenta_graph.connection.client.OperatorFlags` (``force``,
+                ``override_safety``, ``timeout_seconds``, ``metadata``, and ``extra``: the
+                graph-supplied arguments, idempotency key and nonce).
 
         Raises:
             ValueError: ``decision_id`` or ``webhook_url`` is not a non-empty string.
+            TypeError: an option :class:`~algenta_graph.connection.client.OperatorFlags` does
+                not name.
             EngineConnectionError: a connection problem.
         """
+        check_operator_flags(flags)
         if not isinstance(decision_id, str) or not decision_id:
             raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
         if not isinstance(webhook_url, str) or not webhook_url:
@@ -595,14 +448,15 @@ class EngineConnection:
         arguments: dict[str, Any] = {
             "decision_id": decision_id,
             "webhook_url": webhook_url,
-            "force": bool(force),
-            "override_safety": bool(override_safety),
+            "force": bool(flags.get("force", False)),
+            "override_safety": bool(flags.get("override_safety", False)),
         }
+        timeout_seconds, metadata = flags.get("timeout_seconds"), flags.get("metadata")
         if timeout_seconds is not None:
             arguments["timeout_seconds"] = timeout_seconds
         if metadata is not None:
             arguments["metadata"] = dict(metadata)
-        arguments.update(extra or {})
+        arguments.update(flags.get("extra") or {})
         server = self._server(
             OPERATOR_SERVER if OPERATOR_SERVER in self._servers else ALGENTA_SERVER
         )

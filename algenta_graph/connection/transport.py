@@ -1,7 +1,8 @@
 """The MCP transport of an engine connection: one persistent session per server.
 
-It also holds the one translation of whatever the MCP client raises into a typed error naming
-the URL.
+Whatever the MCP client raises becomes a typed error naming the URL
+(:mod:`algenta_graph.connection.failures`); the HTTP client under each session is
+:mod:`algenta_graph.connection.watched_http`.
 
 How failures surface through mcp 1.x's streamable-HTTP client (measured, and each one tested in
 ``tests/integration/test_connection.py``): an ``httpx`` error on a POST (connection refused,
@@ -22,10 +23,9 @@ the task that entered them), instead of the adapters' default of a new session p
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -34,21 +34,24 @@ import httpx
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
-from mcp.types import CONNECTION_CLOSED, CallToolResult
-from opentelemetry import propagate
-from pydantic import ValidationError
+from mcp.types import CallToolResult
 
-from algenta_graph.errors import (
-    AlgentaGraphError,
-    EngineAuthError,
-    EngineConnectionError,
-    EngineTimeoutError,
+from algenta_graph.connection.failures import (
+    SessionForgotten,
+    is_closed,
+    is_forgotten,
+    is_late_answer,
+    is_timeout,
+    timeout_error,
+    translate,
 )
+from algenta_graph.connection.watched_http import watched_client
+from algenta_graph.errors import AlgentaGraphError, EngineConnectionError, EngineTimeoutError
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["ALGENTA_SERVER", "OPERATOR_SERVER", "ServerSession", "trace_headers"]
+__all__ = ["ALGENTA_SERVER", "OPERATOR_SERVER", "ServerSession"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,129 +60,7 @@ ALGENTA_SERVER = "algenta"
 OPERATOR_SERVER = "algenta-operator"
 """The operator path's own session to the engine, with the operator credential."""
 _CLOSE_TIMEOUT = 5.0
-_TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 _T = TypeVar("_T")
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    """The exceptions inside ``exc``: group members, causes and contexts, depth first."""
-    seen: set[int] = set()
-    stack = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(reversed(current.exceptions))
-            continue
-        yield current
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                stack.append(linked)
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, httpx.TimeoutException | TimeoutError) or (
-        isinstance(exc, McpError) and exc.error.code == httpx.codes.REQUEST_TIMEOUT
-    )
-
-
-def _is_closed(exc: BaseException) -> bool:
-    return isinstance(exc, McpError) and exc.error.code == CONNECTION_CLOSED
-
-
-def _is_forgotten(exc: BaseException) -> bool:
-    """The server answered HTTP 404 to the session id: it restarted and never ran the request."""
-    return isinstance(exc, McpError) and exc.error.message == "Session terminated"
-
-
-def _is_late_answer(exc: BaseException) -> bool:
-    """The mcp client's report of an answer to a request it no longer waits for (timed out)."""
-    return isinstance(exc, RuntimeError) and "unknown request ID" in str(exc)
-
-
-class _SessionForgotten(Exception):
-    pass
-
-
-# --------------------------------------------------------------------------- sessions
-
-
-class _WatchedStream(httpx.AsyncByteStream):
-    """A response body that reports a connection lost mid-answer before re-raising it.
-
-    mcp's client swallows such an error on a POST's SSE answer and leaves the request waiting
-    for its read timeout; reporting it ends the session so the call fails at once.
-    """
-
-    def __init__(self, inner: Any, on_lost: Callable[[BaseException], None]) -> None:
-        self._inner = inner
-        self._on_lost = on_lost
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._inner:
-                yield chunk
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            self._on_lost(exc)
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def trace_headers(request: httpx.Request) -> dict[str, str]:
-    """The W3C trace context headers a request carries to the engine.
-
-    Those of the JSON-RPC request's ``params._meta`` (``traceparent``, ``tracestate``,
-    ``baggage``: the engine call's span, :class:`~algenta_graph.telemetry.engine_calls.EngineCall`);
-    for a request without them (``initialize``, notifications, the GET event stream) the trace
-    context current where the session was opened. Nothing without a configured tracer.
-
-    >>> parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    >>> body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",'
-    >>> body += b'"_meta":{"traceparent":"' + parent.encode() + b'"}}}'
-    >>> trace_headers(httpx.Request("POST", "http://e/mcp", content=body))["traceparent"][:6]
-    '00-4bf'
-    """
-    try:
-        content = request.content if request.method == "POST" else b""
-    except httpx.RequestNotRead:  # a streamed body: not one of mcp's JSON-RPC messages
-        content = b""
-    if b'"traceparent"' in content:
-        try:
-            message = json.loads(content)
-        except ValueError:
-            message = None
-        params = message.get("params") if isinstance(message, dict) else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
-            return {k: meta[k] for k in _TRACE_KEYS if isinstance(meta.get(k), str)}
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    return {k: v for k, v in carrier.items() if k in _TRACE_KEYS}
-
-
-class _WatchedTransport(httpx.AsyncBaseTransport):
-    def __init__(
-        self, inner: httpx.AsyncBaseTransport, on_lost: Callable[[BaseException], None]
-    ) -> None:
-        self._inner = inner
-        self._on_lost = on_lost
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers.update(trace_headers(request))  # W3C trace context, every request
-        response = await self._inner.handle_async_request(request)
-        if request.method == "POST":  # the answers to our requests, not the GET event stream
-            response.stream = _WatchedStream(response.stream, self._on_lost)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 @dataclass
@@ -213,7 +94,7 @@ class ServerSession:
         ``RuntimeError`` ("unknown request ID") and the session stays sound.
         """
         if isinstance(message, Exception):
-            if _is_late_answer(message):
+            if is_late_answer(message):
                 logger.debug("late answer from %s ignored: %s", self.name, message)
                 return
             self.broken(message)
@@ -237,12 +118,7 @@ class ServerSession:
 
         A connection lost in the middle of a POST's answer ends the session at once.
         """
-        return httpx.AsyncClient(
-            headers=headers,
-            timeout=timeout,
-            auth=auth,
-            transport=_WatchedTransport(httpx.AsyncHTTPTransport(), self.broken),
-        )
+        return watched_client(self.broken, headers, timeout, auth)
 
     @property
     def alive(self) -> bool:
@@ -351,70 +227,17 @@ class ServerSession:
 
     def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
         """The error of no answer within ``seconds`` while ``what``, naming ``option=``."""
-        return EngineTimeoutError(
-            f"timed out: {self.label} at {self.url} did not answer within {seconds:g} s while "
-            f"{what} (raise {option}= if it is just slow).",
-            url=self.url,
-        )
+        return timeout_error(self.label, self.url, what, seconds, option)
 
     def translate(self, exc: BaseException, what: str) -> EngineConnectionError:
-        """One typed error naming the URL for whatever the MCP client raised."""
-        checks = (
-            f"Check: (1) the URL {self.url} (base_url= or ALGENTA_BASE_URL); (2) that the engine "
-            "is running there (e.g. `algenta-graph engine --port 8000`); (3) the API token "
-            "(api_key= or ALGENTA_API_KEY)."
-        )
-        leaves = list(_leaves(exc))
-        for leaf in leaves:
-            if isinstance(leaf, EngineConnectionError):
-                return leaf
-        for leaf in leaves:
-            if isinstance(leaf, httpx.HTTPStatusError):
-                status = leaf.response.status_code
-                if status == 401:
-                    return EngineAuthError(
-                        f"{self.label} at {self.url} rejected the API token (HTTP 401) while "
-                        f"{what}: pass a valid token with api_key= or ALGENTA_API_KEY.",
-                        url=self.url,
-                    )
-                reason = leaf.response.reason_phrase or ""
-                return EngineConnectionError(
-                    f"{self.label} at {self.url} answered HTTP {status} {reason} while {what}; "
-                    f"is that an MCP endpoint? {checks}",
-                    url=self.url,
-                )
-        for leaf in leaves:
-            if _is_timeout(leaf):
-                return self.timeout_error(what, self.open_timeout, "timeout")
-        for leaf in leaves:
-            if isinstance(leaf, httpx.RemoteProtocolError | httpx.ReadError):
-                detail = self.redact(str(leaf)) or type(leaf).__name__
-                return EngineConnectionError(
-                    f"lost the connection to {self.label} at {self.url} while {what} "
-                    f"({detail}); the engine may or may not have acted on the request (read "
-                    "its record before retrying). The next call reconnects.",
-                    url=self.url,
-                )
-        for leaf in leaves:
-            if isinstance(leaf, httpx.TransportError | OSError):
-                detail = self.redact(str(leaf)) or type(leaf).__name__
-                return EngineConnectionError(
-                    f"cannot reach {self.label} at {self.url} while {what} ({detail}). {checks}",
-                    url=self.url,
-                )
-        for leaf in leaves:
-            if isinstance(leaf, ValidationError):
-                return EngineConnectionError(
-                    f"{self.label} at {self.url} sent an answer that is not an MCP JSON-RPC "
-                    f"message while {what}; is that an MCP endpoint? {checks}",
-                    url=self.url,
-                )
-        first = leaves[0] if leaves else exc
-        detail = " ".join(self.redact(str(first)).split())[:300] or type(first).__name__
-        return EngineConnectionError(
-            f"the connection to {self.label} at {self.url} failed while {what} "
-            f"({type(first).__name__}: {detail}). {checks}",
+        """One typed error naming the URL for whatever the MCP client raised (see ``failures``)."""
+        return translate(
+            exc,
+            what,
+            label=self.label,
             url=self.url,
+            open_timeout=self.open_timeout,
+            redact=self.redact,
         )
 
     async def guard(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
@@ -447,17 +270,17 @@ class ServerSession:
         try:
             return request.result()
         except McpError as exc:
-            if _is_timeout(exc):
+            if is_timeout(exc):
                 raise self.timeout_error(
                     what,
                     self.timeout_for(what),
                     "call_timeout" if what.startswith("calling") else "timeout",
                 ) from None
-            if _is_forgotten(exc):
+            if is_forgotten(exc):
                 self.failure = exc
                 self.end()
-                raise _SessionForgotten() from None
-            if _is_closed(exc):
+                raise SessionForgotten() from None
+            if is_closed(exc):
                 cause = await self.cause_of_death()
                 raise self.translate(cause or exc, what) from None
             raise AlgentaGraphError(
@@ -498,7 +321,7 @@ class ServerSession:
                     ),
                 )
                 return result
-            except _SessionForgotten:
+            except SessionForgotten:
                 # The server answered 404 to our session id: it restarted and never saw the
                 # request, so sending it once more on a new session is safe.
                 if attempt == 2:

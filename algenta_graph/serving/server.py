@@ -86,7 +86,8 @@ from algenta_graph.config import (
     resolve_config,
 )
 from algenta_graph.governance.record_guard import guard_records
-from algenta_graph.graph import create_governed_agent, open_engine_connection, unreachable_servers
+from algenta_graph.graph.connecting import open_engine_connection, unreachable_servers
+from algenta_graph.graph.factory import create_governed_agent
 from algenta_graph.serving.auth import served_authorize_operator
 
 if TYPE_CHECKING:

@@ -33,9 +33,10 @@ from graph_support import config, execute, log_decision, open_connection
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
-from algenta_graph.audit.chain import ENV_AUDIT_KEY, link_hash, verify_chain
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, link_hash
 from algenta_graph.audit.history import averify_audit, verify_audit
 from algenta_graph.audit.records import GOVERNED_NODES
+from algenta_graph.audit.verification import verify_chain
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.serving.checkpoint_reader import read_latest

@@ -32,7 +32,7 @@ from guarantee_support import figure
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from algenta_graph.audit.chain import verify_chain
+from algenta_graph.audit.verification import verify_chain
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates

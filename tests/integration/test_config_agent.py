@@ -183,7 +183,7 @@ async def test_an_unreachable_extra_server_is_left_out_with_a_warning_naming_its
             "always_include": ["get_contract", "crm_lookup_customer"],
         }
     )
-    with caplog.at_level(logging.WARNING, logger="algenta_graph.graph"):
+    with caplog.at_level(logging.WARNING, logger="algenta_graph.graph.connecting"):
         graph = await create_governed_agent(ScriptedChatModel(replies=["ok"]), config=config)
     try:
         out = await graph.ainvoke({"messages": [("user", "recommend a scenario")]})

@@ -39,7 +39,7 @@ async def test_governed_agent_owns_and_closes_its_connection(
 ) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from algenta_graph.graph import _OWNED, aclose_governed_agent, governed_agent
+    from algenta_graph.graph.factory import _OWNED, aclose_governed_agent, governed_agent
 
     async with (
         AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver,

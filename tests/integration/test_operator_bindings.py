@@ -25,10 +25,10 @@ from guarantee_support import figure
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from algenta_graph import graph as graph_module
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.escalations import EscalationSettings
+from algenta_graph.graph import assembly as graph_module
 from algenta_graph.nodes.denial_handler import DenialHandler
 
 OPERATOR = {"identity": "ana", "is_authenticated": True, "permissions": ["operator"]}

@@ -20,7 +20,7 @@ from graph_support import agent, config, log_decision, tool_messages
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from algenta_graph.audit.chain import verify_chain
+from algenta_graph.audit.verification import verify_chain
 from algenta_graph.config import ConfigError, parse_config
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver

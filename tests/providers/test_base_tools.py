@@ -10,7 +10,8 @@ from graph_support import agent, call, config, open_connection
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.catalog_server import CatalogServer
-from algenta_graph.connection.engine import SEARCH_TOOL, EngineConnection
+from algenta_graph.connection.client import SEARCH_TOOL
+from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
 from algenta_graph.graph import build_governed_graph, create_governed_agent
 from algenta_graph.retrieval.catalog import MAX_FOUND_TOOLS

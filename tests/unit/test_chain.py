@@ -27,10 +27,10 @@ from algenta_graph.audit.chain import (
     link_bytes,
     link_hash,
     seal,
-    verify_chain,
 )
 from algenta_graph.audit.export import export_jsonl, read_heads, verify_jsonl
 from algenta_graph.audit.history import averify_audit, verify_audit
+from algenta_graph.audit.verification import verify_chain
 from algenta_graph.state import RECORD_FIELDS, append_records
 
 

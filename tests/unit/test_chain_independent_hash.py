@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import rfc8785
 
-from algenta_graph.audit.chain import ENV_AUDIT_KEY, GENESIS, seal, verify_chain
+from algenta_graph.audit.chain import ENV_AUDIT_KEY, GENESIS, seal
+from algenta_graph.audit.verification import verify_chain
 
 DOMAIN = b"algenta-graph/chain/v1\n"  # the docstring's link_bytes prefix
 FIELDS = ("receipts", "denials", "operator_decisions")  # the docstring's sealing order

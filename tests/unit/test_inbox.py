@@ -17,8 +17,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from algenta_graph.inbox import app as inbox
-from algenta_graph.inbox.queries import EscalationView, FormDecision, QueueEntry, build_resume
+from algenta_graph.inbox import rendering, startup
+from algenta_graph.inbox.escalation import EscalationView
+from algenta_graph.inbox.resume import FormDecision, build_resume
 from algenta_graph.inbox.session import COOKIE, Session, SessionSigner
+from algenta_graph.inbox.waiting import QueueEntry
 from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
 
 TOKENS = {
@@ -37,7 +40,7 @@ def auth_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     }
     path.write_text(json.dumps({"tokens": table}))
     monkeypatch.setenv(ENV_AUTH_FILE, str(path))
-    monkeypatch.delenv(inbox.ENV_ALLOW_OPEN, raising=False)
+    monkeypatch.delenv(startup.ENV_ALLOW_OPEN, raising=False)
     return path
 
 
@@ -61,20 +64,20 @@ def test_without_an_auth_file_the_inbox_refuses_to_start_and_names_the_way_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(ENV_AUTH_FILE, raising=False)
-    monkeypatch.delenv(inbox.ENV_ALLOW_OPEN, raising=False)
-    with pytest.raises(inbox.InboxConfigError) as refused:
-        inbox.check_startup()
-    assert ENV_AUTH_FILE in str(refused.value) and inbox.ENV_ALLOW_OPEN in str(refused.value)
+    monkeypatch.delenv(startup.ENV_ALLOW_OPEN, raising=False)
+    with pytest.raises(startup.InboxConfigError) as refused:
+        startup.check_startup()
+    assert ENV_AUTH_FILE in str(refused.value) and startup.ENV_ALLOW_OPEN in str(refused.value)
     app = inbox.create_app(SessionSigner("k"))
     # the server may run open on purpose: it starts, the inbox does not serve
     with TestClient(app) as refused_client:
         for path in ("/inbox/login", "/inbox/queue", "/inbox/threads"):
             response = refused_client.get(path, follow_redirects=False)
             assert response.status_code == 503 and ENV_AUTH_FILE in response.text, path
-            assert inbox.ENV_ALLOW_OPEN in response.text
+            assert startup.ENV_ALLOW_OPEN in response.text
 
-    monkeypatch.setenv(inbox.ENV_ALLOW_OPEN, "1")
-    inbox.check_startup()  # allowed on purpose: starts, and says it is open
+    monkeypatch.setenv(startup.ENV_ALLOW_OPEN, "1")
+    startup.check_startup()  # allowed on purpose: starts, and says it is open
     with TestClient(app) as open_client:
         page = open_client.get("/inbox/login")
     assert page.status_code == 200 and "runs OPEN" in page.text
@@ -172,9 +175,9 @@ def test_every_page_carries_a_strict_content_security_policy(client: TestClient)
 
 
 def test_after_sign_in_only_a_path_inside_the_inbox_is_followed() -> None:
-    assert inbox._safe_next("/inbox/escalations/t/e") == "/inbox/escalations/t/e"
+    assert rendering.safe_next("/inbox/escalations/t/e") == "/inbox/escalations/t/e"
     for bad in ("https://evil.example/inbox/", "//evil.example/inbox/", "/inbox\\..", None):
-        assert inbox._safe_next(bad) is None
+        assert rendering.safe_next(bad) is None
 
 
 # ----------------------------------------------------------------------- escaping
@@ -197,11 +200,11 @@ def test_arguments_and_messages_are_escaped_in_every_page_that_shows_them() -> N
         age="0m01s",
         overdue=False,
     )
-    html = inbox.templates.get_template("queue_rows.html").render(
+    html = rendering.templates.get_template("queue_rows.html").render(
         entries=[entry], counts={"confidence": 1}, gates=("confidence",)
     )
     assert "<script>" not in html and html.count("&lt;script&gt;") == 4
-    records = inbox.templates.get_template("records.html").render(
+    records = rendering.templates.get_template("records.html").render(
         records=[("denials", {"seq": 1, "message": SCRIPT, "code": SCRIPT, "gate": "x"})],
         table_id="t",
         broken=None,

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from typing_extensions import TypedDict
 
-from algenta_graph.connection.transport import trace_headers
+from algenta_graph.connection.watched_http import trace_headers
 from algenta_graph.telemetry import TelemetryHandler, instrument
 from algenta_graph.telemetry.engine_calls import EngineCall, span_context_of
 from algenta_graph.telemetry.names import TRACE_ARTIFACT_KEY

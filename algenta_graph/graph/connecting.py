@@ -1,0 +1,159 @@
+"""Opening the engine connection with its extra MCP servers, and probing those servers.
+
+An extra server that cannot be reached is left out with a warning naming its URL (the graph
+serves the engine's tools and the other servers'), and the base tools it would have supplied
+are dropped from ``always_include`` with a warning. An unreachable engine is an error. The
+probe (:func:`unreachable_servers`) connects once and keeps nothing (``config check``, the
+served graph's start). This module neither builds nor compiles a graph
+(:mod:`algenta_graph.graph.assembly`, :mod:`algenta_graph.graph.factory`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from algenta_graph.config import AgentConfig
+from algenta_graph.errors import EngineConnectionError
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from algenta_graph.connection.engine import EngineConnection
+
+__all__ = ["open_engine_connection", "unreachable_servers", "without_lost_tools"]
+
+logger = logging.getLogger(__name__)
+
+
+def _server_url(spec: Mapping[str, Any]) -> str:
+    if spec.get("url"):
+        return str(spec["url"])
+    command = [str(spec.get("command") or "")] + [str(a) for a in spec.get("args") or ()]
+    return " ".join(command).strip() or "(no url)"
+
+
+_UNREACHABLE: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+"""The extra servers a connection was opened without: ``{name: url}``."""
+
+
+async def open_engine_connection(
+    config: AgentConfig | None = None,
+    *,
+    base_url: str | None,
+    api_key: str | None,
+    operator_api_key: str | None,
+    profile: str,
+    extra_servers: Mapping[str, Mapping[str, Any]] | None,
+) -> EngineConnection:
+    """Open the engine connection with its extra servers; an unreachable extra is left out.
+
+    Each extra server that cannot be reached is logged as a warning naming it and its URL,
+    and the connection opens without it (the engine's tools, and the other servers', are
+    served). The timeouts are the configuration's (``connect_timeout``, ``call_timeout``).
+
+    Raises:
+        EngineConnectionError: the engine itself could not be reached.
+    """
+    from algenta_graph.connection.engine import EngineConnection
+
+    cfg = config or AgentConfig()
+    servers = {name: dict(spec) for name, spec in (extra_servers or {}).items()}
+    lost: dict[str, str] = {}
+    while True:
+        conn = EngineConnection(
+            base_url,
+            api_key=api_key,
+            operator_api_key=operator_api_key,
+            profile=profile,
+            extra_servers=servers,
+            timeout=cfg.connect_timeout,
+            call_timeout=cfg.call_timeout,
+        )
+        try:
+            await conn.open()
+        except EngineConnectionError as exc:
+            # the URL an error names is the session's: the server's url, else its command
+            failed = [
+                n
+                for n, spec in servers.items()
+                if exc.url and exc.url == str(spec.get("url") or spec.get("command") or n)
+            ]
+            if not failed or exc.url == conn.url:
+                raise
+            for name in failed:
+                url = _server_url(servers.pop(name))
+                lost[name] = url
+                logger.warning(
+                    "extra MCP server %r at %s is unreachable (%s): the graph serves without "
+                    "its tools",
+                    name,
+                    url,
+                    exc,
+                )
+        else:
+            if lost:
+                _UNREACHABLE[conn] = lost
+            return conn
+
+
+def without_lost_tools(names: Sequence[str], connection: Any) -> Sequence[str]:
+    """``always_include`` without the tools of an extra server the connection had to leave out.
+
+    A base tool missing because its server is unreachable is a warning (the graph serves
+    without it); missing otherwise, it stays an error (:class:`GovernedCatalog` names it).
+    """
+    lost = _UNREACHABLE.get(connection)
+    if not lost or isinstance(names, str):
+        return names
+    present = {t.name for t in connection.tools}
+    kept = [n for n in names if n in present or n == "search_tools"]
+    for name in names:
+        if name not in kept:
+            logger.warning(
+                "always_include: %r is not bound: it is not in the catalog, and the extra "
+                "server(s) %s could not be reached",
+                name,
+                ", ".join(f"{n!r} at {u}" for n, u in lost.items()),
+            )
+    return kept
+
+
+async def unreachable_servers(
+    extra_servers: Mapping[str, Mapping[str, Any]], timeout: float
+) -> dict[str, str]:
+    """Which extra servers cannot be reached now: ``{name: "<url>: <why>"}``.
+
+    Each server is connected to once (initialise, list its tools) and closed; nothing is kept.
+    """
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    async def probe(name: str, spec: Mapping[str, Any]) -> None:
+        client = MultiServerMCPClient({name: dict(spec)})  # type: ignore[dict-item]
+        async with client.session(name) as session:
+            await session.list_tools()
+
+    found: dict[str, str] = {}
+    for name, spec in extra_servers.items():
+        try:
+            await asyncio.wait_for(probe(name, spec), timeout)
+        except Exception as exc:
+            reason = _first_reason(exc)
+            found[name] = f"{_server_url(spec)}: {reason}"
+    return found
+
+
+def _first_reason(exc: BaseException) -> str:
+    """The innermost meaningful message of an exception (groups flattened)."""
+    seen = exc
+    while isinstance(seen, BaseExceptionGroup) and seen.exceptions:
+        seen = seen.exceptions[0]
+    if isinstance(seen, TimeoutError):
+        return "no answer within the connect timeout"
+    text = " ".join(str(seen).split())
+    return f"{type(seen).__name__}: {text}" if text else type(seen).__name__

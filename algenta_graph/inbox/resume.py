@@ -1,0 +1,160 @@
+"""An operator's answer: the form read into LangChain's decisions, the thread resumed with it.
+
+:func:`build_resume` turns the form into the resume value (a decision per call, each bound by
+its digest; an edit checked as the graph checks it; a reason always required) or refuses by
+name with nothing sent; :func:`submit_answer` resumes the thread through the API and says what
+the graph recorded, or why it refused. Which escalation waits is
+:mod:`algenta_graph.inbox.escalation`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from langgraph_sdk.client import LangGraphClient
+
+from algenta_graph.inbox.escalation import EscalationView, decision_of
+from algenta_graph.inbox.queries import api_error, thread_state
+from algenta_graph.nodes.answers import edited_arguments
+
+__all__ = ["AnswerOutcome", "FormDecision", "build_resume", "submit_answer"]
+
+
+@dataclass(frozen=True)
+class FormDecision:
+    """What the form says about one escalated call."""
+
+    type: str
+    """``approve``, ``edit``, ``reject`` or ``respond``."""
+    reason: str
+    """Why (for ``respond``: the text the model is given)."""
+    edit: dict[str, str] = field(default_factory=dict)
+    """For ``edit``: the edited fields, as text (``decision_id``, ``webhook_url``, ...)."""
+
+
+def _edited(item: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    """The edit's arguments, read from the form and checked as the graph checks them.
+
+    Raises:
+        ValueError: naming what is wrong (the graph would refuse it the same way).
+    """
+    args: dict[str, Any] = {}
+    for name in ("decision_id", "webhook_url"):
+        text = (fields.get(name) or "").strip()
+        if text:
+            args[name] = text
+    timeout = (fields.get("timeout_seconds") or "").strip()
+    if timeout:
+        try:
+            args["timeout_seconds"] = int(timeout)
+        except ValueError:
+            raise ValueError(
+                f"edit: timeout_seconds must be a whole number of seconds, got {timeout!r}"
+            ) from None
+    metadata = (fields.get("metadata") or "").strip()
+    if metadata:
+        try:
+            args["metadata"] = json.loads(metadata)
+        except ValueError as exc:
+            raise ValueError(f"edit: metadata is not JSON: {exc}") from None
+    edited_arguments(item.get("args") or {}, args)  # the graph's own check: refuses by name
+    return args
+
+
+def build_resume(view: EscalationView, decisions: Sequence[FormDecision]) -> Any:
+    """The resume value of an answer (LangChain's decisions, each bound by its digest).
+
+    Raises:
+        ValueError: the form is wrong (a decision per call, the reason, the edit); the message
+            names it and nothing is sent.
+    """
+    if len(decisions) != len(view.items):
+        raise ValueError(
+            f"the form answers {len(decisions)} call(s), but this escalation asks about "
+            f"{len(view.items)}: reload the page"
+        )
+    out: list[dict[str, Any]] = []
+    for index, (item, form) in enumerate(zip(view.items, decisions, strict=True)):
+        where = f"call {index + 1}" if len(view.items) > 1 else "the decision"
+        allowed = list(item.get("allowed_decisions") or ())
+        if form.type not in ("approve", "edit", "reject", "respond"):
+            raise ValueError(f"{where}: choose approve, edit, reject or respond")
+        if form.type not in allowed:
+            raise ValueError(
+                f"{where}: {form.type!r} is not accepted for this {item.get('gate')} escalation "
+                f"(allowed: {', '.join(allowed)})"
+            )
+        reason = form.reason.strip()
+        if not reason:
+            # the inbox's own rule, stricter than the graph's default: every answer says why
+            raise ValueError(f"{where}: a reason is required (the record keeps why it was given)")
+        decision: dict[str, Any] = {"type": form.type, "digest": item.get("digest")}
+        if reason:
+            decision["message"] = reason
+        if form.type == "edit":
+            decision["edited_action"] = {
+                "name": "execute_decision",
+                "args": _edited(item, form.edit),
+            }
+        out.append(decision)
+    if view.per_call:
+        answer: Any = out[0]
+    else:
+        answer = {"decisions": out, "digest": view.digest}
+    if view.pending_interrupts > 1 and view.interrupt_id:
+        return {view.interrupt_id: answer}
+    return answer
+
+
+@dataclass(frozen=True)
+class AnswerOutcome:
+    """What came of an answer the inbox sent."""
+
+    ok: bool
+    message: str
+    record: dict[str, Any] | None = None
+
+
+def _run_error(output: Any) -> str | None:
+    if isinstance(output, Mapping) and isinstance(output.get("__error__"), Mapping):
+        error = output["__error__"]
+        return f"{error.get('error', 'error')}: {error.get('message', '')}".strip()
+    return None
+
+
+async def submit_answer(
+    client: LangGraphClient, view: EscalationView, resume: Any, escalation_id: str
+) -> AnswerOutcome:
+    """Resume the thread with ``resume`` and say what the graph recorded (or why it refused)."""
+    try:
+        run = await client.runs.create(
+            view.thread_id,
+            view.assistant_id,
+            command={"resume": resume},
+            multitask_strategy="reject",
+        )
+        output = await client.runs.join(view.thread_id, run["run_id"])
+        status = (await client.runs.get(view.thread_id, run["run_id"]))["status"]
+    except httpx.HTTPError as exc:
+        error = api_error(exc)
+        if error.status == 409:
+            return AnswerOutcome(
+                False,
+                "refused: the thread is busy (another answer or run is being applied); nothing "
+                "was sent: reload the page",
+            )
+        return AnswerOutcome(False, f"refused by the server ({error.status}): {error}")
+    problem = _run_error(output)
+    if status != "success" or problem:
+        return AnswerOutcome(
+            False, f"refused by the graph: {problem or status}; nothing was recorded"
+        )
+    values = (await thread_state(client, view.thread_id)).get("values") or {}
+    record = decision_of(values, escalation_id)
+    if record is None:
+        return AnswerOutcome(False, "the run ended but no operator decision was recorded")
+    return AnswerOutcome(True, f"recorded: {record.get('verdict')}", record)

@@ -1,0 +1,223 @@
+"""Who is asking the inbox: sign-in, sign-out, and the role check in front of every page.
+
+An operator signs in once with a token of ``ALGENTA_AUTH_FILE`` (checked by the server's own
+:func:`~algenta_graph.serving.auth.authenticate`); the session is the signed cookie of
+:mod:`algenta_graph.inbox.session`. Every page then re-reads the token's roles (a revoked token
+is signed out at once), refuses a reader the page's role (403) and turns an API refusal into a
+page. This module renders no page of its own beyond the sign-in form and reads no thread
+(:mod:`~algenta_graph.inbox.answering`, :mod:`~algenta_graph.inbox.reading`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from langgraph_sdk import Auth
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from algenta_graph.inbox import queries
+from algenta_graph.inbox.rendering import PREFIX, is_secure, refuse, render, safe_next, url
+from algenta_graph.inbox.session import COOKIE, LOGIN_COOKIE, Session, SessionSigner, same_token
+from algenta_graph.inbox.startup import startup_problem
+from algenta_graph.serving.auth import authenticate
+from algenta_graph.serving.tokens import AUDITOR, OPERATOR, auth_configured, is_operator
+
+__all__ = ["Handler", "Page", "SignIn", "current_roles", "operator_client"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+"""A Starlette endpoint."""
+Page = Callable[[Request, Session], Awaitable[Response]]
+"""A page of a signed-in reader: the request and the session, roles as the tokens file says now."""
+
+
+class SignIn:
+    """The sign-in pages and the guard of every other page, over one session signer.
+
+    Args:
+        signer: signs the session cookie.
+    """
+
+    def __init__(self, signer: SessionSigner) -> None:
+        self.signer = signer
+
+    def current(self, request: Request) -> Session | None:
+        """The request's session (``None``: not signed in, forged or expired)."""
+        return self.signer.loads(request.cookies.get(COOKIE))
+
+    def guarded(self, page: Page, *, answer: bool) -> Handler:
+        """``page`` for operators (``answer``) or for operators and auditors (reads).
+
+        Args:
+            page: the page, called with the signed-in session.
+            answer: whether the page answers escalations (operators only).
+
+        Returns:
+            The endpoint: 503 while the inbox may not start, a redirect to sign in (``GET``) or
+            401 without a session, the sign-in page when the token was revoked, 403 without the
+            role, the API's refusal as a page.
+        """
+
+        async def handler(request: Request) -> Response:
+            problem = startup_problem()
+            if problem is not None:
+                return PlainTextResponse(problem, status_code=503)
+            session = self.current(request)
+            if session is None:
+                if request.method == "GET":
+                    target = request.url.path + (
+                        "?" + request.url.query if request.url.query else ""
+                    )
+                    return RedirectResponse(url("login", next=target), status_code=303)
+                return refuse(request, None, 401, "not signed in (or the session expired)")
+            try:
+                session = await current_roles(session)
+            except Auth.exceptions.HTTPException as exc:  # revoked: signed out at once
+                return self._signed_out(request, f"{exc.detail}")
+            if answer and not is_operator(session.roles):
+                return refuse(
+                    request,
+                    session,
+                    403,
+                    f"{session.identity} may not answer escalations (roles: "
+                    f"{', '.join(session.roles)}); an auditor reads the timelines",
+                )
+            if not answer and not (is_operator(session.roles) or AUDITOR in session.roles):
+                return refuse(request, session, 403, "an operator or auditor role is needed")
+            try:
+                return await page(request, session)
+            except queries.InboxAPIError as exc:
+                if exc.status == 401:  # the token was revoked (or the file broke): sign out
+                    return self._signed_out(request, f"{exc}")
+                status = exc.status if exc.status in (403, 404, 409) else 502
+                return refuse(request, session, status, f"the API answered: {exc}")
+
+        return handler
+
+    def _signed_out(self, request: Request, why: str) -> Response:
+        response = self.login_page(request, 401, f"the server no longer accepts your token: {why}")
+        response.delete_cookie(COOKIE, path=PREFIX)
+        return response
+
+    def login_page(self, request: Request, status: int = 200, error: str | None = None) -> Response:
+        """The sign-in form, with its own CSRF token and cookie."""
+        token, cookie = self.signer.login_csrf()
+        response = render(
+            request,
+            "login.html",
+            None,
+            status,
+            error=error,
+            login_csrf=token,
+            next=safe_next(request.query_params.get("next")),
+        )
+        response.set_cookie(
+            LOGIN_COOKIE,
+            cookie,
+            max_age=3600,
+            httponly=True,
+            samesite="strict",
+            secure=is_secure(request),
+            path=PREFIX,
+        )
+        return response
+
+    async def login(self, request: Request) -> Response:
+        """``/login``: the form (``GET``), or a sign-in with a token (``POST``)."""
+        problem = startup_problem()
+        if problem is not None:
+            return PlainTextResponse(problem, status_code=503)
+        if request.method == "GET":
+            return self.login_page(request)
+        form = await request.form()
+        if not self.signer.login_csrf_ok(request.cookies.get(LOGIN_COOKIE), form.get("csrf")):
+            return self.login_page(
+                request, 403, "the sign-in form's token is missing or forged: sign in again"
+            )
+        token = str(form.get("token") or "").strip()
+        if not token:
+            return self.login_page(request, 401, "enter your token")
+        if auth_configured():
+            try:
+                user = await authenticate(f"Bearer {token}", None, PREFIX)
+            except Auth.exceptions.HTTPException as exc:
+                return self.login_page(request, exc.status_code, f"sign-in refused: {exc.detail}")
+            identity = str(user["identity"])
+            roles = tuple(str(r) for r in user.get("permissions") or ())
+            api_token = token
+        else:  # served open on purpose: the name typed, as on the open API
+            identity, roles, api_token = token, (OPERATOR,), ""
+        if not (is_operator(roles) or AUDITOR in roles):
+            return render(
+                request,
+                "error.html",
+                None,
+                403,
+                error=(
+                    f"{identity} has no operator or auditor role (roles: {', '.join(roles)}): "
+                    "the inbox is for operators and auditors"
+                ),
+                status_code=403,
+            )
+        session = self.signer.new(api_token, identity, roles)
+        home = "queue" if is_operator(roles) else "threads"
+        target = safe_next(form.get("next")) or url(home)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            COOKIE,
+            self.signer.dumps(session),
+            max_age=self.signer.max_age,
+            httponly=True,
+            samesite="strict",
+            secure=is_secure(request),
+            path=PREFIX,
+        )
+        response.delete_cookie(LOGIN_COOKIE, path=PREFIX)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        """``/logout``: the session cookie dropped (a forged form token keeps it)."""
+        session = self.current(request)
+        form = await request.form()
+        if session is not None and not same_token(form.get("csrf"), session.csrf):
+            return refuse(request, session, 403, "forged form token: still signed in")
+        response = RedirectResponse(url("login"), status_code=303)
+        response.delete_cookie(COOKIE, path=PREFIX)
+        return response
+
+    async def home(self, request: Request) -> Response:
+        """``/``: the queue for an operator, the timelines for an auditor, else sign-in."""
+        session = self.current(request)
+        if session is None:
+            return RedirectResponse(url("login"), status_code=303)
+        return RedirectResponse(
+            url("queue" if is_operator(session.roles) else "threads"), status_code=303
+        )
+
+
+async def current_roles(session: Session) -> Session:
+    """``session`` with its token's identity and roles as the tokens file says now.
+
+    Raises:
+        Auth.exceptions.HTTPException: the token is no longer accepted (401).
+    """
+    if not auth_configured():
+        return session
+    user = await authenticate(f"Bearer {session.token}", None, PREFIX)
+    roles = tuple(str(r) for r in user.get("permissions") or ())
+    identity = str(user["identity"])
+    if (identity, roles) == (session.identity, session.roles):
+        return session
+    return Session(session.token, identity, roles, session.csrf)
+
+
+@contextlib.asynccontextmanager
+async def operator_client(session: Session) -> AsyncIterator[Any]:
+    """The API client of ``session``'s operator (their own token), closed on exit."""
+    client = queries.api_client(session.token)
+    try:
+        yield client
+    finally:
+        await client.aclose()
