@@ -27,7 +27,7 @@ from langgraph.types import Command
 from pydantic import Field, ValidationError
 
 from algenta_graph import build_governed_graph
-from algenta_graph.audit.chain import verify_chain
+from algenta_graph.audit.verification import verify_chain
 from algenta_graph.governance.escalations import EscalationSettings, escalation_digest
 from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.governance.run_settings import GraphSettings
