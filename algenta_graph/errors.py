@@ -32,6 +32,7 @@ __all__ = [
     "EngineConnectionError",
     "EngineTimeoutError",
     "EscalationAlreadyDecided",
+    "InboxConfigError",
     "ModelPackageMissingError",
     "ModelSetupError",
     "RecordsFileError",
@@ -226,6 +227,14 @@ class CommandError(AlgentaGraphError):
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
         self.code = code
+
+
+class InboxConfigError(AlgentaGraphError, RuntimeError):
+    """The operator inbox cannot start as configured.
+
+    Raised when the server starts the inbox with no auth file and open serving is not allowed
+    (``ALGENTA_INBOX_ALLOW_OPEN``); the message names both ways out.
+    """
 
 
 class DemoError(AlgentaGraphError, RuntimeError):

@@ -36,13 +36,14 @@ from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox import answering, reading
 from algenta_graph.inbox.engine_reads import close_engines
 from algenta_graph.inbox.headers import SecurityHeaders
 from algenta_graph.inbox.rendering import HERE, PREFIX
 from algenta_graph.inbox.session import SessionSigner
 from algenta_graph.inbox.signin import Handler, Page, SignIn
-from algenta_graph.inbox.startup import InboxConfigError, check_startup
+from algenta_graph.inbox.startup import check_startup
 
 __all__ = ["app", "create_app"]
 

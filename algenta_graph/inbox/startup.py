@@ -13,18 +13,14 @@ import os
 import sys
 from typing import Any
 
-from algenta_graph.errors import AlgentaGraphError
+from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox.rendering import PREFIX
 from algenta_graph.serving.tokens import ENV_AUTH_FILE
 
-__all__ = ["ENV_ALLOW_OPEN", "InboxConfigError", "check_startup", "open_allowed", "startup_problem"]
+__all__ = ["ENV_ALLOW_OPEN", "check_startup", "open_allowed", "startup_problem"]
 
 ENV_ALLOW_OPEN = "ALGENTA_INBOX_ALLOW_OPEN"
 """Set to ``1`` to serve the inbox on a server without ``ALGENTA_AUTH_FILE`` (open)."""
-
-
-class InboxConfigError(AlgentaGraphError, RuntimeError):
-    """The inbox cannot start as configured (no auth file and open serving not allowed)."""
 
 
 def open_allowed(environ: Any = None) -> bool:

@@ -16,6 +16,7 @@ import itsdangerous.timed
 import pytest
 from starlette.testclient import TestClient
 
+from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox import app as inbox
 from algenta_graph.inbox import rendering, startup
 from algenta_graph.inbox.escalation import EscalationView
@@ -65,7 +66,7 @@ def test_without_an_auth_file_the_inbox_refuses_to_start_and_names_the_way_out(
 ) -> None:
     monkeypatch.delenv(ENV_AUTH_FILE, raising=False)
     monkeypatch.delenv(startup.ENV_ALLOW_OPEN, raising=False)
-    with pytest.raises(startup.InboxConfigError) as refused:
+    with pytest.raises(InboxConfigError) as refused:
         startup.check_startup()
     assert ENV_AUTH_FILE in str(refused.value) and startup.ENV_ALLOW_OPEN in str(refused.value)
     app = inbox.create_app(SessionSigner("k"))
