@@ -61,7 +61,7 @@ from algenta_graph.governance.escalations import (
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
 from algenta_graph.nodes.executor import bad_arguments
 from algenta_graph.nodes.questions import EscalationItem, action_name, request_digest
-from algenta_graph.state import OperatorAction, OperatorVerdict
+from algenta_graph.records import OperatorAction, OperatorVerdict
 
 __all__ = [
     "EDITABLE_ARGUMENTS",
@@ -100,7 +100,7 @@ class Decided:
         return "override" if self.type in ("approve", "edit") else "decline"
 
     def verdict(self, original_args: Mapping[str, Any]) -> OperatorVerdict:
-        """What the record says the operator did (:data:`~algenta_graph.state.OperatorVerdict`)."""
+        """The operator's verdict, as recorded (:data:`~algenta_graph.records.OperatorVerdict`)."""
         if self.type == "approve":
             return "overrode" if self.form == "short" else "approved"
         if self.type == "edit":

@@ -37,21 +37,21 @@ from algenta_graph.nodes.steps import (
     receipt_text,
     tool_message,
 )
-from algenta_graph.state import (
+from algenta_graph.operator_records import OperatorDecisionRecord, operator_decision_record
+from algenta_graph.records import (
     DecisionResult,
     DenialRecord,
-    GovernedState,
-    OperatorDecisionRecord,
     OperatorVerdict,
     PolicyName,
     ReceiptRecord,
     ToolCallRecord,
     denial_record,
     escalation_id_of,
-    operator_decision_record,
+    held_call,
     receipt_record,
     tool_call_record,
 )
+from algenta_graph.state import GovernedState
 
 __all__ = ["apply_held", "apply_override"]
 
@@ -408,16 +408,7 @@ async def apply_held(
                 "run; do not call it again for this request.",
             )
         outcome = await run_held(executor.conn, store, denial, run_args, operator=operator)
-        ran.append(
-            tool_call_record(
-                tool=str(denial.get("tool")),
-                server=str(denial.get("server")),
-                catalog_name=str(denial.get("catalog_name") or denial.get("tool")),
-                tool_call_id=choice.call_id,
-                args_digest=str(digest),
-                turn=denial.get("turn"),
-            )
-        )
+        ran.append(tool_call_record(held_call(denial, str(digest))))
         how = f" with edited arguments {json.dumps(run_args)}" if choice.edited else ""
         if outcome.result == "unknown":
             note = (

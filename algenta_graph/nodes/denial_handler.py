@@ -81,7 +81,8 @@ from algenta_graph.nodes.questions import (
     tool_approval,
 )
 from algenta_graph.nodes.steps import gate_order, last_step, step_denials
-from algenta_graph.state import GovernedState, PolicyName, escalation_id_of
+from algenta_graph.records import PolicyName, escalation_id_of
+from algenta_graph.state import GovernedState
 
 __all__ = [
     "MODEL_NODE",

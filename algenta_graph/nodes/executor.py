@@ -37,7 +37,7 @@ from algenta_graph.governance.gates import ENGINE_GATE_NAMES, policy_for
 from algenta_graph.governance.run_settings import RunSettings
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS
 from algenta_graph.nodes.steps import denial_text, receipt_text, tool_message
-from algenta_graph.state import (
+from algenta_graph.records import (
     DenialRecord,
     ReceiptRecord,
     RecordSource,

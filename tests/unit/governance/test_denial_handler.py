@@ -46,7 +46,8 @@ from algenta_graph.nodes.governed_tool import GovernedToolNode
 from algenta_graph.nodes.operators import authenticated_identity
 from algenta_graph.nodes.questions import escalation_items, escalation_request, pending_escalations
 from algenta_graph.nodes.steps import OUTCOME_KEY
-from algenta_graph.state import GovernedState, escalation_id_of
+from algenta_graph.records import escalation_id_of
+from algenta_graph.state import GovernedState
 
 FLAG = {"idempotency": "force", "confidence": "override_safety", "risk_floor": "override_safety"}
 

@@ -12,13 +12,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from pydantic import ValidationError
 
-from algenta_graph.state import (
-    GovernedState,
-    OperatorDecision,
-    append_records,
-    escalation_id_of,
-    new_escalation_id,
-)
+from algenta_graph.operator_records import OperatorDecision
+from algenta_graph.records import escalation_id_of, new_escalation_id
+from algenta_graph.state import GovernedState, append_records
 
 RECORD = st.dictionaries(
     st.sampled_from(["decision_id", "gate", "tool_call_id", "source", "n"]),
