@@ -59,7 +59,7 @@ from algenta_graph.governance.escalations import (
     EscalationSettings,
 )
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
-from algenta_graph.nodes.executor import bad_arguments
+from algenta_graph.nodes.arguments import bad_arguments
 from algenta_graph.nodes.questions import EscalationItem, action_name, request_digest
 from algenta_graph.records import OperatorAction, OperatorVerdict
 

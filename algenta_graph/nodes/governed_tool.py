@@ -59,7 +59,8 @@ from algenta_graph.governance.tool_gates import (
     args_digest,
     count_calls,
 )
-from algenta_graph.nodes.executor import DecisionExecutor, counts_as_executed
+from algenta_graph.nodes.executor import DecisionExecutor
+from algenta_graph.nodes.recovery import counts_as_executed
 from algenta_graph.nodes.steps import (
     HALT,
     OUTCOME_KEY,
