@@ -87,8 +87,11 @@ def _not_ours(foreign: Mapping[str, str]) -> str:
 
 
 def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
-    """Each thread's latest checkpoint, or its whole history, from a SQLite file or a
-    PostgreSQL URL: the record lists only, read-only (nothing is created in either)."""
+    """Read each thread's latest checkpoint, or its whole history, from a file or a URL.
+
+    A SQLite file or a PostgreSQL URL: the record lists only, read-only (nothing is created in
+    either).
+    """
     from algenta_graph.errors import CheckpointerError
     from algenta_graph.serving.checkpoint_reader import (
         aread_history,

@@ -165,7 +165,10 @@ class EscalationSettings(BaseModel):
         >>> EscalationSettings().decisions_for("confidence")
         ['approve', 'edit', 'reject', 'respond']
         """
-        return list(self.allowed_decisions.get(gate, ALL_DECISIONS))  # type: ignore[call-overload]
+        for name, decisions in self.allowed_decisions.items():
+            if name == gate:
+                return list(decisions)
+        return list(ALL_DECISIONS)
 
 
 def parse_time(text: str) -> datetime:
@@ -180,7 +183,7 @@ def parse_time(text: str) -> datetime:
 
 def deadline(settings: EscalationSettings, gate: str, raised_at: str | None) -> str | None:
     """When an escalation of ``gate`` raised at ``raised_at`` expires (ISO 8601), or ``None``."""
-    after: timedelta | None = settings.expires_after.get(gate)  # type: ignore[call-overload]
+    after = next((a for name, a in settings.expires_after.items() if name == gate), None)
     if after is None or not raised_at:
         return None
     return (parse_time(raised_at) + after).isoformat()

@@ -241,7 +241,8 @@ def _import_predicate(rule: str, path: str) -> Predicate:
         ) from None
     if not callable(obj):
         raise ValueError(f"argument rule {rule!r}: predicate {path!r} is not callable")
-    return obj  # type: ignore[no-any-return]
+    predicate: Predicate = obj
+    return predicate
 
 
 def parse_tool_gates(value: Any, where: str = "tool_gates") -> ToolGates:

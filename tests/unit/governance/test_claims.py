@@ -370,3 +370,63 @@ async def test_claims_on_different_escalations_do_not_interfere(key: str) -> Non
     assert (await store.claim(mine)).token == mine.token
     other = new_claim(key + "b", _answer("bo"))
     assert (await store.claim(other)).token == other.token
+
+
+def test_peek_reads_a_claim_and_creates_no_claim_table(tmp_path: Path) -> None:
+    """The read-only paths (``algenta-graph escalations``, the inbox) peek: a checkpoint file
+    without the claim table gets none, and a claimed key reads the same as ``get``."""
+    db = tmp_path / "checkpoints.sqlite"
+
+    def tables() -> set[str]:
+        with sqlite3.connect(db) as conn:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+
+    async def go() -> None:
+        async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+            store = claims_for(saver)
+            assert await store.peek("k") is None
+            assert not any("claim" in t for t in tables())  # peeking wrote nothing
+            mine = new_claim("k", ANSWER)
+            await store.claim(mine)
+        async with AsyncSqliteSaver.from_conn_string(str(db)) as again:
+            fresh = claims_for(again)  # a new store: the table exists, it is not made here
+            found = await fresh.peek("k")
+            assert found is not None and (found.token, found.answer) == (mine.token, ANSWER)
+            assert await fresh.peek("other") is None
+        memory = ClaimStore()
+        assert await memory.peek("k") is None
+        await memory.claim(mine)
+        assert await memory.peek("k") == mine
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+def test_refresh_moves_only_the_live_unfinished_claim_of_its_token(
+    where: str, tmp_path: Path
+) -> None:
+    async def go(store: ClaimStore) -> None:
+        mine = dataclasses.replace(new_claim("k", ANSWER), at=1.0)
+        await store.claim(mine)
+        await store.refresh(dataclasses.replace(new_claim("k", ANSWER), at=1.0))  # not mine
+        assert (await store.get("k")).at == 1.0  # type: ignore[union-attr]
+        await store.refresh(new_claim("absent", ANSWER))  # nothing to refresh: no error
+        assert await store.get("absent") is None
+        await store.refresh(mine)
+        moved = await store.get("k")
+        assert moved is not None and moved.at > 1.0 and moved.token == mine.token
+        await store.finish(mine)
+        finished = await store.get("k")
+        assert finished is not None and finished.done
+        frozen = finished.at
+        await store.refresh(mine)  # a finished claim keeps its time
+        assert (await store.get("k")).at == frozen  # type: ignore[union-attr]
+
+    async def run() -> None:
+        if where == "memory":
+            await go(ClaimStore())
+            return
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as saver:
+            await go(claims_for(saver))
+
+    asyncio.run(run())

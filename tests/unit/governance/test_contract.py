@@ -160,3 +160,117 @@ def test_extends_a_full_profile_stays_full() -> None:
         {"profiles": {"all": {"tools": "*"}, "more": {"default": True, "extends": "all"}}}
     )
     assert parsed.profiles["more"].tools is None
+
+
+def test_parsing_the_file_gives_every_field_as_the_file_says(document: dict) -> None:
+    """``parse_contract`` itself, not the constants computed from it at import (mutmut maps a
+    mutant only to the tests that call its function)."""
+    parsed = parse_contract(document)
+    assert set(parsed.profiles) == set(document["profiles"])
+    for name, spec in document["profiles"].items():
+        profile = parsed.profiles[name]
+        expected = _expected_tools(document, name)
+        assert profile.name == name
+        assert (None if profile.tools is None else set(profile.tools)) == expected, name
+        assert profile.description == spec.get("description", "")
+        assert profile.opt_in_only is (spec.get("opt_in_only") is True)
+    assert parsed.default_profile == "observe"
+    assert parsed.version == document["contract_version"] != ""
+    assert parsed.never_model_facing_fields == {"force", "override_safety"}
+    assert parsed.safety_critical_tools == {"execute_decision"}
+    expected_aliases = {
+        tool: tuple(info["aliases"])
+        for tool, info in document["mcp_tool_reference"].items()
+        if "aliases" in info
+    }
+    assert dict(parsed.aliases) == expected_aliases and expected_aliases
+
+
+def test_a_parsed_profile_merges_its_chain_and_keeps_what_is_not_a_string_out() -> None:
+    parsed = parse_contract(
+        {
+            "contract_version": 3,
+            "profiles": {
+                "base": {"tools": ["a"], "description": 7},
+                "mid": {"extends": "base", "tools": ["b"], "adds_tools": ["c"]},
+                "top": {
+                    "default": True,
+                    "extends": "mid",
+                    "adds_tools": ["d"],
+                    "description": "the top",
+                    "never_model_facing_fields": ["secret"],
+                },
+                "opt": {"tools": "*", "opt_in_only": True, "adds_tools": ["ignored"]},
+                "flag": {"tools": ["x"], "opt_in_only": "yes"},
+            },
+            "mcp_tool_reference": {
+                "a": {"safety_critical": True, "aliases": ["a2", "a3"]},
+                "b": {"safety_critical": "yes"},
+            },
+        }
+    )
+    profiles = parsed.profiles
+    assert profiles["base"].tools == {"a"} and profiles["base"].description == ""
+    assert profiles["mid"].tools == {"a", "b", "c"}
+    assert profiles["top"].tools == {"a", "b", "c", "d"}
+    assert profiles["top"].description == "the top" and not profiles["top"].opt_in_only
+    assert profiles["opt"].tools is None and profiles["opt"].opt_in_only
+    assert profiles["flag"].opt_in_only is False  # only a JSON true opts in
+    assert parsed.default_profile == "top"
+    assert parsed.version == ""  # not a string: no version
+    assert parsed.never_model_facing_fields == {"secret"}
+    assert parsed.safety_critical_tools == {"a"}
+    assert dict(parsed.aliases) == {"a": ("a2", "a3")}
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ({"profiles": {"a": []}}, "profile 'a' must be an object"),
+        ({"profiles": []}, "'profiles' must be a non-empty object"),
+        ({"profiles": {"a": {"default": True, "extends": 1}}}, "'a' 'extends' must be a string"),
+        (
+            {"profiles": {"a": {"default": True, "extends": "b"}, "b": {"extends": "a"}}},
+            "profile cycle a -> b -> a",
+        ),
+        (
+            {"profiles": {"a": {"default": True, "extends": "gone"}}},
+            "profile 'a' extends unknown profile 'gone'",
+        ),
+        (
+            {"profiles": {"a": {"default": True}, "b": {"default": True}}},
+            r"exactly one profile must be the default, found \['a', 'b'\]",
+        ),
+        (
+            {"profiles": {"a": {"default": True, "tools": ["x", ""]}}},
+            r"profiles.a.tools must be a list of non-empty strings, got \['x', ''\]",
+        ),
+        (
+            {"profiles": {"a": {"default": True, "adds_tools": "x"}}},
+            "profiles.a.adds_tools must be a list",
+        ),
+        (
+            {"profiles": {"a": {"default": True, "never_model_facing_fields": [1]}}},
+            "profiles.a.never_model_facing_fields must be a list",
+        ),
+        (
+            {"profiles": {"a": {"default": True, "opt_in_only": True}}},
+            "default profile 'a' is marked opt_in_only",
+        ),
+        (
+            {"profiles": {"a": {"default": True}}, "mcp_tool_reference": []},
+            "'mcp_tool_reference' must be an object",
+        ),
+        (
+            {"profiles": {"a": {"default": True}}, "mcp_tool_reference": {"t": 1}},
+            "mcp_tool_reference.t must be an object",
+        ),
+        (
+            {"profiles": {"a": {"default": True}}, "mcp_tool_reference": {"t": {"aliases": "u"}}},
+            "mcp_tool_reference.t.aliases must be a list",
+        ),
+    ],
+)
+def test_each_malformed_part_is_named(document: dict, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_contract(document)

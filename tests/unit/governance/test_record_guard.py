@@ -216,3 +216,90 @@ async def test_guarded_graph_reads_commands_and_copies_in_an_update() -> None:
         [[StateUpdate([[{"messages": []}, "model"]], "__copy__")]],  # type: ignore[arg-type]
     )
     assert (await graph.aget_state(config)).values["operator_decisions"] == []
+
+
+async def test_each_refusal_says_exactly_why_and_an_allowed_update_is_applied_both_ways() -> None:
+    """The words an operator or a client reads (the served API shows them as a 403), and the
+    sync ``update_state`` path applying what it does not refuse."""
+    from dataclasses import dataclass
+
+    from langgraph.types import Command, StateUpdate
+
+    from algenta_graph.topology import GOVERNED_TOOL_NODE
+
+    graph = _governance_graph()
+
+    def config(thread: str) -> Any:
+        return {"configurable": {"thread_id": thread}}
+
+    def refusal(thread: str, values: Any, as_node: str | None = "model") -> str:
+        with pytest.raises(RecordsWriteRefused) as sync:
+            graph.update_state(config(thread), values, as_node=as_node)
+        return str(sync.value)
+
+    await graph.ainvoke(user_turn("hi"), config("idle"))
+    assert refusal("idle", {"denials": [], "receipts": []}) == (
+        "update_state on governed records (receipts, denials) is refused: they are written "
+        "only by the graph's own nodes"
+    )
+    pairs = [("receipts", [{}]), ("messages", []), ("denials", [])]
+    assert refusal("idle", Command(update=pairs)).startswith(
+        "update_state on governed records (receipts, denials) is refused"
+    )
+
+    @dataclass
+    class Values:
+        messages: list[Any]
+        operator_decisions: list[Any] | None = None
+
+    assert "(operator_decisions)" in refusal("idle", Values([], [{"operator": "m"}]))
+    assert refusal("idle", Command(resume={"operator": "m"})) == (
+        "update_state with a resume is refused: an escalation is answered only by an "
+        'operator\'s resume (a run with command={"resume": ...})'
+    )
+    assert refusal("idle", {"messages": []}, GOVERNED_TOOL_NODE) == (
+        f"update_state as {GOVERNED_TOOL_NODE!r} is refused: it is a governance node, entered "
+        "only by a run; its results are the governed records and messages it writes itself, "
+        "and an escalation is answered only by an operator's resume"
+    )
+    first = graph.get_state_history(config("idle"))
+    earliest = list(first)[-1].config
+    with pytest.raises(RecordsWriteRefused) as forked:
+        graph.update_state(earliest, {"messages": []}, as_node="model")
+    assert str(forked.value) == (
+        "update_state from an earlier checkpoint is refused: a fork would drop the governed "
+        "records written after it"
+    )
+    # what is not refused is applied, by the sync path as by the async one
+    graph.update_state(config("idle"), {"messages": [("user", "sync note")]}, as_node="model")
+    graph.bulk_update_state(
+        config("idle"), [[StateUpdate({"messages": [("user", "bulk note")]}, "model")]]
+    )
+    texts = [m.content for m in graph.get_state(config("idle")).values["messages"]]
+    assert texts[-2:] == ["sync note", "bulk note"]
+
+    await graph.ainvoke(user_turn("escalate"), config("esc"))
+    assert refusal("esc", {"messages": []}) == (
+        "update_state is refused: the thread has a pending escalation "
+        "(denial_handler_confidence) waiting for an operator; it is answered only by an "
+        'operator\'s resume (command={"resume": ...}), and no update may replace or complete it'
+    )
+    await graph.ainvoke(user_turn("halt"), config("halt"))
+    assert refusal("halt", {"messages": []}, None) == (
+        f"update_state as the last node that ran, {GOVERNED_TOOL_NODE!r} is refused: it is a "
+        "governance node, entered only by a run; its results are the governed records and "
+        "messages it writes itself, and an escalation is answered only by an operator's resume"
+    )
+    graph.update_state(config("halt"), {"messages": [("user", "after halt")]}, as_node="model")
+    assert graph.get_state(config("halt")).values["messages"][-1].content == "after halt"
+
+    paused = _governance_graph(interrupt_before=["denial_handler_confidence"])
+    await paused.ainvoke(user_turn("escalate"), config("due"))
+    # a handler that is due but has not asked yet is an unfinished step, not an escalation
+    with pytest.raises(RecordsWriteRefused) as due:
+        paused.update_state(config("due"), {"messages": []}, as_node="model")
+    assert str(due.value) == (
+        "update_state is refused: the thread's governed step is unfinished "
+        "(denial_handler_confidence is due); continue the run (a run without input) instead, "
+        "so that it finishes and records what it did"
+    )
