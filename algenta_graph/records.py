@@ -365,12 +365,18 @@ def gate_denial_record(
     Nothing ran. An escalated one (a held call) gets its identity and the time it was raised,
     as :func:`denial_record` gives them.
     """
-    record = DenialRecord(
-        **_denial(decision.gate, decision.code, decision.message, "graph", call["tool_call_id"]),
-        **call,
-        args=dict(args),
-        rule=decision.rule,
-        policy=policy,
+    record = _denial(decision.gate, decision.code, decision.message, "graph", call["tool_call_id"])
+    record.update(
+        {
+            "tool": call["tool"],
+            "server": call["server"],
+            "catalog_name": call["catalog_name"],
+            "args": dict(args),
+            "args_digest": call["args_digest"],
+            "rule": decision.rule,
+            "turn": call["turn"],
+            "policy": policy,
+        }
     )
     return _raised(record)
 
