@@ -27,12 +27,12 @@ _EXPORTS: dict[str, str] = {
     "Gate": "algenta_graph.governance.gates",
     "EscalationRequest": "algenta_graph.nodes.questions",
     "EscalationAlreadyDecided": "algenta_graph.errors",
-    # state
+    # state and its records
     "GovernedState": "algenta_graph.state",
-    "OperatorDecision": "algenta_graph.state",
-    "ReceiptRecord": "algenta_graph.state",
-    "DenialRecord": "algenta_graph.state",
-    "OperatorDecisionRecord": "algenta_graph.state",
+    "OperatorDecision": "algenta_graph.operator_records",
+    "ReceiptRecord": "algenta_graph.records",
+    "DenialRecord": "algenta_graph.records",
+    "OperatorDecisionRecord": "algenta_graph.operator_records",
     # outcomes
     "ExecutionReceipt": "algenta_graph.connection.outcomes",
     "ExecutionDenial": "algenta_graph.connection.outcomes",
@@ -121,15 +121,11 @@ if TYPE_CHECKING:
     )
     from algenta_graph.models import DemoChatModel
     from algenta_graph.nodes.questions import EscalationRequest
+    from algenta_graph.operator_records import OperatorDecision, OperatorDecisionRecord
+    from algenta_graph.records import DenialRecord, ReceiptRecord
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.retrieval.usage import UsageSignal
-    from algenta_graph.state import (
-        DenialRecord,
-        GovernedState,
-        OperatorDecision,
-        OperatorDecisionRecord,
-        ReceiptRecord,
-    )
+    from algenta_graph.state import GovernedState
     from algenta_graph.sync import GovernedAgentSync, create_governed_agent_sync
 
 

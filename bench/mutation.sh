@@ -8,7 +8,8 @@
 #
 # The configuration is `[tool.mutmut]` in pyproject.toml, both sides as directories (no list of
 # files to keep up to date): the modules of the governance core's directories (only_mutate:
-# algenta_graph/governance/*, algenta_graph/nodes/*, state.py, connection/outcomes.py) against
+# algenta_graph/governance/*, algenta_graph/nodes/*, state.py, records.py, operator_records.py,
+# connection/outcomes.py) against
 # the tests of tests/unit/governance. mutmut copies the sources into `mutants/`, so the run
 # happens in a scratch copy of this tree (MUTATION_DIR, default a new temporary directory) and
 # never touches the working tree. It prints mutmut's results (every mutant that was not killed)

@@ -95,8 +95,8 @@ async def list_waiting(saver: Any, now: datetime, thread: str | None = None) -> 
     from algenta_graph.governance.escalations import is_overdue
     from algenta_graph.governance.gates import GATE_NAMES
     from algenta_graph.nodes.questions import open_denials
+    from algenta_graph.records import escalation_id_of
     from algenta_graph.serving.checkpoint_reader import aread_latest
-    from algenta_graph.state import escalation_id_of
 
     store = claims_for(saver)
     out: list[Waiting] = []

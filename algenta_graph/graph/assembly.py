@@ -37,10 +37,10 @@ from algenta_graph.governance.run_settings import GraphSettings, RunContext
 from algenta_graph.governance.tool_gates import CompiledGates, ToolGates, parse_tool_gates
 from algenta_graph.models import resolve_model
 from algenta_graph.nodes.agent import AgentNodes
-from algenta_graph.nodes.answers import AuthorizeOperator
 from algenta_graph.nodes.denial_handler import DenialHandler, route_pending_escalation
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.operators import AuthorizeOperator
 from algenta_graph.retrieval.catalog import GovernedCatalog
 from algenta_graph.state import GovernedInput, GovernedState
 from algenta_graph.topology import (

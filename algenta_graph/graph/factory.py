@@ -49,7 +49,7 @@ from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.tool_gates import ToolGates, parse_tool_gates
 from algenta_graph.graph.assembly import build_governed_graph
 from algenta_graph.graph.connecting import open_engine_connection, without_lost_tools
-from algenta_graph.nodes.answers import AuthorizeOperator
+from algenta_graph.nodes.operators import AuthorizeOperator
 from algenta_graph.telemetry.handler import instrument
 
 if TYPE_CHECKING:

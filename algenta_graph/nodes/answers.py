@@ -1,6 +1,7 @@
-"""What an operator's answer to an escalation may be, and who the operator is.
+"""What an operator's answer to an escalation may be.
 
-What the operator is asked is :mod:`algenta_graph.nodes.questions`.
+What the operator is asked is :mod:`algenta_graph.nodes.questions`; who the operator is,
+:mod:`algenta_graph.nodes.operators`.
 
 **The answer.** Every interrupt carries a ``response_schema`` (:func:`answer_schema`), so
 LangGraph checks an answer *before it is saved*: a malformed, stale, unauthorised or
@@ -30,7 +31,8 @@ review clients send them:
 Any answer may carry the ``digest`` it was given for (per decision, or at the top level for the
 whole request): an answer for anything but the pending escalation is refused as **stale**. Who
 the operator is comes from the authenticated identity when served with auth
-(:func:`authenticated_identity`), else from the answer's ``operator``.
+(:func:`~algenta_graph.nodes.operators.authenticated_identity`), else from the answer's
+``operator``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union, cast
 
-from langchain_core.runnables import RunnableConfig
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -58,24 +59,18 @@ from algenta_graph.governance.escalations import (
     EscalationSettings,
 )
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
-from algenta_graph.nodes.executor import bad_arguments
+from algenta_graph.nodes.arguments import bad_arguments
 from algenta_graph.nodes.questions import EscalationItem, action_name, request_digest
-from algenta_graph.state import OperatorAction, OperatorVerdict
+from algenta_graph.records import OperatorAction, OperatorVerdict
 
 __all__ = [
     "EDITABLE_ARGUMENTS",
-    "AuthorizeOperator",
     "Decided",
     "OperatorAnswer",
     "answer_schema",
-    "authenticated_identity",
-    "authenticated_roles",
     "edited_arguments",
     "edited_call_arguments",
 ]
-
-AuthorizeOperator = Callable[[str, str, RunnableConfig], bool]
-"""``(operator identity, gate, config) -> allowed``: an app's own rule for who may answer."""
 
 EDITABLE_ARGUMENTS: tuple[str, ...] = ("webhook_url", "timeout_seconds", "metadata")
 """What an ``edit`` may change in an escalated ``execute_decision`` call (``decision_id`` may be
@@ -105,7 +100,7 @@ class Decided:
         return "override" if self.type in ("approve", "edit") else "decline"
 
     def verdict(self, original_args: Mapping[str, Any]) -> OperatorVerdict:
-        """What the record says the operator did (:data:`~algenta_graph.state.OperatorVerdict`)."""
+        """The operator's verdict, as recorded (:data:`~algenta_graph.records.OperatorVerdict`)."""
         if self.type == "approve":
             return "overrode" if self.form == "short" else "approved"
         if self.type == "edit":
@@ -501,35 +496,3 @@ def _decide(
 
 def _which(items: Sequence[EscalationItem]) -> str:
     return "escalation " + ", ".join(i["escalation_id"] for i in items)
-
-
-# --------------------------------------------------------------------------- who answers
-
-
-def _user(config: RunnableConfig | None) -> Any:
-    return ((config or {}).get("configurable") or {}).get("langgraph_auth_user")
-
-
-def _field(user: Any, name: str, default: Any = None) -> Any:
-    if isinstance(user, Mapping):
-        return user.get(name, default)
-    return getattr(user, name, default)
-
-
-def authenticated_identity(config: RunnableConfig | None) -> str | None:
-    """The identity LangGraph's auth put on this run, if the graph is served with auth."""
-    user = _user(config)
-    if user is None:
-        return None
-    identity = _field(user, "identity")
-    return str(identity) if identity and _field(user, "is_authenticated", True) else None
-
-
-def authenticated_roles(config: RunnableConfig | None) -> list[str]:
-    """The roles (permissions) of the authenticated user of this run (``[]`` without auth)."""
-    if authenticated_identity(config) is None:
-        return []
-    permissions = _field(_user(config), "permissions")
-    if permissions is None:
-        permissions = ((config or {}).get("configurable") or {}).get("langgraph_auth_permissions")
-    return [str(p) for p in permissions or () if isinstance(p, str)]

@@ -9,10 +9,11 @@ depends on the resuming caller's settings:
 
 - ``halt``: the run ends (a step with any halting denial halts; no operator is asked);
 - ``report``: nothing to do (the model was already told which gate blocked which call);
-- ``escalate``: the operator is asked (:mod:`algenta_graph.nodes.answers`: what is asked, what
-  an answer may be): one ``interrupt()`` per gate listing its pending denials (``batched``), or
-  one per escalated call (``per_call``), each with a ``response_schema``, so LangGraph refuses a
-  bad answer before it is saved and nothing is ever silently asked again.
+- ``escalate``: the operator is asked (:mod:`algenta_graph.nodes.questions`: what is asked;
+  :mod:`algenta_graph.nodes.answers`: what an answer may be): one ``interrupt()`` per gate
+  listing its pending denials (``batched``), or one per escalated call (``per_call``), each with
+  a ``response_schema``, so LangGraph refuses a bad answer before it is saved and nothing is ever
+  silently asked again.
 
 Before it asks, the handler notifies (:mod:`algenta_graph.governance.notifications`: once per
 escalation, whatever process runs it) and, when served, records in the thread's metadata that
@@ -24,66 +25,52 @@ answer takes effect, whichever thread (a copy), task (after a cancel) or process
 answer given elsewhere is completed here in its operator's name, never asked again; one being
 applied by a live claimant raises :class:`~algenta_graph.errors.EscalationAlreadyDecided`. An
 answer that arrives after the escalation's deadline declines it (``expired``), whatever it says.
-An approval (or an edit, sent with the edited arguments) re-executes on the operator path (the
+The claim's side is :mod:`algenta_graph.nodes.claiming`; who the operator is,
+:mod:`algenta_graph.nodes.operators`. The answer is applied by :mod:`algenta_graph.nodes.applying`:
+an approval (or an edit, sent with the edited arguments) re-executes on the operator path (the
 executor's :meth:`~algenta_graph.nodes.executor.DecisionExecutor.override`), tagged with the
-operator's identity; a ``respond`` gives the model the operator's text and executes nothing.
-The receipt, the engine's new denial (routed through its own gate's policy, like any other) and
-an operator decision saying who, with which roles, what they were shown, when asked, when
-decided and the outcome (invariant 15) are recorded, and the model is told.
+operator's identity, or runs a held call once; a ``respond`` gives the model the operator's text
+and executes nothing. The receipt, the engine's new denial (routed through its own gate's
+policy, like any other) and an operator decision saying who, with which roles, what they were
+shown, when asked, when decided and the outcome (invariant 15) are recorded, and the model is
+told.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
-from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
 from algenta_graph._langgraph import checkpointer_of, interrupt_id
 from algenta_graph.audit.chain import seal
-from algenta_graph.connection.engine import EXECUTE_TOOL
-from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt, tool_result_json
-from algenta_graph.errors import EscalationAlreadyDecided
-from algenta_graph.governance.claims import (
-    HEARTBEAT_SECONDS,
-    Claim,
-    ClaimStore,
-    claims_for,
-    escalation_key,
-    new_claim,
-    release,
-)
+from algenta_graph.connection.outcomes import tool_result_json
+from algenta_graph.governance.claims import ClaimStore, claims_for, escalation_key
 from algenta_graph.governance.escalations import EscalationSettings, deadline, is_overdue
 from algenta_graph.governance.gates import (
     DEFAULT_POLICIES,
     ENGINE_GATE_NAMES,
     GATES,
-    OVERRIDE_FLAGS,
     POLICIES,
     Policy,
     parse_on_denial,
 )
 from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
-from algenta_graph.governance.tool_gates import CompiledGates, ToolRef, args_digest
+from algenta_graph.governance.tool_gates import CompiledGates, ToolRef
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
-from algenta_graph.nodes.answers import (
-    AuthorizeOperator,
-    OperatorAnswer,
-    answer_schema,
-    authenticated_identity,
-    authenticated_roles,
-)
+from algenta_graph.nodes.answers import OperatorAnswer, answer_schema
+from algenta_graph.nodes.applying import apply_held, apply_override
+from algenta_graph.nodes.claiming import adopt, apply_claimed, claim_answer
 from algenta_graph.nodes.executor import DecisionExecutor
-from algenta_graph.nodes.held_calls import run_held
+from algenta_graph.nodes.operators import AuthorizeOperator, answering_operator, authenticated_roles
 from algenta_graph.nodes.questions import (
     EscalationItem,
     escalation_items,
@@ -91,32 +78,11 @@ from algenta_graph.nodes.questions import (
     is_answered,
     open_denials,
     pending_escalations,
-    reviewed_args,
     tool_approval,
 )
-from algenta_graph.nodes.steps import (
-    OUTCOME_KEY,
-    gate_order,
-    last_step,
-    message_text,
-    receipt_text,
-    step_denials,
-    tool_message,
-)
-from algenta_graph.state import (
-    DecisionResult,
-    DenialRecord,
-    GovernedState,
-    OperatorDecisionRecord,
-    OperatorVerdict,
-    ReceiptRecord,
-    ToolCallRecord,
-    denial_record,
-    escalation_id_of,
-    operator_decision_record,
-    receipt_record,
-    tool_call_record,
-)
+from algenta_graph.nodes.steps import gate_order, last_step, step_denials
+from algenta_graph.records import PolicyName, escalation_id_of
+from algenta_graph.state import GovernedState
 
 __all__ = [
     "MODEL_NODE",
@@ -178,7 +144,7 @@ class DenialHandler:
         executor: the graph's one :class:`~algenta_graph.nodes.executor.DecisionExecutor`,
             which executes an override on the operator path.
         authorize_operator: an app's own rule for who may answer an escalation of this gate
-            (:data:`~algenta_graph.nodes.answers.AuthorizeOperator`); an answer of an operator
+            (:data:`~algenta_graph.nodes.operators.AuthorizeOperator`); an answer of an operator
             it refuses is refused (nothing is saved or done).
         settings: how operators are asked and what an answer may be
             (:class:`~algenta_graph.governance.escalations.EscalationSettings`; the defaults
@@ -253,7 +219,7 @@ class DenialHandler:
         #    asked again: that answer is completed here, in its operator's name (invariant 12)
         earlier = await store.get(key)
         if earlier is not None:
-            claim = await self._adopt(store, earlier)
+            claim = await adopt(store, earlier)
         else:
             items = await self._items(pending, thread, config)
             # 1. tell who must answer (once per escalation) and who may see it; both are safe to
@@ -265,7 +231,7 @@ class DenialHandler:
             expired = [is_overdue(i["expires_at"], now) for i in items]
             operator = answer.operator or "?"
             # 3. exactly one answer takes effect: claim it before any side effect
-            claim = await self._claim(
+            claim = await claim_answer(
                 store,
                 key,
                 answer.as_claim(
@@ -277,8 +243,19 @@ class DenialHandler:
                     expired=expired,
                 ),
             )
-        # 4. side effects, in the name of the claim's operator
-        update = await self._settle(store, claim, pending, state, config)
+        # 4. side effects, in the name of the claim's operator, the claim kept alive meanwhile
+        #    (:mod:`algenta_graph.nodes.applying`)
+        apply: Callable[[], Awaitable[dict[str, Any]]]
+        if GATES[self.gate].side == "graph":
+            apply = partial(
+                apply_held, self.executor, self.gate, store, claim, pending, state, config
+            )
+        else:
+            policy_for = partial(self._policy_for, config=config)
+            apply = partial(
+                apply_override, self.executor, self.gate, claim, pending, state, config, policy_for
+            )
+        update = await apply_claimed(store, claim, apply)
         decisions = [*state.get("operator_decisions", []), *update["operator_decisions"]]
         after = {
             **state,
@@ -428,361 +405,14 @@ class DenialHandler:
                 )
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
-        identity = authenticated_identity(config)
-        if identity is not None and answer.operator is not None and answer.operator != identity:
-            raise ValueError(
-                f"operator {answer.operator!r} contradicts the authenticated identity {identity!r}"
-            )
-        operator = identity or answer.operator
-        if not operator:
-            raise ValueError("operator: who decides is required")
-        if self.authorize_operator is not None and not self.authorize_operator(
-            operator, self.gate, config
-        ):
-            raise ValueError(f"operator {operator!r} may not answer a {self.gate} escalation")
-        return operator
+        return answering_operator(answer.operator, self.gate, config, self.authorize_operator)
 
     # ------------------------------------------------------------------ one answer
 
-    @staticmethod
-    async def _claim(store: ClaimStore, key: str, answer: dict[str, Any]) -> Claim:
-        """Claim ``key`` for ``answer``; or the claim already in force, to be completed."""
-        mine = new_claim(key, answer)
-        current = await store.claim(mine)
-        if current.token == mine.token:
-            return mine
-        release(mine)
-        return await DenialHandler._adopt(store, current)
-
-    @staticmethod
-    async def _adopt(store: ClaimStore, current: Claim) -> Claim:
-        """The claim in force, to be completed in its operator's name; or who decided.
-
-        A finished claim is completed again (its checkpoint may be lost, or this is a copy of
-        its thread): idempotent, as the override finds its own execution at the engine and sends
-        nothing. An abandoned one is taken over by compare-and-set. A live one, still being
-        applied elsewhere, raises :class:`EscalationAlreadyDecided` naming its operator.
-        """
-        if current.done:
-            return current
-        mine = new_claim(current.key, current.answer)
-        if current.abandoned() and await store.take_over(current, mine):
-            # the claimant is gone before finishing: complete its answer, in its name
-            return Claim(current.key, current.answer, mine.token, mine.host, mine.pid, mine.at)
-        release(mine)
-        raise EscalationAlreadyDecided(current)
-
-    async def _settle(
-        self,
-        store: ClaimStore,
-        claim: Claim,
-        pending: Sequence[Mapping[str, Any]],
-        state: GovernedState,
-        config: RunnableConfig,
-    ) -> dict[str, Any]:
-        """Apply the claim's answer, keeping the claim alive meanwhile; then mark it finished.
-
-        A run cancelled (or killed) here leaves the claim unfinished and let go, so the next run
-        on this escalation, wherever it runs, takes it over and completes it.
-        """
-        heartbeat = asyncio.ensure_future(_keep_alive(store, claim))
-        try:
-            if GATES[self.gate].side == "graph":
-                update = await self._apply_held(store, claim, pending, state, config)
-            else:
-                update = await self._apply(claim, pending, state, config)
-            await store.finish(claim)
-        finally:
-            heartbeat.cancel()
-            release(claim)
-        return update
-
-    def _policy_for(self, gate: str, config: RunnableConfig) -> Any:
+    def _policy_for(self, gate: str, config: RunnableConfig) -> PolicyName:
         """The policy a new denial of ``gate`` is raised under: the graph's, tightened."""
         policies = resolve_run_settings(config, None, top_k=1, policies=self.policies).policies
         return policies.get(gate, "halt") if gate in ENGINE_GATE_NAMES else "halt"
-
-    async def _apply(
-        self,
-        claim: Claim,
-        pending: Sequence[Mapping[str, Any]],
-        state: GovernedState,
-        config: RunnableConfig,
-    ) -> dict[str, Any]:
-        thread_id = (config.get("configurable") or {}).get("thread_id")
-        operator = claim.operator
-        elsewhere = claim.thread_id if claim.thread_id not in (None, thread_id) else None
-        where = f" (answered in thread {elsewhere})" if elsewhere else ""
-        _, answered = last_step(state.get("messages", []))
-        by_call = {m.tool_call_id: m for m in answered}
-        receipts: list[ReceiptRecord] = []
-        denials: list[DenialRecord] = []
-        decisions: list[OperatorDecisionRecord] = []
-        messages: list[ToolMessage] = []
-        flag = OVERRIDE_FLAGS[self.gate]
-        roles = [str(r) for r in claim.answer.get("roles") or []]
-        for denial, decided in zip(pending, claim.answer["decisions"], strict=True):
-            action = decided["action"]
-            reason: str | None = decided.get("reason")
-            verdict: OperatorVerdict = decided.get("verdict") or (
-                "overrode" if action == "override" else "declined"
-            )
-            edited = decided.get("edited_args")
-            call_id = denial.get("tool_call_id")
-            decision_id = denial.get("decision_id")
-            why = f" ({reason})" if reason else ""
-            outcome_dump: dict[str, Any] | None = None
-            success = False
-            result: DecisionResult
-            if verdict == "expired":
-                result = "declined"
-                note = (
-                    f"The {self.gate} escalation EXPIRED at {decided.get('expires_at')} before "
-                    f"an operator's answer could take effect{where}. Decision {decision_id} was "
-                    "not executed."
-                )
-            elif verdict == "responded":
-                result = "declined"
-                success = True
-                note = (
-                    f"{reason}\n(Operator {operator} answered in the tool's place{where}; "
-                    f"decision {decision_id} was not executed.)"
-                )
-            elif action == "decline":
-                result = "declined"
-                note = (
-                    f"Operator {operator} reviewed the {self.gate} denial and DECLINED to "
-                    f"override it{why}{where}. Decision {decision_id} was not executed."
-                )
-            else:
-                outcome = await self.executor.override(
-                    denial,
-                    operator,
-                    reason,
-                    flag,
-                    str(thread_id) if thread_id else None,
-                    state.get("messages", []),
-                    answered_in=elsewhere,
-                    edited=edited,
-                )
-                outcome_dump = outcome.model_dump(mode="json")
-                how = f" with edited arguments {edited}" if verdict == "modified" and edited else ""
-                if isinstance(outcome, ExecutionReceipt):
-                    result = "receipt" if outcome.execution_status == "delivered" else "failed"
-                    success = result == "receipt"
-                    receipts.append(
-                        receipt_record(
-                            outcome, tool_call_id=call_id, source="operator", operator=operator
-                        )
-                    )
-                    note = (
-                        f"Operator {operator} OVERRODE the {self.gate} gate{why}{where}{how} "
-                        f"with {flag}. " + receipt_text(outcome)
-                    )
-                elif isinstance(outcome, ExecutionDenial):
-                    result = "denied"
-                    new = denial_record(
-                        outcome,
-                        decision_id=decision_id,
-                        webhook_url=(edited or {}).get("webhook_url", denial.get("webhook_url")),
-                        tool_call_id=call_id,
-                        source="operator",
-                        policy=self._policy_for(outcome.gate, config),
-                        timeout_seconds=_number(
-                            (edited or {}).get("timeout_seconds", denial.get("timeout_seconds"))
-                        ),
-                    )
-                    denials.append(new)
-                    note = (
-                        f"Operator {operator} tried to override the {self.gate} gate{how}, but "
-                        f"the engine denied the override too: {outcome.gate} gate "
-                        f"({outcome.code}): {outcome.message}. Nothing was executed; that "
-                        f"denial goes through the {outcome.gate} gate's policy "
-                        f"({new.get('policy')})."
-                    )
-                else:
-                    result = "failed"
-                    note = (
-                        f"Operator {operator} overrode the {self.gate} gate{how}, but the "
-                        f"execution failed: {outcome.message}"
-                    )
-            decisions.append(
-                operator_decision_record(
-                    operator=operator,
-                    reason=reason,
-                    action=action,
-                    gate=self.gate,
-                    decision_id=decision_id,
-                    override_flag=flag,
-                    result=result,
-                    outcome=outcome_dump,
-                    tool_call_id=call_id,
-                    escalation_id=escalation_id_of(denial),
-                    answered_in_thread=elsewhere,
-                    verdict=verdict,
-                    roles=roles,
-                    digest=decided.get("digest"),
-                    interrupt_id=decided.get("interrupt_id"),
-                    asked_at=decided.get("asked_at") or denial.get("raised_at"),
-                    decided_at=claim.answer.get("decided_at"),
-                    expires_at=decided.get("expires_at"),
-                    original_args=reviewed_args(denial, flag) if edited is not None else None,
-                    edited_args=edited if edited is not None else None,
-                )
-            )
-            original = by_call.get(call_id or "")
-            if original is not None:
-                messages.append(
-                    tool_message(
-                        f"{note}\n(The model's call was first denied: {message_text(original)})",
-                        name=EXECUTE_TOOL,
-                        tool_call_id=original.tool_call_id,
-                        msg_id=original.id,
-                        outcome=original.response_metadata.get(OUTCOME_KEY, "ok"),
-                        status="success" if success else "error",
-                    )
-                )
-        return {
-            "messages": messages,
-            "receipts": receipts,
-            "denials": denials,
-            "operator_decisions": decisions,
-        }
-
-    async def _apply_held(
-        self,
-        store: ClaimStore,
-        claim: Claim,
-        pending: Sequence[Mapping[str, Any]],
-        state: GovernedState,
-        config: RunnableConfig,
-    ) -> dict[str, Any]:
-        """Apply the claim's answer to held calls of a graph-side gate.
-
-        An approval (or an edit) runs the held call exactly once
-        (:func:`~algenta_graph.nodes.held_calls.run_held`); a reject, a ``respond`` or an
-        expired escalation runs nothing. Each answer is an operator decision naming the tool
-        and the digest of the arguments it ran with; the held call's answer is replaced by
-        the outcome, so the model sees it.
-        """
-        thread_id = (config.get("configurable") or {}).get("thread_id")
-        operator = claim.operator
-        elsewhere = claim.thread_id if claim.thread_id not in (None, thread_id) else None
-        where = f" (answered in thread {elsewhere})" if elsewhere else ""
-        _, answered = last_step(state.get("messages", []))
-        by_call = {m.tool_call_id: m for m in answered}
-        decisions: list[OperatorDecisionRecord] = []
-        messages: list[ToolMessage] = []
-        ran: list[ToolCallRecord] = []  # a held call that ran counts against the budgets
-        roles = [str(r) for r in claim.answer.get("roles") or []]
-        for denial, decided in zip(pending, claim.answer["decisions"], strict=True):
-            action = decided["action"]
-            reason: str | None = decided.get("reason")
-            verdict: OperatorVerdict = decided.get("verdict") or (
-                "approved" if action == "override" else "declined"
-            )
-            edited = decided.get("edited_args")
-            call_id = denial.get("tool_call_id")
-            tool = f"{denial.get('server')}.{denial.get('tool')}"
-            why = f" ({reason})" if reason else ""
-            held_args = dict(denial.get("args") or {})
-            run_args = dict(edited) if edited is not None else held_args
-            digest = (
-                args_digest(tool, run_args) if edited is not None else denial.get("args_digest")
-            )
-            outcome_dump: dict[str, Any] | None = None
-            success = False
-            result: DecisionResult = "declined"
-            if verdict == "expired":
-                note = (
-                    f"The {self.gate} escalation EXPIRED at {decided.get('expires_at')} before "
-                    f"an operator's answer could take effect{where}. The call of {tool} was NOT "
-                    "run."
-                )
-            elif verdict == "responded":
-                success = True
-                note = (
-                    f"{reason}\n(Operator {operator} answered in the tool's place{where}; the "
-                    f"call of {tool} was not run.)"
-                )
-            elif action == "decline":
-                note = (
-                    f"Operator {operator} REJECTED the call of {tool}{why}{where}. It was NOT "
-                    "run; do not call it again for this request."
-                )
-            else:
-                outcome = await run_held(
-                    self.executor.conn, store, denial, run_args, operator=operator
-                )
-                outcome_dump = dataclasses.asdict(outcome)
-                result = outcome.result
-                ran.append(
-                    tool_call_record(
-                        tool=str(denial.get("tool")),
-                        server=str(denial.get("server")),
-                        catalog_name=str(denial.get("catalog_name") or denial.get("tool")),
-                        tool_call_id=call_id,
-                        args_digest=str(digest),
-                        turn=denial.get("turn"),
-                    )
-                )
-                success = outcome.result == "executed"
-                how = f" with edited arguments {json.dumps(run_args)}" if edited else ""
-                if outcome.result == "unknown":
-                    note = (
-                        f"Operator {operator} approved the call of {tool}{why}{where}{how}, but "
-                        f"its outcome is UNKNOWN: {outcome.content}"
-                    )
-                else:
-                    note = (
-                        f"Operator {operator} APPROVED the call of {tool}{why}{where}{how}; it "
-                        f"ran once and answered:\n{outcome.content}"
-                    )
-            decisions.append(
-                operator_decision_record(
-                    operator=operator,
-                    reason=reason,
-                    action=action,
-                    gate=self.gate,
-                    decision_id=None,
-                    override_flag=None,
-                    result=result,
-                    outcome=outcome_dump,
-                    tool_call_id=call_id,
-                    escalation_id=escalation_id_of(denial),
-                    answered_in_thread=elsewhere,
-                    verdict=verdict,
-                    roles=roles,
-                    digest=decided.get("digest"),
-                    interrupt_id=decided.get("interrupt_id"),
-                    asked_at=decided.get("asked_at") or denial.get("raised_at"),
-                    decided_at=claim.answer.get("decided_at"),
-                    expires_at=decided.get("expires_at"),
-                    original_args=held_args if edited is not None else None,
-                    edited_args=edited if edited is not None else None,
-                    tool=tool,
-                    args_digest=str(digest) if digest else None,
-                )
-            )
-            original = by_call.get(call_id or "")
-            if original is not None:
-                messages.append(
-                    tool_message(
-                        note,
-                        name=str(original.name or denial.get("catalog_name") or ""),
-                        tool_call_id=original.tool_call_id,
-                        msg_id=original.id,
-                        outcome=original.response_metadata.get(OUTCOME_KEY, "ok"),
-                        status="success" if success else "error",
-                    )
-                )
-        return {
-            "messages": messages,
-            "receipts": [],
-            "denials": [],
-            "operator_decisions": decisions,
-            "tool_calls": ran,
-        }
 
 
 def _policy_of(denial: Mapping[str, Any]) -> str:
@@ -791,21 +421,3 @@ def _policy_of(denial: Mapping[str, Any]) -> str:
         return str(recorded)
     gate = GATES.get(str(denial.get("gate")))
     return gate.default_policy if gate is not None else "halt"
-
-
-def _number(value: Any) -> float | None:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-async def _keep_alive(store: ClaimStore, claim: Claim) -> None:
-    """Refresh ``claim`` until cancelled.
-
-    Every :data:`~algenta_graph.governance.claims.HEARTBEAT_SECONDS`; a missed refresh is logged
-    (it only shortens the lease).
-    """
-    while True:
-        await asyncio.sleep(HEARTBEAT_SECONDS)
-        try:
-            await store.refresh(claim)
-        except Exception as exc:  # a missed refresh only shortens the lease; never fatal
-            logger.warning("escalation claim %s: refresh failed: %s", claim.key, exc)

@@ -59,7 +59,8 @@ from algenta_graph.governance.tool_gates import (
     args_digest,
     count_calls,
 )
-from algenta_graph.nodes.executor import DecisionExecutor, counts_as_executed
+from algenta_graph.nodes.executor import DecisionExecutor
+from algenta_graph.nodes.recovery import counts_as_executed
 from algenta_graph.nodes.steps import (
     HALT,
     OUTCOME_KEY,
@@ -71,15 +72,16 @@ from algenta_graph.nodes.steps import (
     step_denials,
     tool_message,
 )
-from algenta_graph.retrieval.catalog import GovernedCatalog
-from algenta_graph.state import (
+from algenta_graph.records import (
     DenialRecord,
-    GovernedState,
+    GatedCall,
     ReceiptRecord,
     ToolCallRecord,
     gate_denial_record,
     tool_call_record,
 )
+from algenta_graph.retrieval.catalog import GovernedCatalog
+from algenta_graph.state import GovernedState
 
 __all__ = ["GovernedToolNode"]
 
@@ -249,37 +251,21 @@ class GovernedToolNode:
             decision = gates.check(tool, sent, counts, approval=False)
         else:
             decision = gates.check(tool, sent, counts)
+        call = GatedCall(
+            tool=tool.name,
+            server=tool.server,
+            catalog_name=name,
+            tool_call_id=call_id,
+            args_digest=digest,
+            turn=turn,
+        )
         if decision is None:
-            calls.append(
-                tool_call_record(
-                    tool=tool.name,
-                    server=tool.server,
-                    catalog_name=name,
-                    tool_call_id=call_id,
-                    args_digest=digest,
-                    turn=turn,
-                )
-            )
+            calls.append(tool_call_record(call))
             return None
         policy = policy_for(decision.gate, run.policies)
         if engine_execute and policy == "escalate":
             policy = "halt"  # never run on a graph-side approval: stricter, never looser
-        denials.append(
-            gate_denial_record(
-                gate=decision.gate,
-                code=decision.code,
-                message=decision.message,
-                rule=decision.rule,
-                tool=tool.name,
-                server=tool.server,
-                catalog_name=name,
-                args=sent,
-                args_digest=digest,
-                tool_call_id=call_id,
-                turn=turn,
-                policy=policy,
-            )
-        )
+        denials.append(gate_denial_record(decision, call, args=sent, policy=policy))
         return tool_message(
             gate_text(decision, tool, policy),
             name=name,

@@ -31,7 +31,7 @@ from algenta_graph.connection.engine import EngineClient
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.governance.claims import ClaimStore, new_claim, release
 from algenta_graph.nodes.steps import plain_content
-from algenta_graph.state import escalation_id_of, now_iso
+from algenta_graph.records import escalation_id_of, now_iso
 
 __all__ = ["HeldOutcome", "result_key", "run_held", "start_key"]
 

@@ -30,7 +30,7 @@ from algenta_graph.governance.escalations import (
 )
 from algenta_graph.governance.gates import GATES, OVERRIDE_FLAGS
 from algenta_graph.nodes.steps import step_denials
-from algenta_graph.state import escalation_id_of
+from algenta_graph.records import escalation_id_of
 
 __all__ = [
     "EscalationApproval",
@@ -195,114 +195,70 @@ def escalation_items(
     interrupt_ids: Sequence[str | None],
     expires: Callable[[Mapping[str, Any]], str | None],
 ) -> list[EscalationItem]:
-    """What the operator is shown about each of ``denials`` (all of one gate)."""
-    if GATES[gate].side == "graph":
-        return _held_items(
-            gate,
-            denials,
-            settings=settings,
-            thread_id=thread_id,
-            interrupt_ids=interrupt_ids,
-            expires=expires,
-        )
-    flag = OVERRIDE_FLAGS[gate]
+    """What the operator is shown about each of ``denials`` (all of one gate).
+
+    An engine gate's denial is shown as the call an approval executes (with the gate's override
+    flag) under the engine's policy snapshot; a held call of a graph-side gate as its tool, its
+    arguments and the rule that held it (no engine policy decides it: no snapshot).
+    """
+    flag = OVERRIDE_FLAGS[gate] if GATES[gate].side != "graph" else None
+    snapshot = policy_snapshot_id if flag is not None else None
     items: list[EscalationItem] = []
     for denial, interrupt_id in zip(denials, interrupt_ids, strict=True):
-        args = reviewed_args(denial, flag)
-        allowed = settings.decisions_for(gate)
-        if not isinstance(args["decision_id"], str) or not isinstance(args["webhook_url"], str):
-            # nothing to execute: the call named no decision or target
-            allowed = [d for d in allowed if d in ("reject", "respond")] or ["reject"]
-        shown = {
+        why = {
+            "code": denial.get("code"),
+            "message": denial.get("message"),
+            "escalation_id": escalation_id_of(denial),
+        }
+        shown: dict[str, Any] = {
             "thread_id": thread_id,
             "tool_call_id": denial.get("tool_call_id"),
             "gate": gate,
-            "decision_id": denial.get("decision_id"),
-            "args": args,
-            "denial": {
-                "code": denial.get("code"),
-                "message": denial.get("message"),
-                "override_hint": denial.get("override_hint"),
-                "status_code": denial.get("status_code"),
-                "escalation_id": escalation_id_of(denial),
-            },
-            "policy_snapshot_id": policy_snapshot_id,
         }
-        items.append(
-            EscalationItem(
-                gate=gate,
-                code=denial.get("code"),
-                message=denial.get("message"),
-                override_hint=denial.get("override_hint"),
-                decision_id=denial.get("decision_id"),
-                webhook_url=denial.get("webhook_url"),
-                override_flag=flag,
-                tool_call_id=denial.get("tool_call_id"),
-                escalation_id=escalation_id_of(denial),
-                thread_id=thread_id,
-                args=args,
-                allowed_decisions=list(allowed),
-                policy_snapshot_id=policy_snapshot_id,
-                digest=escalation_digest(shown),
-                interrupt_id=interrupt_id,
-                asked_at=denial.get("raised_at"),
-                expires_at=expires(denial),
-            )
-        )
-    return items
-
-
-def _held_items(
-    gate: str,
-    denials: Sequence[Mapping[str, Any]],
-    *,
-    settings: EscalationSettings,
-    thread_id: str | None,
-    interrupt_ids: Sequence[str | None],
-    expires: Callable[[Mapping[str, Any]], str | None],
-) -> list[EscalationItem]:
-    """What the operator is shown about held calls of a graph-side gate."""
-    items: list[EscalationItem] = []
-    for denial, interrupt_id in zip(denials, interrupt_ids, strict=True):
-        args = dict(denial.get("args") or {})
-        tool = f"{denial.get('server')}.{denial.get('tool')}"
-        name = str(denial.get("catalog_name") or denial.get("tool"))
-        shown = {
-            "thread_id": thread_id,
-            "tool_call_id": denial.get("tool_call_id"),
-            "gate": gate,
-            "tool": tool,
-            "args": args,
-            "args_digest": denial.get("args_digest"),
-            "rule": denial.get("rule"),
-            "denial": {
-                "code": denial.get("code"),
-                "message": denial.get("message"),
-                "escalation_id": escalation_id_of(denial),
-            },
-        }
+        allowed = list(settings.decisions_for(gate))
+        held: dict[str, str] = {}
+        if flag is None:
+            args = dict(denial.get("args") or {})
+            held = {
+                "action_name": str(denial.get("catalog_name") or denial.get("tool")),
+                "tool": f"{denial.get('server')}.{denial.get('tool')}",
+                "args_digest": str(denial.get("args_digest")),
+            }
+            shown.update(tool=held["tool"], args=args, args_digest=denial.get("args_digest"))
+            shown.update(rule=denial.get("rule"), denial=why)
+        else:
+            args = reviewed_args(denial, flag)
+            if not isinstance(args["decision_id"], str) or not isinstance(args["webhook_url"], str):
+                # nothing to execute: the call named no decision or target
+                allowed = [d for d in allowed if d in ("reject", "respond")] or ["reject"]
+            why.update(override_hint=denial.get("override_hint"))
+            why.update(status_code=denial.get("status_code"))
+            shown.update(decision_id=denial.get("decision_id"), args=args, denial=why)
+            shown.update(policy_snapshot_id=snapshot)
+        engine = denial if flag is not None else {}
         item = EscalationItem(
             gate=gate,
             code=denial.get("code"),
             message=denial.get("message"),
-            override_hint=None,
-            decision_id=None,
-            webhook_url=None,
-            override_flag=None,
+            override_hint=engine.get("override_hint"),
+            decision_id=engine.get("decision_id"),
+            webhook_url=engine.get("webhook_url"),
+            override_flag=flag,
             tool_call_id=denial.get("tool_call_id"),
             escalation_id=escalation_id_of(denial),
             thread_id=thread_id,
             args=args,
-            allowed_decisions=list(settings.decisions_for(gate)),
-            policy_snapshot_id=None,
+            allowed_decisions=allowed,
+            policy_snapshot_id=snapshot,
             digest=escalation_digest(shown),
             interrupt_id=interrupt_id,
             asked_at=denial.get("raised_at"),
             expires_at=expires(denial),
         )
-        item["action_name"] = name
-        item["tool"] = tool
-        item["args_digest"] = str(denial.get("args_digest"))
+        if held:
+            item["action_name"] = held["action_name"]
+            item["tool"] = held["tool"]
+            item["args_digest"] = held["args_digest"]
         items.append(item)
     return items
 

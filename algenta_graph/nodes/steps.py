@@ -25,7 +25,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt
 from algenta_graph.governance.gates import GATE_NAMES, POLICIES, Policy, policy_for
-from algenta_graph.state import DenialRecord
+from algenta_graph.records import DenialRecord
 
 __all__ = [
     "HALT",

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.engine.auth import ApiKey
-from algenta_graph.state import OperatorDecision
+from algenta_graph.operator_records import OperatorDecision
 
 pytestmark = pytest.mark.timeout(120)
 

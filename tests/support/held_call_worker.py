@@ -44,7 +44,7 @@ async def run(job: dict[str, Any]) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.types import Command
 
-    import algenta_graph.nodes.denial_handler as handler_module
+    import algenta_graph.nodes.applying as handler_module
     from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.governance.tool_gates import ToolGates
     from algenta_graph.graph import create_governed_agent

@@ -36,7 +36,6 @@ from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
 from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import ENGINE_GATE_NAMES, GATE_NAMES
-from algenta_graph.nodes.answers import authenticated_identity
 from algenta_graph.nodes.denial_handler import (
     MODEL_NODE,
     DenialHandler,
@@ -44,9 +43,11 @@ from algenta_graph.nodes.denial_handler import (
     route_pending_escalation,
 )
 from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.operators import authenticated_identity
 from algenta_graph.nodes.questions import escalation_items, escalation_request, pending_escalations
 from algenta_graph.nodes.steps import OUTCOME_KEY
-from algenta_graph.state import GovernedState, escalation_id_of
+from algenta_graph.records import escalation_id_of
+from algenta_graph.state import GovernedState
 
 FLAG = {"idempotency": "force", "confidence": "override_safety", "risk_floor": "override_safety"}
 
@@ -674,7 +675,7 @@ def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
 async def test_a_claim_is_kept_alive_while_its_answer_is_applied(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from algenta_graph.nodes import denial_handler as module
+    from algenta_graph.nodes import claiming as module
 
     refreshed: list[Any] = []
     naps: list[float] = []

@@ -30,16 +30,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.governance.run_settings import run_settings
-from algenta_graph.nodes import executor as governed_tool
-from algenta_graph.nodes.executor import (
-    bound_plans,
-    counts_as_executed,
-    for_decision,
-    idempotency_key,
-    plan_nonce,
-    settle_for,
-)
+from algenta_graph.nodes import recovery as governed_tool
+from algenta_graph.nodes.arguments import bound_plans, idempotency_key, plan_nonce
+from algenta_graph.nodes.executor import for_decision
 from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.recovery import counts_as_executed, settle_for
 from algenta_graph.nodes.steps import (
     OUTCOME_KEY,
     denial_text,

@@ -29,10 +29,10 @@ from algenta_graph.nodes.answers import (
     Decided,
     OperatorAnswer,
     answer_schema,
-    authenticated_roles,
     edited_arguments,
 )
 from algenta_graph.nodes.denial_handler import MODEL_NODE, DenialHandler, handler_node_name
+from algenta_graph.nodes.operators import authenticated_roles
 from algenta_graph.nodes.questions import (
     escalation_items,
     is_answered,

@@ -11,8 +11,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from algenta_graph.errors import AlgentaGraphError
-from algenta_graph.nodes import executor
-from algenta_graph.nodes.executor import plan_nonce
+from algenta_graph.nodes import arguments as executor
+from algenta_graph.nodes.arguments import plan_nonce
 
 
 def planned(name: str | None = "plan_decision", **body: Any) -> ToolMessage:

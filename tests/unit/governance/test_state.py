@@ -12,13 +12,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from pydantic import ValidationError
 
-from algenta_graph.state import (
-    GovernedState,
-    OperatorDecision,
-    append_records,
+from algenta_graph.governance.tool_gates import GateDecision
+from algenta_graph.operator_records import OperatorDecision
+from algenta_graph.records import (
     escalation_id_of,
+    gate_denial_record,
+    held_call,
     new_escalation_id,
+    tool_call_record,
 )
+from algenta_graph.state import GovernedState, append_records
 
 RECORD = st.dictionaries(
     st.sampled_from(["decision_id", "gate", "tool_call_id", "source", "n"]),
@@ -144,3 +147,38 @@ def test_an_escalation_identity_is_given_once_and_read_back_or_derived() -> None
     assert escalation_id_of({**legacy, "hash": "b"}) != derived
     assert escalation_id_of({**legacy, "seq": 3}) != derived
     assert escalation_id_of({**legacy, "escalation_id": ""}) == derived
+
+
+def test_a_graph_side_gates_records_name_the_call_once() -> None:
+    call = held_call(
+        {"tool": "delete", "server": "crm", "tool_call_id": "c1", "turn": "u1"}, "sha256:ab"
+    )
+    assert call == {
+        "tool": "delete",
+        "server": "crm",
+        "catalog_name": "delete",  # no catalog name: the tool's
+        "tool_call_id": "c1",
+        "args_digest": "sha256:ab",
+        "turn": "u1",
+    }
+    ran = tool_call_record(call)
+    assert {k: v for k, v in ran.items() if k != "time"} == {"kind": "tool_call", **call}
+    assert ran["time"].endswith("+00:00")
+    decision = GateDecision(gate="approval", rule="require_approval:crm.*", code="c", message="m")
+    held = gate_denial_record(decision, call, args={"id": 1}, policy="escalate")
+    assert list(held)[:10] == [
+        "kind", "gate", "code", "message", "override_hint", "status_code", "decision_id",
+        "webhook_url", "tool_call_id", "source",
+    ]  # fmt: skip
+    assert (held["gate"], held["code"], held["message"], held["rule"]) == (
+        "approval", "c", "m", "require_approval:crm.*",
+    )  # fmt: skip
+    assert (held["source"], held["tool_call_id"], held["tool"], held["server"]) == (
+        "graph", "c1", "delete", "crm",
+    )  # fmt: skip
+    assert (held["args"], held["args_digest"], held["turn"]) == ({"id": 1}, "sha256:ab", "u1")
+    assert held["override_hint"] is None and held["decision_id"] is None
+    assert held["escalation_id"].startswith("esc_") and held["raised_at"].endswith("+00:00")
+    denied = gate_denial_record(decision, call, args={}, policy="report")
+    assert denied["policy"] == "report" and "escalation_id" not in denied
+    assert "raised_at" not in denied
