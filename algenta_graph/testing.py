@@ -121,6 +121,10 @@ class OfflineConnection:
         """Every tool of the fixed catalog counts as the engine's."""
         return any(t.name == name for t in self._tools)
 
+    def tool_origin(self, name: str) -> tuple[str, str] | None:
+        """Every tool of the fixed catalog is the engine's own (``("algenta", name)``)."""
+        return ("algenta", name) if self.is_algenta_tool(name) else None
+
     def _offline(self) -> EngineConnectionError:
         return EngineConnectionError("an OfflineConnection has no engine to call")
 

@@ -102,6 +102,14 @@ class EngineClient(Protocol):
         """True only for the Algenta engine's own catalog tools."""
         ...
 
+    def tool_origin(self, name: str) -> tuple[str, str] | None:
+        """``(server, MCP tool name)`` of the catalog tool called ``name``, or ``None``.
+
+        What the graph-side gates match rules against (a catalog name may be renamed for a
+        clash between servers).
+        """
+        ...
+
     async def call_tool(
         self, name: str, args: Mapping[str, Any], *, tool_call_id: str
     ) -> ToolMessage:

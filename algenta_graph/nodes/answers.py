@@ -53,7 +53,7 @@ from pydantic import (
 )
 from typing_extensions import NotRequired, TypedDict
 
-from algenta_graph.connection.engine import EXECUTE_TOOL
+from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
     EscalationSettings,

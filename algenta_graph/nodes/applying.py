@@ -22,7 +22,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from algenta_graph.connection.engine import EXECUTE_TOOL
+from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt
 from algenta_graph.governance.claims import Claim, ClaimStore
 from algenta_graph.governance.gates import OVERRIDE_FLAGS

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from algenta_graph.connection.engine import PLAN_TOOL, EngineClient
+from algenta_graph.connection.client import PLAN_TOOL, EngineClient
 from algenta_graph.connection.outcomes import tool_result_json
 from algenta_graph.errors import AlgentaGraphError
 

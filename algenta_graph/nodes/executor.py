@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from algenta_graph.connection.engine import EXECUTE_TOOL, EngineClient
+from algenta_graph.connection.client import EXECUTE_TOOL, EngineClient
 from algenta_graph.connection.outcomes import (
     ExecutionDenial,
     ExecutionFailure,

@@ -42,7 +42,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
 from algenta_graph.audit.chain import seal
-from algenta_graph.connection.engine import EXECUTE_TOOL, SEARCH_TOOL
+from algenta_graph.connection.client import EXECUTE_TOOL, SEARCH_TOOL
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.governance.gates import GATES, policy_for
 from algenta_graph.governance.run_settings import (
@@ -208,10 +208,9 @@ class GovernedToolNode:
 
     def tool_ref(self, name: str) -> ToolRef:
         """The tool a catalog name stands for, as gate rules name it (server, real MCP name)."""
-        origin = getattr(self.conn, "tool_origin", None)
-        found = origin(name) if callable(origin) else None
-        if isinstance(found, tuple) and len(found) == 2:
-            return ToolRef(str(found[0]), str(found[1]))
+        found = self.conn.tool_origin(name)
+        if found is not None:
+            return ToolRef(*found)
         return ToolRef("algenta" if self.conn.is_algenta_tool(name) else "?", name)
 
     def _gate(

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from algenta_graph.connection.engine import EngineClient
+from algenta_graph.connection.client import EngineClient
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
 from algenta_graph.governance.claims import ClaimStore, new_claim, release
 from algenta_graph.nodes.steps import plain_content

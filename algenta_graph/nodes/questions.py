@@ -22,7 +22,7 @@ from langchain.agents.middleware.human_in_the_loop import (
 )
 from typing_extensions import NotRequired, TypedDict
 
-from algenta_graph.connection.engine import EXECUTE_TOOL
+from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
     EscalationSettings,

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from algenta_graph.connection.engine import EngineClient
+from algenta_graph.connection.client import EngineClient
 from algenta_graph.connection.outcomes import ExecutionReceipt, parse_execution_outcome
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.nodes.arguments import MAX_TIMEOUT_SECONDS

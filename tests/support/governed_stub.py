@@ -91,6 +91,10 @@ class StubConnection:
     def is_algenta_tool(self, name: str) -> bool:
         return name in ALGENTA_TOOLS
 
+    def tool_origin(self, name: str) -> tuple[str, str] | None:
+        """No origin is reported: the node falls back to the engine's or an unknown server."""
+        return None
+
     async def call_tool(self, name: str, args: Mapping[str, Any], *, tool_call_id: str) -> Any:
         if name == "get_contract":  # the handlers' read of the policy snapshot, not scripted
             self.contract_calls += 1
