@@ -421,7 +421,7 @@ impl Rng {
 
 #[test]
 fn seek_and_intersect_agree_with_a_scan() {
-    use super::search::{intersect, seek};
+    use super::cursor::{intersect, seek};
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for round in 0..300 {
         let density = 1 + rng.next(60);
