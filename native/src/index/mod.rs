@@ -86,6 +86,11 @@ impl Index {
         Ok(ix)
     }
 
+    /// From `n` vectors on, vector searches go through an HNSW graph (0: never).
+    pub fn set_ann_from(&mut self, n: usize) {
+        self.vectors.set_ann_from(n);
+    }
+
     pub fn vectors(&self) -> &Vectors {
         &self.vectors
     }

@@ -43,14 +43,18 @@ pub(super) fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
 pub(super) fn dot_i8_body(a: &[i8], b: &[i8]) -> i32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0i32; 32];
+    // Pairs of products summed into one i32 lane (what `pmaddwd` does: sign-extended to i16,
+    // multiplied, adjacent pairs added); integer sums, so exact in any order.
+    let mut acc = [0i32; 16];
     let mut ca = a.chunks_exact(32);
     let mut cb = b.chunks_exact(32);
     for (x, y) in (&mut ca).zip(&mut cb) {
         let x: &[i8; 32] = x.try_into().expect("a whole chunk");
         let y: &[i8; 32] = y.try_into().expect("a whole chunk");
-        for i in 0..32 {
-            acc[i] += i32::from(x[i]) * i32::from(y[i]);
+        for j in 0..16 {
+            let (x0, x1) = (i32::from(x[2 * j] as i16), i32::from(x[2 * j + 1] as i16));
+            let (y0, y1) = (i32::from(y[2 * j] as i16), i32::from(y[2 * j + 1] as i16));
+            acc[j] += x0 * y0 + x1 * y1;
         }
     }
     let mut s: i32 = acc.iter().sum();
@@ -70,6 +74,23 @@ unsafe fn dot_f32_avx2(a: &[f32], b: &[f32]) -> f32 {
 #[target_feature(enable = "avx2")]
 unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
     dot_i8_body(a, b)
+}
+
+/// An integer sum: exact on every path, so the wider registers change no bit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn dot_i8_avx512(a: &[i8], b: &[i8]) -> i32 {
+    dot_i8_body(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) fn has_avx512bw() -> bool {
+    use std::sync::OnceLock;
+    static V: OnceLock<bool> = OnceLock::new();
+    *V.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    })
 }
 
 #[inline(always)]
@@ -165,6 +186,11 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
+    if has_avx512bw() {
+        // SAFETY: the CPU supports AVX-512 F and BW (checked at run time).
+        return unsafe { dot_i8_avx512(a, b) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: the CPU supports AVX2 (checked at run time).
         return unsafe { dot_i8_avx2(a, b) };
@@ -200,5 +226,15 @@ mod tests {
             .sum();
         assert_eq!(dot_i8(&qa, &qb), exact);
         assert_eq!(dot_i8_body(&qa, &qb), exact);
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: checked just above.
+            assert_eq!(unsafe { dot_i8_avx2(&qa, &qb) }, exact);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if has_avx512bw() {
+            // SAFETY: checked just above.
+            assert_eq!(unsafe { dot_i8_avx512(&qa, &qb) }, exact);
+        }
     }
 }

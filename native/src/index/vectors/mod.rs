@@ -50,7 +50,7 @@ pub enum QueryVec {
 }
 
 /// The vectors of an index, by slot.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Vectors {
     precision: Precision,
     dim: usize,
@@ -64,14 +64,29 @@ pub struct Vectors {
     codes: Vec<u64>,
     /// One bit per slot: it holds a vector (what `keys` says, 128 times smaller to scan).
     present: Vec<u64>,
+    /// From this many vectors on, an HNSW graph of them proposes the candidates (`graph.rs`).
+    ann_from: usize,
+    graph: Option<Graph>,
 }
 
+impl Default for Vectors {
+    fn default() -> Self {
+        Vectors::new(Precision::F32)
+    }
+}
+
+mod graph;
 mod kernels;
 mod scan;
 mod search;
 
+use graph::Graph;
+pub use graph::{DEFAULT_ANN_FROM, DEFAULT_EXPANSION};
+
 pub use kernels::{dot_f32, dot_i8, hamming};
 pub use search::VectorSearch;
+#[cfg(test)]
+pub(super) use search::GRAPH;
 
 /// Default: from this many vectors on, searches go through the binary codes.
 pub const DEFAULT_APPROX_FROM: usize = 8192;
@@ -130,8 +145,83 @@ impl Vectors {
     pub fn new(precision: Precision) -> Self {
         Vectors {
             precision,
-            ..Default::default()
+            dim: 0,
+            f32s: Vec::new(),
+            i8s: Vec::new(),
+            scales: Vec::new(),
+            keys: Vec::new(),
+            count: 0,
+            codes: Vec::new(),
+            present: Vec::new(),
+            ann_from: DEFAULT_ANN_FROM,
+            graph: None,
         }
+    }
+
+    /// From `n` vectors on, searches go through an HNSW graph (`graph.rs`); 0: never.
+    pub fn set_ann_from(&mut self, n: usize) {
+        self.ann_from = n;
+        self.sync_graph();
+    }
+
+    pub fn ann_from(&self) -> usize {
+        self.ann_from
+    }
+
+    /// The graph, when searches should use it.
+    pub(super) fn graph(&self) -> Option<&Graph> {
+        self.graph
+            .as_ref()
+            .filter(|_| self.ann_from > 0 && self.count >= self.ann_from)
+    }
+
+    /// Build the graph once there are `ann_from` vectors (on every core), and drop it when
+    /// fewer than half that remain. Adds and removes keep a built graph up to date.
+    pub fn sync_graph(&mut self) {
+        let wanted = self.ann_from > 0 && self.count >= self.ann_from;
+        if self.graph.is_some() {
+            if self.ann_from == 0 || self.count < self.ann_from / 2 {
+                self.graph = None;
+            }
+            return;
+        }
+        if !wanted {
+            return;
+        }
+        let d = self.dim;
+        let mut dequantized: Vec<f32> = Vec::new();
+        if self.precision == Precision::I8 {
+            dequantized.reserve_exact(self.count * d);
+        }
+        let slots: Vec<u32> = (0..self.keys.len() as u32)
+            .filter(|&s| self.keys[s as usize].is_some())
+            .collect();
+        if self.precision == Precision::I8 {
+            for &s in &slots {
+                let (s, scale) = (s as usize, self.scales[s as usize]);
+                dequantized.extend(
+                    self.i8s[s * d..(s + 1) * d]
+                        .iter()
+                        .map(|&x| f32::from(x) * scale),
+                );
+            }
+        }
+        let pairs: Vec<(u32, &[f32])> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let s_ = s as usize;
+                let v = match self.precision {
+                    Precision::F32 => &self.f32s[s_ * d..(s_ + 1) * d],
+                    Precision::I8 => &dequantized[i * d..(i + 1) * d],
+                };
+                (s, v)
+            })
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A graph that cannot be built leaves the sign-bit search in charge (same results'
+        // guarantees, slower).
+        self.graph = Graph::build(d, &pairs, threads).ok();
     }
 
     pub fn precision(&self) -> Precision {
@@ -221,6 +311,7 @@ impl Vectors {
             self.keys.clear();
             self.codes.clear();
             self.present.clear();
+            self.graph = None;
             if slots > 0 {
                 self.ensure_slot(slots as u32 - 1);
             }
@@ -251,6 +342,12 @@ impl Vectors {
             self.present.resize(s / 64 + 1, 0);
         }
         self.present[s / 64] |= 1u64 << (s % 64);
+        if let Some(g) = &self.graph {
+            if g.put(slot, v).is_err() {
+                // The graph no longer holds every vector: drop it (rebuilt by `sync_graph`).
+                self.graph = None;
+            }
+        }
     }
 
     /// Drop the vector of `slot`, if any.
@@ -260,6 +357,9 @@ impl Vectors {
                 self.count -= 1;
                 let s = slot as usize;
                 self.present[s / 64] &= !(1u64 << (s % 64));
+                if let Some(g) = &self.graph {
+                    g.remove(slot);
+                }
             }
         }
     }
@@ -326,6 +426,7 @@ impl Vectors {
             + self.scales.capacity() * 4
             + self.keys.capacity() * std::mem::size_of::<Option<u64>>()
             + self.codes.capacity() * 8
+            + self.graph.as_ref().map_or(0, Graph::heap_bytes)
     }
 }
 

@@ -3,7 +3,16 @@
 //! (and with `f32` vectors the best `2k` of those again exactly).
 
 use super::super::Index;
-use super::{quantize, rescored, QueryVec, DEFAULT_APPROX_FROM, DEFAULT_RESCORE};
+use super::graph::Graph;
+use super::{
+    quantize, rescored, QueryVec, DEFAULT_APPROX_FROM, DEFAULT_EXPANSION, DEFAULT_RESCORE,
+};
+
+#[cfg(test)]
+thread_local! {
+    /// Vector searches the graph answered (tests check it is exercised).
+    pub(in crate::index) static GRAPH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 thread_local! {
     static HAMMING: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -11,11 +20,13 @@ thread_local! {
 
 /// How vector searches run: exactly below `approx_from` vectors, else the nearest by Hamming
 /// distance of the sign bits (`rescore` of them at 10,000 vectors, more in larger catalogs:
-/// [`rescored`]) are scored with the int8 copy and the best `2k` of those exactly.
+/// [`rescored`]) are scored with the int8 copy and the best `2k` of those exactly. Where the
+/// vectors have an HNSW graph (`graph.rs`), it proposes `expansion` candidates instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VectorSearch {
     pub approx_from: usize,
     pub rescore: usize,
+    pub expansion: usize,
 }
 
 impl Default for VectorSearch {
@@ -23,15 +34,17 @@ impl Default for VectorSearch {
         VectorSearch {
             approx_from: DEFAULT_APPROX_FROM,
             rescore: DEFAULT_RESCORE,
+            expansion: DEFAULT_EXPANSION,
         }
     }
 }
 
 impl Index {
     /// The `k` tools whose vectors are nearest the query (cosine), best first; ties by name.
-    /// Exact below `how.approx_from` vectors; above, the `how.rescore` candidates nearest by
-    /// Hamming distance of the sign bits (ties by slot) are scored exactly (`exact` forces the
-    /// full scan).
+    /// Exact below `how.approx_from` vectors; above, the graph's candidates where there is a
+    /// graph, else the `how.rescore` (or a few more: the whole last distance) nearest by
+    /// Hamming distance of the sign bits, scored with int8 and the best `2k` exactly (`exact`
+    /// forces the full scan).
     pub fn search_vector_with(
         &self,
         q: &QueryVec,
@@ -47,6 +60,11 @@ impl Index {
         if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= r {
             return self.search_vector(q, k, allow);
         }
+        if let Some(graph) = self.vectors.graph() {
+            if let Some(hits) = self.search_graph(graph, q, k, allow, how) {
+                return hits;
+            }
+        }
         let code = self.vectors.code_of(q);
         let (q8, q8_scale) = match q {
             QueryVec::F32(v) => quantize(v),
@@ -54,7 +72,7 @@ impl Index {
         };
         let bits = self.vectors.dim() + 1;
         // Distances are small integers: a histogram finds the cut, then one pass collects
-        // the candidates in slot order (ties at the cut: the lower slots).
+        // the candidates in slot order.
         let mut hist = vec![0usize; bits + 1];
         let mut candidates: Vec<(f32, u32)> = Vec::with_capacity(r);
         HAMMING.with(|dist| {
@@ -81,28 +99,13 @@ impl Index {
                 below += hist[cut];
                 cut += 1;
             }
-            let room_at_cut = r - below;
-            let mut at_cut: Vec<u32> = Vec::new();
+            // Every slot up to the cut, the whole last distance included (at least `r`
+            // candidates): which ones does not depend on which slot a tool got.
             each(&mut |s| {
-                let d = dist[s] as usize;
-                if d < cut {
+                if (dist[s] as usize) <= cut {
                     candidates.push((self.vectors.score_i8(&q8, q8_scale, s as u32), s as u32));
-                } else if d == cut {
-                    at_cut.push(s as u32);
                 }
             });
-            // At the cut, by name: the candidates do not depend on which slot a tool got.
-            if at_cut.len() > room_at_cut {
-                if room_at_cut > 0 {
-                    at_cut.select_nth_unstable_by(room_at_cut - 1, |&a, &b| {
-                        self.name_of(a).cmp(self.name_of(b))
-                    });
-                }
-                at_cut.truncate(room_at_cut);
-            }
-            for s in at_cut {
-                candidates.push((self.vectors.score_i8(&q8, q8_scale, s), s));
-            }
         });
         // Rescored with int8 (a quarter of the bytes to read); with f32 vectors the best 4k of
         // those are scored again exactly.
@@ -146,5 +149,58 @@ impl Index {
             }
         });
         self.top_k_by(hits.into_iter(), k)
+    }
+}
+
+impl Index {
+    /// The graph's candidates (`how.expansion` of them, at least `2k`), each scored exactly,
+    /// the best `k` first. `None` where the sign-bit search should answer: an allow-list that
+    /// keeps under half the vectors (the graph's walk would find too few of them), or fewer
+    /// hits than there are allowed vectors up to `k`.
+    fn search_graph(
+        &self,
+        graph: &Graph,
+        q: &QueryVec,
+        k: usize,
+        allow: Option<&[u64]>,
+        how: VectorSearch,
+    ) -> Option<Vec<(f32, u32)>> {
+        let present = self.vectors.present();
+        let allowed = |slot: u32| -> bool {
+            let (w, b) = ((slot / 64) as usize, slot % 64);
+            let m = match allow {
+                None => u64::MAX,
+                Some(m) => m.get(w).copied().unwrap_or(0),
+            };
+            present.get(w).is_some_and(|p| p & m & (1u64 << b) != 0)
+        };
+        let n_allowed = match allow {
+            None => self.vectors.len(),
+            Some(m) => present
+                .iter()
+                .zip(m)
+                .map(|(p, a)| (p & a).count_ones() as usize)
+                .sum(),
+        };
+        if n_allowed * 2 < self.vectors.len() {
+            return None;
+        }
+        let unit: Vec<f32> = match q {
+            QueryVec::F32(v) => v.clone(),
+            QueryVec::I8(v, s) => v.iter().map(|&x| f32::from(x) * s).collect(),
+        };
+        let found = graph.search(&unit, how.expansion.max(2 * k), allowed);
+        // Checked again here: what the graph returns is only ever a proposal.
+        let hits: Vec<(f32, u32)> = found
+            .into_iter()
+            .filter(|&s| allowed(s))
+            .map(|s| (self.vectors.score(q, s), s))
+            .collect();
+        if hits.len() < k.min(n_allowed) {
+            return None;
+        }
+        #[cfg(test)]
+        GRAPH.with(|g| g.set(g.get() + 1));
+        Some(self.top_k_by(hits.into_iter(), k))
     }
 }
