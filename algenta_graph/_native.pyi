@@ -6,10 +6,12 @@ from typing import Any, Final, TypeAlias
 from typing_extensions import Self, final
 
 __all__ = [
+    "DEFAULT_ANN_FROM",
     "DEFAULT_APPROX_FROM",
     "DEFAULT_B",
     "DEFAULT_BM25_WEIGHT",
     "DEFAULT_COSINE_FLOOR",
+    "DEFAULT_EXPANSION",
     "DEFAULT_FUSION_DEPTH",
     "DEFAULT_K1",
     "DEFAULT_LENGTH_EXPONENT",
