@@ -852,7 +852,7 @@ fn the_vector_graph_finds_the_nearest_and_never_returns_removed_or_disallowed_to
             assert_eq!(hits.len(), 50);
             for (name, _) in &hits {
                 let i: usize = name[1..].parse().unwrap();
-                assert!(i % 3 != 0, "{name} was removed");
+                assert!(!i.is_multiple_of(3), "{name} was removed");
             }
         }
         // Removed slots reused by new tools with other vectors: a query at an old vector

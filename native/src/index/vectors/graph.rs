@@ -44,11 +44,7 @@ fn err(e: impl std::fmt::Display) -> String {
 
 impl Graph {
     /// A graph of the `(slot, unit vector)` pairs, built on up to `threads` threads.
-    pub fn build<'a>(
-        dim: usize,
-        vectors: &[(u32, &'a [f32])],
-        threads: usize,
-    ) -> Result<Self, String> {
+    pub fn build(dim: usize, vectors: &[(u32, &[f32])], threads: usize) -> Result<Self, String> {
         let options = IndexOptions {
             dimensions: dim,
             metric: MetricKind::Cos,
