@@ -36,7 +36,7 @@ DEFAULT_RESCORE: Final[int]
 """Vector search: candidates by Hamming distance that are rescored at 10,000 vectors
 (``rescore * (n / 10000) ** 0.3`` among ``n``, never fewer)."""
 DEFAULT_ANN_FROM: Final[int]
-"""Vector search: from this many vectors on, an HNSW graph proposes the candidates."""
+"""Vector search: from this many vectors on, an HNSW graph proposes the candidates (0: never)."""
 DEFAULT_EXPANSION: Final[int]
 """Vector search: candidates the HNSW graph keeps while searching (``ef``), all rescored."""
 DEFAULT_B: Final[dict[str, float]]

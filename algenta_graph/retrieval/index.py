@@ -134,11 +134,11 @@ class ToolIndex:
             Hamming distance of their vectors' sign bits are scored (int8, then the best
             exactly), ``rescore`` of them at 10,000 vectors (default ``VECTOR_RESCORE``) and
             ``rescore * (n / 10000) ** 0.3`` among ``n``; below it, an exact scan.
-        ann_from, expansion: from ``ann_from`` vectors on (default ``VECTOR_ANN_FROM``; 0:
+        ann_from, expansion: from ``ann_from`` vectors on (default ``VECTOR_ANN_FROM``, 0:
             never) an HNSW graph of the vectors, kept up to date by adds and removes, proposes
             ``expansion`` candidates (default ``VECTOR_EXPANSION``), each scored exactly;
-            removed and disallowed tools are never returned. Building the graph takes minutes
-            at a million tools.
+            removed and disallowed tools are never returned. Opt-in: building the graph takes
+            minutes at a million tools.
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release

@@ -32,7 +32,8 @@ VECTOR_APPROX_FROM: int = _native.DEFAULT_APPROX_FROM
 VECTOR_RESCORE: int = _native.DEFAULT_RESCORE
 """Candidates (nearest by Hamming distance of the sign bits) scored for the cosine ranking."""
 VECTOR_ANN_FROM: int = _native.DEFAULT_ANN_FROM
-"""From this many vectors on, an HNSW graph proposes the cosine ranking's candidates."""
+"""From this many vectors on, an HNSW graph proposes the cosine ranking's candidates (0, the
+default: never)."""
 VECTOR_EXPANSION: int = _native.DEFAULT_EXPANSION
 """Candidates the HNSW graph keeps while searching (its ``ef``); each is scored exactly."""
 

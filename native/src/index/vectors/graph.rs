@@ -1,5 +1,5 @@
 //! An HNSW graph over the stored vectors (the `usearch` crate, Unum's, Apache-2.0), kept from
-//! `ann_from` vectors on: a search then reads a few thousand vectors, not every one, so it stays
+//! `ann_from` vectors on (opt-in): a search then reads a few thousand vectors, not every one, so it stays
 //! in milliseconds at a million tools (the sign-bit scan of `scan.rs` reads all of them).
 //!
 //! The graph holds an int8 copy of each vector (usearch's own, cosine metric) and is keyed by
@@ -16,8 +16,10 @@
 
 use usearch::{Index as Hnsw, IndexOptions, MetricKind, ScalarKind};
 
-/// Default: from this many vectors on, vector searches go through the graph.
-pub const DEFAULT_ANN_FROM: usize = 100_000;
+/// Default: no graph (0). From `ann_from` vectors on, vector searches go through the graph;
+/// it is opt-in because building it takes minutes at a million vectors (above 25 CPU minutes
+/// on this project's machine: `bench/RESULTS.md`), against seconds for the rest of the index.
+pub const DEFAULT_ANN_FROM: usize = 0;
 /// Neighbours per node (HNSW's `M`).
 const CONNECTIVITY: usize = 16;
 /// Candidates kept while a vector is inserted (`ef_construction`).
