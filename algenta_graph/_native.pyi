@@ -6,10 +6,12 @@ from typing import Any, Final, TypeAlias
 from typing_extensions import Self, final
 
 __all__ = [
+    "DEFAULT_ANN_FROM",
     "DEFAULT_APPROX_FROM",
     "DEFAULT_B",
     "DEFAULT_BM25_WEIGHT",
     "DEFAULT_COSINE_FLOOR",
+    "DEFAULT_EXPANSION",
     "DEFAULT_FUSION_DEPTH",
     "DEFAULT_K1",
     "DEFAULT_LENGTH_EXPONENT",
@@ -33,6 +35,10 @@ DEFAULT_APPROX_FROM: Final[int]
 DEFAULT_RESCORE: Final[int]
 """Vector search: candidates by Hamming distance that are rescored at 10,000 vectors
 (``rescore * (n / 10000) ** 0.3`` among ``n``, never fewer)."""
+DEFAULT_ANN_FROM: Final[int]
+"""Vector search: from this many vectors on, an HNSW graph proposes the candidates (0: never)."""
+DEFAULT_EXPANSION: Final[int]
+"""Vector search: candidates the HNSW graph keeps while searching (``ef``), all rescored."""
 DEFAULT_B: Final[dict[str, float]]
 DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]
@@ -67,12 +73,15 @@ class Bm25Index:
         fusion_depth: int = ...,
         approx_from: int = ...,
         rescore: int = ...,
+        ann_from: int = ...,
+        expansion: int = ...,
     ) -> Self:
         """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
         ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
         from ``approx_from`` vectors on, vector searches rescore the ``rescore`` tools
         (at 10,000 vectors; ``rescore * (n / 10000) ** 0.3`` among ``n``) nearest by Hamming
-        distance of their sign bits (``src/index/vectors.rs``)."""
+        distance of their sign bits, and from ``ann_from`` vectors on (0: never) an HNSW
+        graph proposes ``expansion`` candidates instead (``src/index/vectors/``)."""
     def add(
         self,
         tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],
@@ -129,7 +138,8 @@ class Bm25Index:
     def stats(self) -> dict[str, int]: ...
     @property
     def fusion(self) -> dict[str, float]:
-        """``bm25_weight``, ``cosine_floor``, ``depth``, ``approx_from``, ``rescore``."""
+        """``bm25_weight``, ``cosine_floor``, ``depth``, ``approx_from``, ``rescore``,
+        ``ann_from``, ``expansion``."""
     @property
     def vector_precision(self) -> str: ...
     @property

@@ -39,7 +39,9 @@ from algenta_graph import _native
 from algenta_graph.retrieval.fusion import FUSION_BM25_WEIGHT, FUSION_COSINE_FLOOR, FUSION_DEPTH
 from algenta_graph.retrieval.tools import ToolLike, tool_parts
 from algenta_graph.retrieval.vectors import (
+    VECTOR_ANN_FROM,
     VECTOR_APPROX_FROM,
+    VECTOR_EXPANSION,
     VECTOR_RESCORE,
     QueryVectors,
     check_vectors,
@@ -132,6 +134,11 @@ class ToolIndex:
             Hamming distance of their vectors' sign bits are scored (int8, then the best
             exactly), ``rescore`` of them at 10,000 vectors (default ``VECTOR_RESCORE``) and
             ``rescore * (n / 10000) ** 0.3`` among ``n``; below it, an exact scan.
+        ann_from, expansion: from ``ann_from`` vectors on (default ``VECTOR_ANN_FROM``, 0:
+            never) an HNSW graph of the vectors, kept up to date by adds and removes, proposes
+            ``expansion`` candidates (default ``VECTOR_EXPANSION``), each scored exactly;
+            removed and disallowed tools are never returned. Opt-in: building the graph takes
+            minutes at a million tools.
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
@@ -157,6 +164,8 @@ class ToolIndex:
         depth: int = FUSION_DEPTH,
         approx_from: int = VECTOR_APPROX_FROM,
         rescore: int = VECTOR_RESCORE,
+        ann_from: int = VECTOR_ANN_FROM,
+        expansion: int = VECTOR_EXPANSION,
     ) -> None:
         if embeddings is not None and not isinstance(embeddings, Embeddings):
             raise TypeError(
@@ -181,6 +190,8 @@ class ToolIndex:
             fusion_depth=depth,
             approx_from=approx_from,
             rescore=rescore,
+            ann_from=ann_from,
+            expansion=expansion,
         )
 
     @property

@@ -16,7 +16,9 @@ from algenta_graph import _native
 
 __all__ = [
     "QUERY_CACHE_SIZE",
+    "VECTOR_ANN_FROM",
     "VECTOR_APPROX_FROM",
+    "VECTOR_EXPANSION",
     "VECTOR_RESCORE",
     "QueryVectors",
     "embedding_text",
@@ -29,6 +31,11 @@ VECTOR_APPROX_FROM: int = _native.DEFAULT_APPROX_FROM
 """From this many vectors on, the cosine ranking goes through the binary codes."""
 VECTOR_RESCORE: int = _native.DEFAULT_RESCORE
 """Candidates (nearest by Hamming distance of the sign bits) scored for the cosine ranking."""
+VECTOR_ANN_FROM: int = _native.DEFAULT_ANN_FROM
+"""From this many vectors on, an HNSW graph proposes the cosine ranking's candidates (0, the
+default: never)."""
+VECTOR_EXPANSION: int = _native.DEFAULT_EXPANSION
+"""Candidates the HNSW graph keeps while searching (its ``ef``); each is scored exactly."""
 
 
 def embedding_text(name: str, description: str, schema: Any) -> str:

@@ -531,6 +531,8 @@ impl PyIndex {
         fusion_depth = fusion::DEFAULT_DEPTH,
         approx_from = index::vectors::DEFAULT_APPROX_FROM,
         rescore = index::vectors::DEFAULT_RESCORE,
+        ann_from = index::vectors::DEFAULT_ANN_FROM,
+        expansion = index::vectors::DEFAULT_EXPANSION,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -547,9 +549,14 @@ impl PyIndex {
         fusion_depth: usize,
         approx_from: usize,
         rescore: usize,
+        ann_from: usize,
+        expansion: usize,
     ) -> PyResult<Self> {
         if rescore == 0 {
             return Err(PyValueError::new_err("rescore must be >= 1"));
+        }
+        if expansion == 0 {
+            return Err(PyValueError::new_err("expansion must be >= 1"));
         }
         let fusion = Fusion {
             bm25_weight,
@@ -573,13 +580,15 @@ impl PyIndex {
             ],
         };
         let precision = Precision::parse(vector_precision).map_err(PyValueError::new_err)?;
-        let index = Index::with_precision(params, precision).map_err(PyValueError::new_err)?;
+        let mut index = Index::with_precision(params, precision).map_err(PyValueError::new_err)?;
+        index.set_ann_from(ann_from);
         Ok(PyIndex {
             inner: RwLock::new(index),
             fusion,
             how: VectorSearch {
                 approx_from,
                 rescore,
+                expansion,
             },
         })
     }
@@ -964,6 +973,8 @@ impl PyIndex {
         d.set_item("depth", self.fusion.depth)?;
         d.set_item("approx_from", self.how.approx_from)?;
         d.set_item("rescore", self.how.rescore)?;
+        d.set_item("ann_from", self.read_py()?.vectors().ann_from())?;
+        d.set_item("expansion", self.how.expansion)?;
         Ok(d)
     }
 
@@ -1094,6 +1105,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_FUSION_DEPTH", fusion::DEFAULT_DEPTH)?;
     m.add("DEFAULT_APPROX_FROM", index::vectors::DEFAULT_APPROX_FROM)?;
     m.add("DEFAULT_RESCORE", index::vectors::DEFAULT_RESCORE)?;
+    m.add("DEFAULT_ANN_FROM", index::vectors::DEFAULT_ANN_FROM)?;
+    m.add("DEFAULT_EXPANSION", index::vectors::DEFAULT_EXPANSION)?;
     m.add("DEFAULT_B", field_dict(m.py(), index::DEFAULT_B)?)?;
     m.add(
         "DEFAULT_LENGTH_EXPONENT",

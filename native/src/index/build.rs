@@ -123,6 +123,7 @@ impl Index {
             && !one_thread()
             && self.insert_first(chunks, &pass1, &reference, every, &mut progress)
         {
+            self.vectors.sync_graph();
             return;
         }
         let docs = &self.docs;
@@ -152,6 +153,7 @@ impl Index {
         }
         drop(pass1);
         self.rebase_if_stale();
+        self.vectors.sync_graph();
     }
 
     /// Pass 2 of a first add (the index has no slot yet) on two threads: this one fills the
@@ -243,7 +245,9 @@ impl Index {
             *sum_len = [0; NUM_FIELDS];
             *docs = Default::default();
             *by_name = Default::default();
+            let ann_from = vectors.ann_from();
             *vectors = Vectors::new(vectors.precision());
+            vectors.set_ann_from(ann_from);
             return false;
         }
         if every != usize::MAX && !tools.len().is_multiple_of(every) {
@@ -345,6 +349,7 @@ impl Index {
         let removed = self.remove_tool(name);
         if removed {
             self.rebase_if_stale();
+            self.vectors.sync_graph();
         }
         removed
     }

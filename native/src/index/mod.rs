@@ -11,10 +11,13 @@
 
 mod bounds;
 mod build;
+mod cursor;
 mod docs;
+mod exhaustive;
 pub mod fusion;
 pub mod pass1;
 mod postings;
+mod rank;
 mod scoring;
 mod search;
 mod stage;
@@ -35,6 +38,7 @@ pub use pass1::Pass1;
 use postings::PostingList;
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
 pub use stage::{split_name, Staged, StagedVector};
+pub use vectors::VectorSearch;
 use vectors::{Precision, Vectors};
 use vocab::Vocab;
 
@@ -58,7 +62,6 @@ pub struct Index {
 }
 
 thread_local! {
-    static HAMMING: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
     static QUERY_ANALYZER: std::cell::RefCell<Analyzer> = std::cell::RefCell::new(Analyzer::new());
 }
 
@@ -81,6 +84,11 @@ impl Index {
         let mut ix = Index::new(params)?;
         ix.vectors = Vectors::new(precision);
         Ok(ix)
+    }
+
+    /// From `n` vectors on, vector searches go through an HNSW graph (0: never).
+    pub fn set_ann_from(&mut self, n: usize) {
+        self.vectors.set_ann_from(n);
     }
 
     pub fn vectors(&self) -> &Vectors {
@@ -169,150 +177,6 @@ impl Index {
     }
 }
 
-/// How vector searches run: exactly below `approx_from` vectors, else the nearest by Hamming
-/// distance of the sign bits (`rescore` of them at 10,000 vectors, more in larger catalogs:
-/// [`vectors::rescored`]) are scored with the int8 copy and the best `2k` of those exactly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VectorSearch {
-    pub approx_from: usize,
-    pub rescore: usize,
-}
-
-impl Default for VectorSearch {
-    fn default() -> Self {
-        VectorSearch {
-            approx_from: vectors::DEFAULT_APPROX_FROM,
-            rescore: vectors::DEFAULT_RESCORE,
-        }
-    }
-}
-
-impl Index {
-    /// The `k` tools whose vectors are nearest the query (cosine), best first; ties by name.
-    /// Exact below `how.approx_from` vectors; above, the `how.rescore` candidates nearest by
-    /// Hamming distance of the sign bits (ties by slot) are scored exactly (`exact` forces the
-    /// full scan).
-    pub fn search_vector_with(
-        &self,
-        q: &vectors::QueryVec,
-        k: usize,
-        allow: Option<&[u64]>,
-        how: VectorSearch,
-        exact: bool,
-    ) -> Vec<(f32, u32)> {
-        if k == 0 || self.vectors.is_empty() {
-            return Vec::new();
-        }
-        let r = vectors::rescored(how.rescore, self.vectors.len()).max(k);
-        if exact || self.vectors.len() < how.approx_from || self.vectors.len() <= r {
-            return self.search_vector(q, k, allow);
-        }
-        let code = self.vectors.code_of(q);
-        let (q8, q8_scale) = match q {
-            vectors::QueryVec::F32(v) => vectors::quantize(v),
-            vectors::QueryVec::I8(v, s) => (v.clone(), *s),
-        };
-        let bits = self.vectors.dim() + 1;
-        // Distances are small integers: a histogram finds the cut, then one pass collects
-        // the candidates in slot order (ties at the cut: the lower slots).
-        let mut hist = vec![0usize; bits + 1];
-        let mut candidates: Vec<(f32, u32)> = Vec::with_capacity(r);
-        HAMMING.with(|dist| {
-            let mut dist = dist.borrow_mut();
-            self.vectors.hamming_all(&code, &mut dist);
-            // The slots to consider, 64 at a time: holding a vector, and allowed.
-            let present = self.vectors.present();
-            let word = |w: usize| match allow {
-                None => present[w],
-                Some(m) => present[w] & m.get(w).copied().unwrap_or(0),
-            };
-            let each = |f: &mut dyn FnMut(usize)| {
-                for w in 0..present.len() {
-                    let mut bits = word(w);
-                    while bits != 0 {
-                        f(w * 64 + bits.trailing_zeros() as usize);
-                        bits &= bits - 1;
-                    }
-                }
-            };
-            each(&mut |s| hist[dist[s] as usize] += 1);
-            let (mut cut, mut below) = (0usize, 0usize);
-            while cut < hist.len() && below + hist[cut] < r {
-                below += hist[cut];
-                cut += 1;
-            }
-            let room_at_cut = r - below;
-            let mut at_cut: Vec<u32> = Vec::new();
-            each(&mut |s| {
-                let d = dist[s] as usize;
-                if d < cut {
-                    candidates.push((self.vectors.score_i8(&q8, q8_scale, s as u32), s as u32));
-                } else if d == cut {
-                    at_cut.push(s as u32);
-                }
-            });
-            // At the cut, by name: the candidates do not depend on which slot a tool got.
-            if at_cut.len() > room_at_cut {
-                if room_at_cut > 0 {
-                    at_cut.select_nth_unstable_by(room_at_cut - 1, |&a, &b| {
-                        self.name_of(a).cmp(self.name_of(b))
-                    });
-                }
-                at_cut.truncate(room_at_cut);
-            }
-            for s in at_cut {
-                candidates.push((self.vectors.score_i8(&q8, q8_scale, s), s));
-            }
-        });
-        // Rescored with int8 (a quarter of the bytes to read); with f32 vectors the best 4k of
-        // those are scored again exactly.
-        if let vectors::QueryVec::F32(_) = q {
-            let m = (2 * k).min(candidates.len());
-            if m < candidates.len() {
-                // A total order (score, then name), so the cut is deterministic.
-                candidates.select_nth_unstable_by(m, |a, b| {
-                    b.0.total_cmp(&a.0)
-                        .then_with(|| self.name_of(a.1).cmp(self.name_of(b.1)))
-                });
-                candidates.truncate(m);
-            }
-            for c in candidates.iter_mut() {
-                c.0 = self.vectors.score(q, c.1);
-            }
-        }
-        self.top_k_by(candidates.into_iter(), k)
-    }
-}
-
-impl Index {
-    /// The `k` tools whose vectors are nearest the query (cosine), best first; ties by name.
-    pub fn search_vector(
-        &self,
-        q: &vectors::QueryVec,
-        k: usize,
-        allow: Option<&[u64]>,
-    ) -> Vec<(f32, u32)> {
-        if k == 0 || self.vectors.is_empty() {
-            return Vec::new();
-        }
-        let mut hits: Vec<(f32, u32)> = Vec::new();
-        let mut heap_floor = f32::NEG_INFINITY;
-        // A cheap pre-filter ahead of the exact heap: keep candidates in a buffer and cut it
-        // to the best k whenever it grows past 4k (the k-th score then bounds what can enter).
-        self.vectors.scan(q, allow, |s, slot| {
-            if s >= heap_floor {
-                hits.push((s, slot));
-                if hits.len() >= 4 * k.max(16) {
-                    hits = self.top_k_by(hits.drain(..), k);
-                    if hits.len() == k {
-                        heap_floor = hits[k - 1].0;
-                    }
-                }
-            }
-        });
-        self.top_k_by(hits.into_iter(), k)
-    }
-}
 impl Index {
     /// The heap estimate by part, in bytes (diagnostics, for `examples/harness.rs`).
     pub fn heap_parts(&self) -> Vec<(&'static str, usize)> {

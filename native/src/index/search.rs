@@ -10,22 +10,16 @@
 //! k-th best score rises, more terms become non-essential.
 //!
 //! A tool that survives gets its score summed in one fixed order, the *canonical* one (terms
-//! by decreasing `idf`, ties in query order), exactly as [`Index::search_exhaustive`], which
+//! by decreasing `idf`, ties in query order), exactly as [`Index::search_exhaustive`] (`exhaustive.rs`), which
 //! scores every posting of every term, sums it: pruning changes which tools are scored, never
 //! a score, and the top k are exactly those of exhaustive scoring (`cargo test`, and
-//! `bench/bench_pruning.py` at a million tools). Ties at the k-th score are kept until the end.
+//! `bench/bench_million.py --check-exact` at a million tools). Ties at the k-th score are kept until the end.
 
-use std::cell::RefCell;
-
-use super::docs::doc_name;
+use super::cursor::{intersect, prefetch, seek};
 use super::postings::Posting;
 use super::scoring::Scorer;
 use super::ties::Ties;
 use super::Index;
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
 
 #[cfg(test)]
 thread_local! {
@@ -36,17 +30,11 @@ thread_local! {
     pub(super) static CHUNKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-#[derive(Default)]
-struct Scratch {
-    scores: Vec<f32>,
-    touched: Vec<u32>,
-}
-
 /// A query term: its postings, `idf` and the bound of its contribution.
-struct Term<'a> {
-    list: &'a [Posting],
-    idf: f32,
-    bound: f32,
+pub(super) struct Term<'a> {
+    pub(super) list: &'a [Posting],
+    pub(super) idf: f32,
+    pub(super) bound: f32,
 }
 
 /// Partial sums are compared with the k-th best score with this much room for the rounding
@@ -56,64 +44,6 @@ const SLACK: f32 = 1.0 + 1e-4;
 /// Tools scored together (see `search_slots`).
 const BATCH: usize = 16;
 
-/// The first position at or after `from` in `list` whose slot is `>= slot`. A near target is
-/// found by stepping; a far one by interpolation (slots spread over a list much as they do
-/// over the catalog), then galloping from the guess: in a long list a far seek then reads a
-/// few cache lines, not the dozen of a binary search.
-#[inline]
-pub(super) fn seek(list: &[Posting], from: usize, slot: u32) -> usize {
-    let n = list.len();
-    if from >= n || list[from].slot >= slot {
-        return from;
-    }
-    if from + 1 >= n || list[from + 1].slot >= slot {
-        return from + 1;
-    }
-    // list[from + 1].slot < slot: interpolate between from + 1 and the end.
-    let lo_slot = list[from + 1].slot;
-    let hi_slot = list[n - 1].slot;
-    if hi_slot < slot {
-        return n;
-    }
-    let span = u64::from(hi_slot - lo_slot) + 1;
-    let guess = from + 1 + ((u64::from(slot - lo_slot) * (n - from - 1) as u64) / span) as usize;
-    let guess = guess.clamp(from + 2, n - 1);
-    // Bracket the answer around the guess: (lo, hi] with list[lo].slot < slot <= list[hi].slot.
-    let (mut lo, mut hi);
-    if list[guess].slot < slot {
-        lo = guess;
-        let mut step = 1;
-        loop {
-            hi = lo + step;
-            if hi >= n - 1 {
-                hi = n - 1;
-                break;
-            }
-            if list[hi].slot >= slot {
-                break;
-            }
-            lo = hi;
-            step *= 2;
-        }
-    } else {
-        hi = guess;
-        let mut step = 1;
-        loop {
-            if hi - (from + 1) <= step {
-                lo = from + 1;
-                break;
-            }
-            lo = hi - step;
-            if list[lo].slot < slot {
-                break;
-            }
-            hi = lo;
-            step *= 2;
-        }
-    }
-    lo + 1 + list[lo + 1..hi].partition_point(|p| p.slot < slot)
-}
-
 /// The rarest term's tools are scored first when it has at most this many, or at most
 /// `1 / 16` of the longest list's and at most `WARM_MAX` (see `search_slots`).
 const WARM_SHORT: usize = 512;
@@ -121,31 +51,6 @@ const WARM_MAX: usize = 4096;
 
 /// Postings of the essential list read per intersection (see `search_slots`).
 const CHUNK: usize = 512;
-
-/// The positions `(i, j)` of the slots that `e[from..end]` shares with `p[at..]`, into `out`,
-/// merging both lists without a branch per posting; returns where each cursor stopped (`e`:
-/// `end`, or short of it if `p` ran out).
-pub(super) fn intersect(
-    e: &[Posting],
-    from: usize,
-    end: usize,
-    p: &[Posting],
-    at: usize,
-    out: &mut Vec<(u32, u32)>,
-) -> (usize, usize) {
-    out.clear();
-    out.resize(end - from + 1, (0, 0));
-    let (mut i, mut j, mut n) = (from, at, 0usize);
-    while i < end && j < p.len() {
-        let (a, b) = (e[i].slot, p[j].slot);
-        out[n] = (i as u32, j as u32);
-        n += usize::from(a == b);
-        i += usize::from(a <= b);
-        j += usize::from(b <= a);
-    }
-    out.truncate(n);
-    (i, j)
-}
 
 /// Look `slot` up in the non-essential terms `order[..from]`, the largest bound first, until
 /// what it has (`have`: the sum of the bounds of the terms it has) and what is left to look
@@ -185,20 +90,6 @@ fn probe(
     }
     true
 }
-
-/// Ask for the cache line of `x` ahead of its use.
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(
-            (x as *const T).cast::<i8>(),
-            std::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-}
-
 /// The `k` largest scores seen: a min-heap whose root is the k-th best.
 struct Kth {
     heap: Vec<f32>,
@@ -273,7 +164,7 @@ impl Index {
 
     /// The distinct known query terms in canonical order (decreasing `idf`, ties in query
     /// order), each with its `idf` and bound, and the scorer of the current statistics.
-    fn query_terms(&self, tokens: &[String]) -> (Vec<Term<'_>>, Scorer) {
+    pub(super) fn query_terms(&self, tokens: &[String]) -> (Vec<Term<'_>>, Scorer) {
         let n = self.by_name.len() as f64;
         let scorer = self.scorer();
         // A repeated query word counts once (BM25's k3 = 0): in tool queries repeats are
@@ -510,154 +401,5 @@ impl Index {
             PRUNED.with(|p| p.set(p.get() + 1));
         }
         self.top_k_with(candidates.into_iter().filter(|c| c.0 >= theta), k, ties)
-    }
-
-    /// The `k` best tools with every posting of every query term scored (no pruning): what
-    /// [`Index::search_slots`] must return, for tests and benchmarks.
-    pub fn search_exhaustive(
-        &self,
-        tokens: &[String],
-        k: usize,
-        allow: Option<&[u64]>,
-        ties: Option<&Ties>,
-    ) -> Vec<(f32, u32)> {
-        if k == 0 || self.by_name.is_empty() || tokens.is_empty() {
-            return Vec::new();
-        }
-        let (terms, scorer) = self.query_terms(tokens);
-        let allowed = |slot: u32| match allow {
-            Some(mask) => mask[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0,
-            None => true,
-        };
-        SCRATCH.with(|scratch| {
-            let mut scratch = scratch.borrow_mut();
-            let Scratch { scores, touched } = &mut *scratch;
-            if scores.len() < self.docs.slots() {
-                scores.resize(self.docs.slots(), 0.0);
-            }
-            touched.clear();
-            // Term at a time in canonical order: each tool's score is summed in that order.
-            for term in &terms {
-                for p in term.list {
-                    if !allowed(p.slot) {
-                        continue;
-                    }
-                    let s = scorer.score(term.idf, p, &self.scaled_lens[p.slot as usize]);
-                    if s <= 0.0 {
-                        continue;
-                    }
-                    let cell = &mut scores[p.slot as usize];
-                    if *cell == 0.0 {
-                        touched.push(p.slot);
-                    }
-                    *cell += s;
-                }
-            }
-            let top = self.top_k(scores, touched, k, ties);
-            for &t in touched.iter() {
-                scores[t as usize] = 0.0;
-            }
-            top
-        })
-    }
-
-    pub(super) fn name_of(&self, slot: u32) -> &str {
-        doc_name(&self.docs, slot)
-    }
-
-    /// `a` ranks before `b`: higher score, then smaller name.
-    /// `better`, equal scores ordered first by `ties` evidence (more first) when given.
-    fn better_with(&self, a: (f32, u32), b: (f32, u32), ties: Option<&Ties>) -> bool {
-        if a.0 != b.0 {
-            return a.0 > b.0;
-        }
-        if let Some(t) = ties {
-            let (ea, eb) = (t.evidence(self.name_of(a.1)), t.evidence(self.name_of(b.1)));
-            if ea != eb {
-                return ea > eb;
-            }
-        }
-        self.name_of(a.1) < self.name_of(b.1)
-    }
-
-    fn top_k(
-        &self,
-        scores: &[f32],
-        touched: &[u32],
-        k: usize,
-        ties: Option<&Ties>,
-    ) -> Vec<(f32, u32)> {
-        self.top_k_with(
-            touched.iter().map(|&slot| (scores[slot as usize], slot)),
-            k,
-            ties,
-        )
-    }
-
-    /// The `k` best of `(score, slot)` candidates, best first (ties by name).
-    pub(super) fn top_k_by(
-        &self,
-        candidates: impl Iterator<Item = (f32, u32)>,
-        k: usize,
-    ) -> Vec<(f32, u32)> {
-        self.top_k_with(candidates, k, None)
-    }
-
-    /// The `k` best candidates, best first: ties by `ties` evidence, then by name.
-    pub(super) fn top_k_with(
-        &self,
-        candidates: impl Iterator<Item = (f32, u32)>,
-        k: usize,
-        ties: Option<&Ties>,
-    ) -> Vec<(f32, u32)> {
-        let better = |a, b| self.better_with(a, b, ties);
-        // A min-heap (by `better`) of at most k candidates: the root is the worst kept.
-        let mut heap: Vec<(f32, u32)> = Vec::with_capacity(k.min(1024));
-        if k == 0 {
-            return heap;
-        }
-        for cand in candidates {
-            if heap.len() < k {
-                heap.push(cand);
-                let mut i = heap.len() - 1;
-                while i > 0 {
-                    let parent = (i - 1) / 2;
-                    if better(heap[parent], heap[i]) {
-                        heap.swap(parent, i);
-                        i = parent;
-                    } else {
-                        break;
-                    }
-                }
-            } else if better(cand, heap[0]) {
-                heap[0] = cand;
-                let mut i = 0;
-                loop {
-                    let (l, r) = (2 * i + 1, 2 * i + 2);
-                    let mut worst = i;
-                    if l < heap.len() && better(heap[worst], heap[l]) {
-                        worst = l;
-                    }
-                    if r < heap.len() && better(heap[worst], heap[r]) {
-                        worst = r;
-                    }
-                    if worst == i {
-                        break;
-                    }
-                    heap.swap(i, worst);
-                    i = worst;
-                }
-            }
-        }
-        heap.sort_by(|&a, &b| {
-            if better(a, b) {
-                std::cmp::Ordering::Less
-            } else if better(b, a) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        });
-        heap
     }
 }

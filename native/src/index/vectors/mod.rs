@@ -50,7 +50,7 @@ pub enum QueryVec {
 }
 
 /// The vectors of an index, by slot.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Vectors {
     precision: Precision,
     dim: usize,
@@ -64,7 +64,29 @@ pub struct Vectors {
     codes: Vec<u64>,
     /// One bit per slot: it holds a vector (what `keys` says, 128 times smaller to scan).
     present: Vec<u64>,
+    /// From this many vectors on, an HNSW graph of them proposes the candidates (`graph.rs`).
+    ann_from: usize,
+    graph: Option<Graph>,
 }
+
+impl Default for Vectors {
+    fn default() -> Self {
+        Vectors::new(Precision::F32)
+    }
+}
+
+mod graph;
+mod kernels;
+mod scan;
+mod search;
+
+use graph::Graph;
+pub use graph::{DEFAULT_ANN_FROM, DEFAULT_EXPANSION};
+
+pub use kernels::{dot_f32, dot_i8, hamming};
+pub use search::VectorSearch;
+#[cfg(test)]
+pub(super) use search::GRAPH;
 
 /// Default: from this many vectors on, searches go through the binary codes.
 pub const DEFAULT_APPROX_FROM: usize = 8192;
@@ -123,8 +145,83 @@ impl Vectors {
     pub fn new(precision: Precision) -> Self {
         Vectors {
             precision,
-            ..Default::default()
+            dim: 0,
+            f32s: Vec::new(),
+            i8s: Vec::new(),
+            scales: Vec::new(),
+            keys: Vec::new(),
+            count: 0,
+            codes: Vec::new(),
+            present: Vec::new(),
+            ann_from: DEFAULT_ANN_FROM,
+            graph: None,
         }
+    }
+
+    /// From `n` vectors on, searches go through an HNSW graph (`graph.rs`); 0: never.
+    pub fn set_ann_from(&mut self, n: usize) {
+        self.ann_from = n;
+        self.sync_graph();
+    }
+
+    pub fn ann_from(&self) -> usize {
+        self.ann_from
+    }
+
+    /// The graph, when searches should use it.
+    pub(super) fn graph(&self) -> Option<&Graph> {
+        self.graph
+            .as_ref()
+            .filter(|_| self.ann_from > 0 && self.count >= self.ann_from)
+    }
+
+    /// Build the graph once there are `ann_from` vectors (on every core), and drop it when
+    /// fewer than half that remain. Adds and removes keep a built graph up to date.
+    pub fn sync_graph(&mut self) {
+        let wanted = self.ann_from > 0 && self.count >= self.ann_from;
+        if self.graph.is_some() {
+            if self.ann_from == 0 || self.count < self.ann_from / 2 {
+                self.graph = None;
+            }
+            return;
+        }
+        if !wanted {
+            return;
+        }
+        let d = self.dim;
+        let mut dequantized: Vec<f32> = Vec::new();
+        if self.precision == Precision::I8 {
+            dequantized.reserve_exact(self.count * d);
+        }
+        let slots: Vec<u32> = (0..self.keys.len() as u32)
+            .filter(|&s| self.keys[s as usize].is_some())
+            .collect();
+        if self.precision == Precision::I8 {
+            for &s in &slots {
+                let (s, scale) = (s as usize, self.scales[s as usize]);
+                dequantized.extend(
+                    self.i8s[s * d..(s + 1) * d]
+                        .iter()
+                        .map(|&x| f32::from(x) * scale),
+                );
+            }
+        }
+        let pairs: Vec<(u32, &[f32])> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let s_ = s as usize;
+                let v = match self.precision {
+                    Precision::F32 => &self.f32s[s_ * d..(s_ + 1) * d],
+                    Precision::I8 => &dequantized[i * d..(i + 1) * d],
+                };
+                (s, v)
+            })
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A graph that cannot be built leaves the sign-bit search in charge (same results'
+        // guarantees, slower).
+        self.graph = Graph::build(d, &pairs, threads).ok();
     }
 
     pub fn precision(&self) -> Precision {
@@ -214,6 +311,7 @@ impl Vectors {
             self.keys.clear();
             self.codes.clear();
             self.present.clear();
+            self.graph = None;
             if slots > 0 {
                 self.ensure_slot(slots as u32 - 1);
             }
@@ -244,6 +342,12 @@ impl Vectors {
             self.present.resize(s / 64 + 1, 0);
         }
         self.present[s / 64] |= 1u64 << (s % 64);
+        if let Some(g) = &self.graph {
+            if g.put(slot, v).is_err() {
+                // The graph no longer holds every vector: drop it (rebuilt by `sync_graph`).
+                self.graph = None;
+            }
+        }
     }
 
     /// Drop the vector of `slot`, if any.
@@ -253,6 +357,9 @@ impl Vectors {
                 self.count -= 1;
                 let s = slot as usize;
                 self.present[s / 64] &= !(1u64 << (s % 64));
+                if let Some(g) = &self.graph {
+                    g.remove(slot);
+                }
             }
         }
     }
@@ -273,76 +380,6 @@ impl Vectors {
             Stored::F32(v) => v.to_vec(),
             Stored::I8(v, scale) => v.iter().map(|&x| f32::from(x) * scale).collect(),
         })
-    }
-
-    /// Sign bits of a query prepared by [`Vectors::prepare`].
-    pub fn code_of(&self, q: &QueryVec) -> Vec<u64> {
-        let mut code = vec![0u64; self.words()];
-        let mut put = |i: usize, pos: bool| {
-            if pos {
-                code[i / 64] |= 1u64 << (i % 64);
-            }
-        };
-        match q {
-            QueryVec::F32(v) => v.iter().enumerate().for_each(|(i, &x)| put(i, x > 0.0)),
-            QueryVec::I8(v, _) => v.iter().enumerate().for_each(|(i, &x)| put(i, x > 0)),
-        }
-        code
-    }
-
-    /// Hamming distance of every slot's code to `code`, into `out` (one per slot, slots
-    /// without a vector included: the caller skips them).
-    pub fn hamming_all(&self, code: &[u64], out: &mut Vec<u16>) {
-        out.clear();
-        out.resize(self.keys.len(), 0);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if has_vpopcnt() {
-                // SAFETY: the CPU has AVX-512 VPOPCNTDQ (checked at run time).
-                return unsafe { hamming_all_avx512(&self.codes, code, out) };
-            }
-            if has_popcnt() {
-                // SAFETY: the CPU has POPCNT (checked at run time).
-                return unsafe { hamming_all_popcnt(&self.codes, code, out) };
-            }
-        }
-        hamming_all_body(&self.codes, code, out)
-    }
-
-    /// Hamming distance of every slot with a vector (allowed by `allow`) to `code`:
-    /// `f(distance, slot)`.
-    pub fn hamming_scan(&self, code: &[u64], allow: Option<&[u64]>, mut f: impl FnMut(u32, u32)) {
-        #[cfg(target_arch = "x86_64")]
-        if has_popcnt() {
-            // SAFETY: the CPU has POPCNT (checked at run time).
-            return unsafe { self.hamming_popcnt(code, allow, &mut f) };
-        }
-        self.hamming_body(code, allow, &mut f)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "popcnt")]
-    unsafe fn hamming_popcnt(
-        &self,
-        code: &[u64],
-        allow: Option<&[u64]>,
-        f: &mut dyn FnMut(u32, u32),
-    ) {
-        self.hamming_body(code, allow, f)
-    }
-
-    #[inline(always)]
-    fn hamming_body(&self, code: &[u64], allow: Option<&[u64]>, f: &mut dyn FnMut(u32, u32)) {
-        let w = self.words();
-        for (s, key) in self.keys.iter().enumerate() {
-            if key.is_none() || !allowed(allow, s) {
-                continue;
-            }
-            f(
-                hamming_body(code, &self.codes[s * w..(s + 1) * w]),
-                s as u32,
-            );
-        }
     }
 
     /// The query as the storage's precision wants it (unit length, quantized for int8).
@@ -383,247 +420,19 @@ impl Vectors {
         dot_i8(q, &self.i8s[s * d..(s + 1) * d]) as f32 * (qs * self.scales[s])
     }
 
-    /// Every slot with a vector, allowed by `allow`, with its cosine: `f(score, slot)`.
-    pub fn scan(&self, q: &QueryVec, allow: Option<&[u64]>, mut f: impl FnMut(f32, u32)) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU supports AVX2 (checked at run time).
-            return unsafe { self.scan_avx2(q, allow, &mut f) };
-        }
-        self.scan_body(q, allow, &mut f)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn scan_avx2(&self, q: &QueryVec, allow: Option<&[u64]>, f: &mut dyn FnMut(f32, u32)) {
-        self.scan_body(q, allow, f)
-    }
-
-    #[inline(always)]
-    fn scan_body(&self, q: &QueryVec, allow: Option<&[u64]>, f: &mut dyn FnMut(f32, u32)) {
-        let d = self.dim;
-        for (s, key) in self.keys.iter().enumerate() {
-            if key.is_none() || !allowed(allow, s) {
-                continue;
-            }
-            let score = match q {
-                QueryVec::F32(q) => dot_f32_body(q, &self.f32s[s * d..(s + 1) * d]),
-                QueryVec::I8(q, qs) => {
-                    dot_i8_body(q, &self.i8s[s * d..(s + 1) * d]) as f32 * (qs * self.scales[s])
-                }
-            };
-            f(score, s as u32);
-        }
-    }
-
     pub fn heap_bytes(&self) -> usize {
         self.f32s.capacity() * 4
             + self.i8s.capacity()
             + self.scales.capacity() * 4
             + self.keys.capacity() * std::mem::size_of::<Option<u64>>()
             + self.codes.capacity() * 8
+            + self.graph.as_ref().map_or(0, Graph::heap_bytes)
     }
-}
-
-#[inline(always)]
-fn allowed(allow: Option<&[u64]>, s: usize) -> bool {
-    match allow {
-        Some(mask) => mask
-            .get(s / 64)
-            .is_some_and(|m| m & (1u64 << (s % 64)) != 0),
-        None => true,
-    }
-}
-
-const LANES: usize = 16;
-
-#[inline(always)]
-fn dot_f32_body(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; LANES];
-    let mut ca = a.chunks_exact(LANES);
-    let mut cb = b.chunks_exact(LANES);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        let x: &[f32; LANES] = x.try_into().expect("a whole chunk");
-        let y: &[f32; LANES] = y.try_into().expect("a whole chunk");
-        for i in 0..LANES {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    for (i, (x, y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
-        acc[i] += x * y;
-    }
-    // A fixed reduction order, the same on every path.
-    let mut s = 0f32;
-    for v in acc {
-        s += v;
-    }
-    s
-}
-
-#[inline(always)]
-fn dot_i8_body(a: &[i8], b: &[i8]) -> i32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0i32; 32];
-    let mut ca = a.chunks_exact(32);
-    let mut cb = b.chunks_exact(32);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        let x: &[i8; 32] = x.try_into().expect("a whole chunk");
-        let y: &[i8; 32] = y.try_into().expect("a whole chunk");
-        for i in 0..32 {
-            acc[i] += i32::from(x[i]) * i32::from(y[i]);
-        }
-    }
-    let mut s: i32 = acc.iter().sum();
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        s += i32::from(*x) * i32::from(*y);
-    }
-    s
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_f32_avx2(a: &[f32], b: &[f32]) -> f32 {
-    dot_f32_body(a, b)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
-    dot_i8_body(a, b)
-}
-
-#[inline(always)]
-fn hamming_body(a: &[u64], b: &[u64]) -> u32 {
-    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "popcnt")]
-unsafe fn hamming_popcnt(a: &[u64], b: &[u64]) -> u32 {
-    hamming_body(a, b)
-}
-
-/// Number of differing bits.
-#[inline]
-pub fn hamming(a: &[u64], b: &[u64]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    if has_popcnt() {
-        // SAFETY: the CPU has POPCNT (checked at run time).
-        return unsafe { hamming_popcnt(a, b) };
-    }
-    hamming_body(a, b)
-}
-
-#[inline(always)]
-fn hamming_all_body(codes: &[u64], code: &[u64], out: &mut [u16]) {
-    let w = code.len();
-    if w == 4 {
-        // 256 dimensions: the common case, unrolled so the compiler can vectorize it.
-        let q: [u64; 4] = [code[0], code[1], code[2], code[3]];
-        for (c, o) in codes.chunks_exact(4).zip(out.iter_mut()) {
-            let c: &[u64; 4] = c.try_into().expect("a whole code");
-            *o = ((c[0] ^ q[0]).count_ones()
-                + (c[1] ^ q[1]).count_ones()
-                + (c[2] ^ q[2]).count_ones()
-                + (c[3] ^ q[3]).count_ones()) as u16;
-        }
-        return;
-    }
-    for (c, o) in codes.chunks_exact(w).zip(out.iter_mut()) {
-        *o = hamming_body(c, code) as u16;
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "popcnt")]
-unsafe fn hamming_all_popcnt(codes: &[u64], code: &[u64], out: &mut [u16]) {
-    hamming_all_body(codes, code, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vpopcntdq,popcnt")]
-unsafe fn hamming_all_avx512(codes: &[u64], code: &[u64], out: &mut [u16]) {
-    hamming_all_body(codes, code, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_vpopcnt() -> bool {
-    use std::sync::OnceLock;
-    static V: OnceLock<bool> = OnceLock::new();
-    *V.get_or_init(|| {
-        std::arch::is_x86_feature_detected!("avx512vpopcntdq")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-    })
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_popcnt() -> bool {
-    use std::sync::OnceLock;
-    static POPCNT: OnceLock<bool> = OnceLock::new();
-    *POPCNT.get_or_init(|| std::arch::is_x86_feature_detected!("popcnt"))
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
-    use std::sync::OnceLock;
-    static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
-}
-
-/// `sum a[i] * b[i]` in a fixed order (no fused multiply-add: the same bits on every path).
-#[inline]
-pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked at run time).
-        return unsafe { dot_f32_avx2(a, b) };
-    }
-    dot_f32_body(a, b)
-}
-
-/// Integer dot product (exact).
-#[inline]
-pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU supports AVX2 (checked at run time).
-        return unsafe { dot_i8_avx2(a, b) };
-    }
-    dot_i8_body(a, b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernels_match_the_plain_sum_on_every_path() {
-        let a: Vec<f32> = (0..261)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 13.0)
-            .collect();
-        let b: Vec<f32> = (0..261)
-            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 7.0)
-            .collect();
-        let plain: f64 = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| f64::from(*x) * f64::from(*y))
-            .sum();
-        assert!((f64::from(dot_f32(&a, &b)) - plain).abs() < 1e-3 * plain.abs().max(1.0));
-        assert_eq!(dot_f32(&a, &b).to_bits(), dot_f32_body(&a, &b).to_bits());
-        let qa: Vec<i8> = (0..261).map(|i| (i * 37 % 255) as i8).collect();
-        let qb: Vec<i8> = (0..261).map(|i| (i * 11 % 255) as i8).collect();
-        let exact: i32 = qa
-            .iter()
-            .zip(&qb)
-            .map(|(x, y)| i32::from(*x) * i32::from(*y))
-            .sum();
-        assert_eq!(dot_i8(&qa, &qb), exact);
-        assert_eq!(dot_i8_body(&qa, &qb), exact);
-    }
 
     #[test]
     fn store_normalises_replaces_and_clears() {
