@@ -92,7 +92,7 @@ def _as_message(reply: Any) -> AIMessage:
 
 
 class OfflineConnection:
-    """An :class:`~algenta_graph.connection.engine.EngineClient` with a fixed catalog and no engine.
+    """An :class:`~algenta_graph.connection.client.EngineClient` with a fixed catalog and no engine.
 
     The graph builds over it (to draw it, or test its wiring); every call raises
     :class:`~algenta_graph.errors.EngineConnectionError`.

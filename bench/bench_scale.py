@@ -61,7 +61,8 @@ ROOT = HERE.parent
 def _instant_connection_class() -> Any:
     from langchain_core.messages import ToolMessage
 
-    from algenta_graph.connection.engine import EXECUTE_TOOL, EngineConnection
+    from algenta_graph.connection.client import EXECUTE_TOOL
+    from algenta_graph.connection.engine import EngineConnection
 
     class InstantConnection(EngineConnection):
         """A real engine connection (catalog, profile) whose ``execute_decision`` answers at

@@ -54,15 +54,9 @@ from mcp.types import CallToolResult
 from typing_extensions import Unpack
 
 from algenta_graph.connection.catalog import load_catalog
-
-# the engine's tool names and the protocol live in connection.client; nodes/ and
-# retrieval/catalog.py still import these four from here (kept until their imports move)
 from algenta_graph.connection.client import (
     EXECUTE_TOOL,
     GET_DECISION_TOOL,
-    PLAN_TOOL,
-    SEARCH_TOOL,
-    EngineClient,
     OperatorFlags,
     check_operator_flags,
 )
@@ -85,10 +79,6 @@ __all__ = [
     "ALGENTA_SERVER",
     "DEFAULT_BASE_URL",
     "ENV_OPERATOR_API_KEY",
-    "EXECUTE_TOOL",
-    "PLAN_TOOL",
-    "SEARCH_TOOL",
-    "EngineClient",
     "EngineConnection",
     "resolve_base_url",
 ]

@@ -70,7 +70,7 @@ class DecisionExecutor:
     """Sends, finds and recovers executions of decisions over one engine connection.
 
     Args:
-        conn: the engine connection (:class:`~algenta_graph.connection.engine.EngineClient`).
+        conn: the engine connection (:class:`~algenta_graph.connection.client.EngineClient`).
     """
 
     def __init__(self, conn: EngineClient) -> None:

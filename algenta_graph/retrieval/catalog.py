@@ -35,7 +35,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field, ValidationError
 
-from algenta_graph.connection.engine import SEARCH_TOOL
+from algenta_graph.connection.client import SEARCH_TOOL
 from algenta_graph.errors import UnsupportedToolSchemaError
 from algenta_graph.governance.run_settings import RunSettings
 from algenta_graph.retrieval.naming import ToolNames, provider_parameters, safe_property_keys
@@ -43,7 +43,7 @@ from algenta_graph.retrieval.naming import ToolNames, provider_parameters, safe_
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
-    from algenta_graph.connection.engine import EngineClient
+    from algenta_graph.connection.client import EngineClient
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.retrieval.usage import UsageSignal
 

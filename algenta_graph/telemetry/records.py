@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 _OUTCOME_KEY = "algenta_outcome"  # nodes.steps.OUTCOME_KEY (telemetry sits below the nodes)
-_EXECUTE = "execute_decision"  # connection.engine.EXECUTE_TOOL (likewise)
+_EXECUTE = "execute_decision"  # connection.client.EXECUTE_TOOL (likewise)
 _EXPIRED = "expired"
 
 

@@ -68,7 +68,7 @@ def answer(body: Any, *, status: str = "success", artifact: Any = None) -> ToolM
 
 
 class StubConnection:
-    """An :class:`~algenta_graph.connection.engine.EngineClient` that answers calls from scripts and
+    """An :class:`~algenta_graph.connection.client.EngineClient` that answers calls from scripts and
     records every call (see the module docs)."""
 
     def __init__(self, profile: str = "execute") -> None:
