@@ -37,7 +37,8 @@ class ScriptedChatModel(ToolCallingModel):
     A reply is an ``AIMessage``, a string (a plain answer), or a dict of ``AIMessage`` fields
     (e.g. ``{"content": "", "tool_calls": [...]}``). Running out of replies raises
     ``IndexError`` naming how many were given. ``bound_tools`` records, per call, the tool
-    schemas the model was shown (OpenAI format), so tests can assert what a model could see.
+    schemas the model was shown (OpenAI format), and ``seen`` the conversation it was sent, so
+    tests can assert what a model could see.
 
     >>> m = ScriptedChatModel(replies=["hi", "bye"])
     >>> m.invoke("x").content, m.invoke("y").content
@@ -50,6 +51,8 @@ class ScriptedChatModel(ToolCallingModel):
     """Start again from the first reply instead of raising when they run out (benchmarks)."""
     bound_tools: list[list[dict[str, Any]]] = Field(default_factory=list)
     """The tool schemas shown on each call, in call order."""
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    """The conversation sent on each call (system message included), in call order."""
     position: int = 0
     """Index of the next reply."""
 
@@ -65,6 +68,7 @@ class ScriptedChatModel(ToolCallingModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.bound_tools.append(copy.deepcopy(list(kwargs.get("tools", []))))
+        self.seen.append(list(messages))
         if self.position >= len(self.replies):
             if not self.cycle or not self.replies:
                 raise IndexError(

@@ -16,14 +16,12 @@ from typing import Any, ClassVar
 
 import pytest
 from graph_support import execute, executions, log_decision, open_connection
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage, SystemMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import SystemMessage
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 from mcp.server.fastmcp import FastMCP
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from algenta_graph._net import free_port
 from algenta_graph._serve import BackgroundServer
@@ -38,22 +36,6 @@ from algenta_graph.testing import ScriptedChatModel
 pytestmark = pytest.mark.timeout(180)
 
 TOKEN = "crm-s3cret"
-
-
-class SeeingModel(ScriptedChatModel):
-    """The scripted model, which also keeps every conversation it was sent."""
-
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
 
 
 def bound_names(model: ScriptedChatModel) -> list[list[str]]:
@@ -125,7 +107,7 @@ async def test_the_configuration_builds_the_imported_graph(
             "extra_servers": {"crm": _crm_server(crm["url"])},
         }
     )
-    model = SeeingModel(
+    model = ScriptedChatModel(
         replies=[_call("crm_lookup_customer", {"account_id": "acct-7"}, "c1"), "silver tier"]
     )
     graph = await create_governed_agent(model, config=config, checkpointer=tmp_path / "cp.sqlite")

@@ -19,12 +19,10 @@ import pytest
 from gated_stub import CrmStub
 from governed_stub import StubCatalog, make_node, receipt_body
 from governed_stub import answer as engine_answer
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from algenta_graph import build_governed_graph
 from algenta_graph.audit.verification import verify_chain
@@ -53,23 +51,6 @@ CALL_FIELDS = {"kind", "tool", "server", "catalog_name", "tool_call_id", "args_d
 CHAIN = {"seq", "prev", "hash"}
 
 
-class RecordingModel(ScriptedChatModel):
-    """The scripted model, also keeping the messages of each call."""
-
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-    """The messages of each call, in call order."""
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
 def calls(*batch: tuple[str, dict[str, Any]], n: int = 0) -> dict[str, Any]:
     """One model turn calling these tools."""
     return {
@@ -85,7 +66,7 @@ class Agent:
 
     def __init__(self, replies: list[Any], **options: Any) -> None:
         self.conn = CrmStub()
-        self.model = RecordingModel(replies=replies)
+        self.model = ScriptedChatModel(replies=replies)
         self.graph = build_governed_graph(self.conn, self.model, **options).compile(
             checkpointer=InMemorySaver()
         )
@@ -133,7 +114,7 @@ def test_without_a_system_prompt_the_conversation_goes_to_the_model_as_it_is() -
 
 def test_a_run_sees_only_its_profiles_tools_even_when_they_were_selected_before() -> None:
     conn = CrmStub()
-    model = RecordingModel(replies=["ok", "ok"])
+    model = ScriptedChatModel(replies=["ok", "ok"])
     index = ToolIndex()
     index.add(conn.tools)
     nodes = AgentNodes(
