@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from gated_stub import CrmStub
-from governed_stub import StubCatalog, make_node, receipt_body
+from governed_stub import StubCatalog, denial_body, make_node, receipt_body
 from governed_stub import answer as engine_answer
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -818,3 +818,19 @@ def test_a_run_budget_counts_the_calls_another_budget_denied_this_run() -> None:
         ("budget", "budget:crm.lookup_customer", "c0_1"),
         ("budget", "budget:crm.*", "c1_0"),  # one ran and one was denied: the third attempt
     ]
+
+
+def test_an_engine_denial_escalated_carries_its_escalation_id_and_a_halted_one_none() -> None:
+    call = ("execute_decision", {"decision_id": "d1", "webhook_url": "http://127.0.0.1:9/hook"})
+    for policy, escalated in (("escalate", True), ("halt", False)):
+        a = Agent([calls(call), "asked"], on_denial={"confidence": policy})
+        a.conn.answers.append(engine_answer(denial_body("confidence")))
+        a.say("execute d1")
+        [denied] = a.state().values["denials"]
+        assert (denied["gate"], denied["policy"]) == ("confidence", policy)
+        if escalated:
+            [interrupt] = a.state().interrupts
+            assert denied["escalation_id"].startswith("esc_")
+            assert interrupt.value["escalation_id"] == denied["escalation_id"]
+        else:
+            assert "escalation_id" not in denied and not a.state().interrupts

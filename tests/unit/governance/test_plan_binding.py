@@ -67,3 +67,52 @@ def test_results_without_a_plan_id_are_told_apart_by_their_nonce() -> None:
     same = [planned(plan_hash="h", nonce="n1"), planned(plan_hash="h", plan_id="", nonce="n1")]
     assert plan_nonce(same, "h") == "n1"
     assert plan_nonce([planned(plan_hash="h", plan_id="p1", nonce=5)], "h") is None
+
+
+class _Engine:
+    """Only what ``graph_supplied`` reads of a connection."""
+
+    def __init__(self, record: Any, supplied: frozenset[str] = frozenset({"nonce"})) -> None:
+        self.record = record
+        self.execute_supplied = supplied
+
+    async def get_decision(self, decision_id: str) -> Any:
+        return self.record
+
+
+def supplied(record: Any, messages: list[Any] | None = None) -> dict[str, str]:
+    import asyncio
+
+    from algenta_graph.nodes.arguments import graph_supplied
+
+    return asyncio.run(graph_supplied(_Engine(record), "d7", "t:c1", messages or []))  # type: ignore[arg-type]
+
+
+def test_a_plan_proposed_over_http_is_executed_under_the_nonce_the_engine_reports() -> None:
+    record = {
+        "decision": {"plan_hash": "h", "plan_id": "p1"},
+        "plan": {"plan_id": "p1", "nonce": "n-engine"},
+    }
+    assert supplied(record) == {"nonce": "n-engine"}
+    # this thread's own plan result wins over the engine's report
+    ours = [planned(plan_hash="h", plan_id="p1", nonce="n-thread")]
+    assert supplied(record, ours) == {"nonce": "n-thread"}
+    # the engine's report of another plan is never used
+    other = {**record, "plan": {"plan_id": "p2", "nonce": "n-other"}}
+    with pytest.raises(AlgentaGraphError, match=r"this thread of plan p1 h; call plan_decision"):
+        supplied(other)
+
+
+def test_without_any_nonce_the_refusal_names_the_plan_or_the_hash() -> None:
+    with pytest.raises(AlgentaGraphError) as bound:
+        supplied({"decision": {"plan_hash": "h", "plan_id": "p1"}})
+    assert str(bound.value) == (
+        "no plan_decision result in this thread of plan p1 h; call plan_decision (and have an "
+        "operator approve the plan) before executing"
+    )
+    with pytest.raises(AlgentaGraphError) as unbound:
+        supplied({"decision": {"plan_hash": "h"}})
+    assert "in this thread has plan_hash h;" in str(unbound.value)
+    with pytest.raises(AlgentaGraphError, match=r"\bd7\b"):
+        two = [planned(plan_hash="h", nonce="n1"), planned(plan_hash="h", nonce="n2")]
+        supplied({"decision": {"plan_hash": "h"}}, two)
