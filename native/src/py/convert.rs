@@ -126,7 +126,10 @@ impl<'py> VectorRows<'py> {
     }
 }
 
-pub(crate) fn optional_keys(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Option<Vec<Option<u64>>>> {
+pub(crate) fn optional_keys(
+    obj: Option<&Bound<'_, PyAny>>,
+    n: usize,
+) -> PyResult<Option<Vec<Option<u64>>>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
@@ -174,7 +177,10 @@ pub(crate) fn allow_names(allow: Option<&Bound<'_, PyAny>>) -> PyResult<Option<V
 }
 
 /// Per-field values as a `{field: value}` dict.
-pub(crate) fn field_dict(py: Python<'_>, values: [f32; project::NUM_FIELDS]) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn field_dict(
+    py: Python<'_>,
+    values: [f32; project::NUM_FIELDS],
+) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     for f in Field::ALL {
         d.set_item(f.key(), as_py_float(values[f as usize]))?;

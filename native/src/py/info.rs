@@ -7,10 +7,7 @@ use super::convert::as_py_float;
 use super::index::PyIndex;
 
 /// `Bm25Index.stats` (documented on the method in `index.rs`).
-pub(crate) fn stats<'py>(
-    this: &PyIndex,
-    py: Python<'py>,
-) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn stats<'py>(this: &PyIndex, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     let index = this.read_py()?;
     let d = PyDict::new(py);
     d.set_item("tools", index.len())?;
@@ -23,10 +20,7 @@ pub(crate) fn stats<'py>(
 }
 
 /// `Bm25Index.fusion` (documented on the method in `index.rs`).
-pub(crate) fn fusion<'py>(
-    this: &PyIndex,
-    py: Python<'py>,
-) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn fusion<'py>(this: &PyIndex, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("bm25_weight", as_py_float(this.fusion.bm25_weight))?;
     d.set_item("cosine_floor", as_py_float(this.fusion.cosine_floor))?;

@@ -109,9 +109,7 @@ pub(crate) fn search_many(
             let mut out = Vec::with_capacity(qs.len());
             for i in 0..qs.len() {
                 out.push(rows.row(i)?.ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "vectors[{i}] is None: every query needs one"
-                    ))
+                    PyValueError::new_err(format!("vectors[{i}] is None: every query needs one"))
                 })?);
             }
             Some(out)
@@ -129,14 +127,8 @@ pub(crate) fn search_many(
                     None => index.named(index.search_query(q, k, mask.as_deref())),
                     Some(vs) => {
                         let qv: QueryVec = index.vectors().prepare(&vs[i])?;
-                        let hits = index.search_hybrid(
-                            q,
-                            &qv,
-                            k,
-                            mask.as_deref(),
-                            &this.fusion,
-                            this.how,
-                        );
+                        let hits =
+                            index.search_hybrid(q, &qv, k, mask.as_deref(), &this.fusion, this.how);
                         index.named(hits)
                     }
                 });

@@ -67,7 +67,10 @@ fn the_vector_graph_finds_the_nearest_and_never_returns_removed_or_disallowed_to
             got += approx.iter().filter(|a| exact.contains(a)).count();
         }
         assert!(got >= 450, "recall@10 {got} / 500");
-        assert_eq!(crate::index::vectors::GRAPH.with(|g| g.get()) - graph_before, 50);
+        assert_eq!(
+            crate::index::vectors::GRAPH.with(|g| g.get()) - graph_before,
+            50
+        );
         // Removed tools never come back; the graph stays (2,000 >= ann_from / 2).
         for name in names.iter().step_by(3) {
             assert!(ix.remove(name));
