@@ -21,7 +21,7 @@ from algenta_graph.inbox import queries
 from algenta_graph.inbox.engine_reads import get_decision
 from algenta_graph.inbox.escalation import decision_of, escalation
 from algenta_graph.inbox.rendering import refuse, render
-from algenta_graph.inbox.resume import FormDecision, build_resume, submit_answer
+from algenta_graph.inbox.resume import EDIT_FIELDS, FormDecision, build_resume, submit_answer
 from algenta_graph.inbox.session import Session, same_token
 from algenta_graph.inbox.signin import operator_client
 from algenta_graph.serving.tokens import auth_configured, operator_gates
@@ -174,15 +174,7 @@ async def answer(request: Request, session: Session) -> Response:
                 FormDecision(
                     type=str(form.get(f"decision-{i}") or ""),
                     reason=str(form.get(f"reason-{i}") or ""),
-                    edit={
-                        name: str(form.get(f"edit-{i}-{name}") or "")
-                        for name in (
-                            "decision_id",
-                            "webhook_url",
-                            "timeout_seconds",
-                            "metadata",
-                        )
-                    },
+                    edit={name: str(form.get(f"edit-{i}-{name}") or "") for name in EDIT_FIELDS},
                 )
                 for i in range(len(view.items))
             ]

@@ -12,16 +12,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from algenta_graph.inbox.escalation import EscalationView, decision_of
 from algenta_graph.inbox.queries import api_error, thread_state
-from algenta_graph.nodes.answers import edited_arguments
+from algenta_graph.nodes.answers import edited_arguments, edited_call_arguments
+from algenta_graph.nodes.questions import EscalationItem, action_name
 
-__all__ = ["AnswerOutcome", "FormDecision", "build_resume", "submit_answer"]
+__all__ = ["EDIT_FIELDS", "AnswerOutcome", "FormDecision", "build_resume", "submit_answer"]
+
+EDIT_FIELDS = ("decision_id", "webhook_url", "timeout_seconds", "metadata", "args")
+"""The fields of an edit the form sends (``args``: a held call's arguments, as JSON)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class FormDecision:
     reason: str
     """Why (for ``respond``: the text the model is given)."""
     edit: dict[str, str] = field(default_factory=dict)
-    """For ``edit``: the edited fields, as text (``decision_id``, ``webhook_url``, ...)."""
+    """For ``edit``: the edited fields, as text (:data:`EDIT_FIELDS`: ``decision_id``,
+    ``webhook_url``, ... for an engine decision, ``args`` for a held call)."""
 
 
 def _edited(item: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
@@ -63,6 +68,22 @@ def _edited(item: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any
             raise ValueError(f"edit: metadata is not JSON: {exc}") from None
     edited_arguments(item.get("args") or {}, args)  # the graph's own check: refuses by name
     return args
+
+
+def _edited_call(fields: Mapping[str, str]) -> dict[str, Any]:
+    """A held call's edited arguments: the form's JSON object, scrubbed as the graph scrubs it.
+
+    Raises:
+        ValueError: the text is not a JSON object; the message says so.
+    """
+    text = (fields.get("args") or "").strip()
+    try:
+        args = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"edit: the arguments are not JSON: {exc}") from None
+    if not isinstance(args, dict):
+        raise ValueError(f"edit: the arguments must be a JSON object, got {type(args).__name__}")
+    return edited_call_arguments(args)
 
 
 def build_resume(view: EscalationView, decisions: Sequence[FormDecision]) -> Any:
@@ -96,10 +117,11 @@ def build_resume(view: EscalationView, decisions: Sequence[FormDecision]) -> Any
         if reason:
             decision["message"] = reason
         if form.type == "edit":
-            decision["edited_action"] = {
-                "name": "execute_decision",
-                "args": _edited(item, form.edit),
-            }
+            decision["edited_action"] = (
+                {"name": action_name(cast(EscalationItem, item)), "args": _edited_call(form.edit)}
+                if item.get("tool")
+                else {"name": "execute_decision", "args": _edited(item, form.edit)}
+            )
         out.append(decision)
     if view.per_call:
         answer: Any = out[0]

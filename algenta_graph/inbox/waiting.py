@@ -45,6 +45,9 @@ class QueueEntry:
     gate: str
     escalation_id: str
     decision_id: str | None
+    """The engine decision escalated (``None`` for a call a graph-side gate held)."""
+    tool: str | None
+    """The held call's tool, ``server.tool`` (``None`` for an engine decision)."""
     code: str | None
     message: str | None
     args: dict[str, Any]
@@ -85,6 +88,7 @@ async def queue(
                         gate=str(item["gate"]),
                         escalation_id=str(item.get("escalation_id")),
                         decision_id=item.get("decision_id"),
+                        tool=item.get("tool"),
                         code=item.get("code"),
                         message=item.get("message"),
                         args=dict(item.get("args") or {}),

@@ -436,3 +436,56 @@ async def test_per_call_escalations_are_answered_in_the_browser_one_call_at_a_ti
             item["digest"],
         )
         assert engine.executions(decision) == [] and webhook.received == []
+
+
+async def test_a_held_call_is_shown_by_its_tool_and_edited_as_json_in_the_browser(
+    engine: ReferenceEngine, tmp_path: Path
+) -> None:
+    """A call a graph-side gate held (``[tool_gates] require_approval``) is shown by its tool,
+    not as an engine decision; an edit sends its arguments as JSON, scrubbed, and runs once."""
+    from langgraph_sdk import get_client
+    from selenium.webdriver.common.by import By
+
+    settings = '[tool_gates]\nrequire_approval = ["algenta.recommend"]\n'
+    with served(engine, tmp_path, settings) as (server, _):
+        base = server.url
+        alice: Any = get_client(url=base, headers=bearer("tok-alice"))
+        auditor: Any = get_client(url=base, headers=bearer("tok-audrey"))
+        thread = (await alice.threads.create())["thread_id"]
+        await alice.runs.wait(
+            thread, "governed_agent", input=user_turn("recommend scenario=restock_inventory")
+        )
+        state = await alice.threads.get_state(thread)
+        assert state["next"] == ["denial_handler_approval"], state["next"]
+        [item] = interrupt_value(state)["escalations"]
+        assert item["tool"] == "algenta.recommend"
+        with chromium(tmp_path / "chrome") as ana:
+            sign_in(ana, base, "tok-ana")
+            wait_for(ana, lambda d: item["escalation_id"] in queue_ids(d))
+            row = ana.find_element(By.CSS_SELECTOR, "#queue tr.entry")
+            assert "algenta.recommend" in row.text and "None" not in row.text
+            row.find_element(By.CSS_SELECTOR, "a.open").click()
+            wait_for(ana, lambda d: d.find_elements(By.ID, "answer"))
+            assert ana.find_element(By.CSS_SELECTOR, "code.held").text == "algenta.recommend"
+            assert "nothing was sent" in text_of(ana, "engine-0")
+            shown = json.loads(str(by_id(ana, "edit-0-args").get_attribute("value")))
+            assert shown == item["args"]
+            # not JSON: refused on the page, nothing sent
+            error = submit(ana, decision="edit", reason="smaller run", args="{not json")
+            assert "the arguments are not JSON" in error, error
+            assert "algenta.recommend" in ana.find_element(By.CSS_SELECTOR, "code.held").text
+            edited = {"scenario": "price_increase", "force": True}
+            message = submit(ana, decision="edit", reason="smaller run", args=json.dumps(edited))
+            assert message == "recorded: modified", message
+        values = (await auditor.threads.get_state(thread))["values"]
+        [record] = values["operator_decisions"]
+        assert (record["operator"], record["verdict"], record["tool"]) == (
+            "ana",
+            "modified",
+            "algenta.recommend",
+        )
+        assert record["edited_args"] == {"scenario": "price_increase"}  # the flag dropped
+        assert record["original_args"] == {"scenario": "restock_inventory"}
+        [answer] = [m for m in values["messages"] if m["type"] == "tool"]
+        assert answer["name"] == "recommend" and answer["status"] == "success"
+        assert "price_increase" in json.dumps(answer["content"])  # ran as edited

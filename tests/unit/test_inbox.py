@@ -193,6 +193,7 @@ def test_arguments_and_messages_are_escaped_in_every_page_that_shows_them() -> N
         gate="confidence",
         escalation_id="esc_1",
         decision_id=SCRIPT,
+        tool=None,
         code="execution_blocked_confidence",
         message=SCRIPT,
         args={"webhook_url": SCRIPT},
