@@ -224,6 +224,47 @@ def _auth_file(path: Path, tokens: Mapping[str, tuple[str, list[str]]]) -> Path:
     return path
 
 
+AGENT_TOKEN, OPERATOR_TOKEN = "t-agent", "t-operator"
+"""alice (``agent``) and ana (``operator``) in :func:`crm_served`'s auth file."""
+
+
+@contextmanager
+def crm_served(tmp_path: Path, extra_toml: str) -> Iterator[tuple[CrmServer, Path, dict[str, str]]]:
+    """A reference engine, the CRM server and a configuration file naming both (``extra_toml``
+    appended), until the block exits: ``(crm, config file, the server's environment)``."""
+    auth = _auth_file(
+        tmp_path / "auth.json",
+        {AGENT_TOKEN: ("alice", ["agent"]), OPERATOR_TOKEN: ("ana", ["operator"])},
+    )
+    with (
+        ReferenceEngine(db=tmp_path / "engine.sqlite", relaxed=True) as engine,
+        CrmServer(CRM_TOKEN) as crm,
+    ):
+        config = _toml(
+            f"""
+            # the engine, and what the served graph binds
+            base_url = "{engine.url}"
+            profile = "execute"
+            top_k = 3
+            model = {{ path = "{MODELS}:RecordingDemoModel" }}
+            """
+            + extra_toml
+            + f"""
+            [extra_servers.crm]
+            transport = "streamable_http"
+            url = "{crm.url}"
+            headers = {{ Authorization = {{ env = "CRM_TOKEN", prefix = "Bearer " }} }}
+            """,
+            tmp_path / "agent.toml",
+        )
+        env = {
+            "ALGENTA_CONFIG": str(config),
+            "ALGENTA_AUTH_FILE": str(auth),
+            "CRM_TOKEN": CRM_TOKEN,
+        }
+        yield crm, config, env
+
+
 def _user(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
@@ -242,38 +283,9 @@ async def test_a_configured_server_binds_base_tools_calls_extra_servers_and_lear
     from langgraph_sdk import get_client
     from langgraph_sdk.errors import PermissionDeniedError
 
-    agent, operator = "t-agent", "t-operator"
-    auth = _auth_file(
-        tmp_path / "auth.json",
-        {agent: ("alice", ["agent"]), operator: ("ana", ["operator"])},
-    )
-    with (
-        ReferenceEngine(db=tmp_path / "engine.sqlite", relaxed=True) as engine,
-        CrmServer(CRM_TOKEN) as crm,
-    ):
-        config = _toml(
-            f"""
-            # the engine, and what the served graph binds
-            base_url = "{engine.url}"
-            profile = "execute"
-            top_k = 3
-            always_include = ["get_contract"]
-            model = {{ path = "{MODELS}:RecordingDemoModel" }}
-
-            [extra_servers.crm]
-            transport = "streamable_http"
-            url = "{crm.url}"
-            headers = {{ Authorization = {{ env = "CRM_TOKEN", prefix = "Bearer " }} }}
-
-            [usage]
-            """,
-            tmp_path / "agent.toml",
-        )
-        env = {
-            "ALGENTA_CONFIG": str(config),
-            "ALGENTA_AUTH_FILE": str(auth),
-            "CRM_TOKEN": CRM_TOKEN,
-        }
+    agent, operator = AGENT_TOKEN, OPERATOR_TOKEN
+    extra = 'always_include = ["get_contract"]\n\n[usage]\n'
+    with crm_served(tmp_path, extra) as (crm, config, env):
         workdir = tmp_path / "server"
         ask = "customer record in the crm"
         with langgraph_dev(workdir, env, keep_state=True) as server:
@@ -411,77 +423,51 @@ async def test_the_configuration_files_tool_gates_hold_a_call_for_an_operator_on
     """``[tool_gates]`` in the file holds an extra server's tool until an operator approves."""
     from langgraph_sdk import get_client
 
-    agent, operator = "t-agent", "t-operator"
-    auth = _auth_file(
-        tmp_path / "auth.json",
-        {agent: ("alice", ["agent"]), operator: ("ana", ["operator"])},
-    )
+    agent, operator = AGENT_TOKEN, OPERATOR_TOKEN
+    extra = '[tool_gates]\nrequire_approval = ["crm.crm_lookup_customer"]\n'
     with (
-        ReferenceEngine(db=tmp_path / "engine.sqlite", relaxed=True) as engine,
-        CrmServer(CRM_TOKEN) as crm,
+        crm_served(tmp_path, extra) as (crm, _, env),
+        langgraph_dev(tmp_path / "server", env) as server,
     ):
-        config = _toml(
-            f"""
-            base_url = "{engine.url}"
-            profile = "execute"
-            top_k = 3
-            model = {{ path = "{MODELS}:RecordingDemoModel" }}
-
-            [extra_servers.crm]
-            transport = "streamable_http"
-            url = "{crm.url}"
-            headers = {{ Authorization = {{ env = "CRM_TOKEN", prefix = "Bearer " }} }}
-
-            [tool_gates]
-            require_approval = ["crm.crm_lookup_customer"]
-            """,
-            tmp_path / "agent.toml",
+        client = get_client(url=server.url, api_key=agent)
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(
+            thread,
+            "governed_agent",
+            input=_user("look up the crm customer record account_id=acct-42"),
         )
-        env = {
-            "ALGENTA_CONFIG": str(config),
-            "ALGENTA_AUTH_FILE": str(auth),
-            "CRM_TOKEN": CRM_TOKEN,
-        }
-        with langgraph_dev(tmp_path / "server", env) as server:
-            client = get_client(url=server.url, api_key=agent)
-            thread = (await client.threads.create())["thread_id"]
+        state = await client.threads.get_state(thread)
+        [asked] = [i for t in state["tasks"] for i in t.get("interrupts") or []]
+        assert asked["value"]["gate"] == "approval"
+        assert asked["value"]["args"] == {"account_id": "acct-42"}
+        assert crm.calls == []  # held: nothing ran
+
+        # the agent that started the thread may not answer its own held call
+        with pytest.raises(httpx.HTTPStatusError) as refused:
             await client.runs.wait(
                 thread,
                 "governed_agent",
-                input=_user("look up the crm customer record account_id=acct-42"),
+                command={"resume": {"decisions": [{"type": "approve"}]}},
             )
-            state = await client.threads.get_state(thread)
-            [asked] = [i for t in state["tasks"] for i in t.get("interrupts") or []]
-            assert asked["value"]["gate"] == "approval"
-            assert asked["value"]["args"] == {"account_id": "acct-42"}
-            assert crm.calls == []  # held: nothing ran
+        assert refused.value.response.status_code == 403
+        assert "only an operator may answer" in refused.value.response.text
+        assert crm.calls == []
 
-            # the agent that started the thread may not answer its own held call
-            with pytest.raises(httpx.HTTPStatusError) as refused:
-                await client.runs.wait(
-                    thread,
-                    "governed_agent",
-                    command={"resume": {"decisions": [{"type": "approve"}]}},
-                )
-            assert refused.value.response.status_code == 403
-            assert "only an operator may answer" in refused.value.response.text
-            assert crm.calls == []
-
-            ops = get_client(url=server.url, api_key=operator)
-            await ops.runs.wait(
-                thread,
-                "governed_agent",
-                command={"resume": {"decisions": [{"type": "approve", "message": "asked for"}]}},
-            )
-            assert crm.calls == [("crm_lookup_customer", {"account_id": "acct-42"})]
-            values = (await client.threads.get_state(thread))["values"]
-            [decided] = values["operator_decisions"]
-            assert (decided["operator"], decided["gate"], decided["verdict"]) == (
-                "ana",
-                "approval",
-                "approved",
-            )
-            [answer] = [m for m in values["messages"] if m["type"] == "tool"]
-            assert answer["name"] == "crm_lookup_customer" and "acct-42" in json.dumps(
-                answer["content"]
-            )
+        ops = get_client(url=server.url, api_key=operator)
+        await ops.runs.wait(
+            thread,
+            "governed_agent",
+            command={"resume": {"decisions": [{"type": "approve", "message": "asked for"}]}},
+        )
+        assert crm.calls == [("crm_lookup_customer", {"account_id": "acct-42"})]
+        values = (await client.threads.get_state(thread))["values"]
+        [decided] = values["operator_decisions"]
+        assert (decided["operator"], decided["gate"], decided["verdict"]) == (
+            "ana",
+            "approval",
+            "approved",
+        )
+        [answer] = [m for m in values["messages"] if m["type"] == "tool"]
+        assert answer["name"] == "crm_lookup_customer" and "acct-42" in json.dumps(
+            answer["content"]
+        )

@@ -56,6 +56,42 @@ def denial_body(gate: str) -> dict[str, Any]:
     }
 
 
+def denial_record(
+    gate: str = "confidence", call: str = "c1", decision: str = "d1", **extra: Any
+) -> dict[str, Any]:
+    """The state record of an engine gate's denial of ``execute_decision`` (``extra`` added)."""
+    return {
+        "kind": "denial",
+        "gate": gate,
+        "code": f"execution_blocked_{gate}",
+        "message": f"blocked by {gate}",
+        "override_hint": "ask",
+        "status_code": None,
+        "decision_id": decision,
+        "webhook_url": HOOK,
+        "tool_call_id": call,
+        "source": "model",
+        **extra,
+    }
+
+
+RAISED = "2030-01-01T00:00:00+00:00"
+"""When :func:`escalated_denial` says its escalation was raised."""
+
+
+def escalated_denial(
+    gate: str = "confidence", call: str = "c1", decision: str = "d1", **extra: Any
+) -> dict[str, Any]:
+    """:func:`denial_record` as a denial handler escalates it (its id, when it was raised)."""
+    escalation = {
+        "policy": "escalate",
+        "escalation_id": f"esc_{call}",
+        "raised_at": RAISED,
+        "timeout_seconds": 5,
+    }
+    return denial_record(gate, call, decision, **{**escalation, **extra})
+
+
 def answer(body: Any, *, status: str = "success", artifact: Any = None) -> ToolMessage:
     """An MCP result as the adapters hand it over (a ToolMessage)."""
     text = body if isinstance(body, str) else json.dumps(body)

@@ -20,6 +20,7 @@ import pytest
 from governed_stub import (
     HOOK,
     StubConnection,
+    denial_record,
     execute_call,
     make_node,
     receipt_body,
@@ -55,19 +56,7 @@ CHAIN = ("seq", "prev", "hash")  # audit-chain links, tested in tests/unit/test_
 
 
 def denial(gate: str, call: str = "c1", decision: str = "d1", **extra: Any) -> dict[str, Any]:
-    return {
-        "kind": "denial",
-        "gate": gate,
-        "code": f"execution_blocked_{gate}",
-        "message": f"blocked by {gate}",
-        "override_hint": "ask",
-        "status_code": None,
-        "decision_id": decision,
-        "webhook_url": HOOK,
-        "tool_call_id": call,
-        "source": "model",
-        **extra,
-    }
+    return denial_record(gate, call, decision, **extra)
 
 
 def denied_state(*denials: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from governed_stub import HOOK, execute_call, make_node, receipt_body
+from governed_stub import HOOK, RAISED, escalated_denial, execute_call, make_node, receipt_body
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -43,28 +43,11 @@ from algenta_graph.nodes.questions import (
 from algenta_graph.nodes.steps import OUTCOME_KEY
 from algenta_graph.state import GovernedState
 
-RAISED = "2030-01-01T00:00:00+00:00"
 OPERATOR = {"identity": "ana", "is_authenticated": True, "permissions": ["operator:confidence"]}
 
 
 def denial(gate: str = "confidence", call: str = "c1", decision: str = "d1", **extra: Any) -> Any:
-    return {
-        "kind": "denial",
-        "gate": gate,
-        "code": f"execution_blocked_{gate}",
-        "message": f"blocked by {gate}",
-        "override_hint": "ask",
-        "status_code": None,
-        "decision_id": decision,
-        "webhook_url": HOOK,
-        "tool_call_id": call,
-        "source": "model",
-        "policy": "escalate",
-        "escalation_id": f"esc_{call}",
-        "raised_at": RAISED,
-        "timeout_seconds": 5,
-        **extra,
-    }
+    return escalated_denial(gate, call, decision, **extra)
 
 
 def denied_state(*denials: dict[str, Any]) -> dict[str, Any]:
