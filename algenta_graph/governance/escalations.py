@@ -8,8 +8,8 @@ and the operator", invariant 15):
   per-gate deadlines, the notification hook). A pydantic model, so a configuration file can
   include it as a section;
 - :func:`escalation_digest`: the digest of what an operator is shown (thread, tool call, gate,
-  decision, arguments, the denial, the engine's policy snapshot), which an answer may carry: an
-  answer is bound to what was reviewed;
+  decision, arguments, the denial, the engine's policy snapshot; a held call's tool, argument
+  digest and rule), which an answer may carry: an answer is bound to what was reviewed;
 - :func:`deadline` and :func:`is_overdue`: an escalation past its gate's ``expires_after`` can
   only be declined (recorded ``expired``, never executed), whatever answer arrives.
 
@@ -80,9 +80,13 @@ DIGEST_FIELDS: tuple[str, ...] = (
     "args",
     "denial",
     "policy_snapshot_id",
+    "tool",
+    "args_digest",
+    "rule",
 )
 """What an escalation's digest binds: everything the operator is shown that decides what an
-approval does."""
+approval does (for a held call also its tool, ``server.tool``, the digest of its arguments and
+the rule that held it; ``null`` for an engine decision)."""
 
 
 class WebhookNotify(BaseModel):

@@ -10,7 +10,7 @@ honest engine does (a receipt for another decision, an execution tagged by anoth
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -18,9 +18,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from algenta_graph.connection.outcomes import ExecutionOutcome
 from algenta_graph.errors import AlgentaGraphError
 from algenta_graph.governance.contract import resolve_profile
+from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.run_settings import GraphSettings, RunSettings
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.nodes.questions import EscalationItem, escalation_items
 
 ALGENTA_TOOLS = frozenset(
     {"execute_decision", "get_contract", "log_decision", "simulate", "query_data", "recommend"}
@@ -90,6 +92,47 @@ def escalated_denial(
         "timeout_seconds": 5,
     }
     return denial_record(gate, call, decision, **{**escalation, **extra})
+
+
+def held_denial(call: str = "h1") -> dict[str, Any]:
+    """The state record of a call ``require_approval`` held (``crm.delete_customer``)."""
+    return {
+        "kind": "denial",
+        "gate": "approval",
+        "code": "approval_required",
+        "message": "an operator must approve crm.delete_customer",
+        "source": "graph",
+        "tool_call_id": call,
+        "tool": "delete_customer",
+        "server": "crm",
+        "catalog_name": "delete_customer",
+        "args": {"account_id": "a1"},
+        "args_digest": "sha256:" + "0" * 64,
+        "rule": "require_approval:crm.delete_customer",
+        "policy": "escalate",
+        "escalation_id": f"esc_{call}",
+        "raised_at": RAISED,
+    }
+
+
+def items_of(
+    gate: str,
+    denials: Sequence[dict[str, Any]],
+    settings: EscalationSettings,
+    *,
+    policy_snapshot_id: str | None = "pol_1",
+    expires: Callable[[Mapping[str, Any]], str | None] = lambda d: None,
+) -> list[EscalationItem]:
+    """The escalation items a denial handler builds for ``denials`` (thread ``t1``)."""
+    return escalation_items(
+        gate,
+        denials,
+        settings=settings,
+        thread_id="t1",
+        policy_snapshot_id=policy_snapshot_id,
+        interrupt_ids=[None] * len(denials),
+        expires=expires,
+    )
 
 
 def answer(body: Any, *, status: str = "success", artifact: Any = None) -> ToolMessage:

@@ -13,50 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from governed_stub import HOOK, RAISED, escalated_denial
+from governed_stub import HOOK, escalated_denial, held_denial, items_of
 from pydantic import TypeAdapter, ValidationError
 
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.nodes.answers import OperatorAnswer, answer_schema, edited_call_arguments
-from algenta_graph.nodes.questions import EscalationItem, escalation_items, request_digest
+from algenta_graph.nodes.questions import EscalationItem, request_digest
 
 
 def engine_denial(call: str = "c1", decision: str = "d1") -> dict[str, Any]:
     return escalated_denial("confidence", call, decision)
-
-
-def held_denial(call: str = "h1") -> dict[str, Any]:
-    return {
-        "kind": "denial",
-        "gate": "approval",
-        "code": "approval_required",
-        "message": "an operator must approve crm.delete_customer",
-        "source": "graph",
-        "tool_call_id": call,
-        "tool": "delete_customer",
-        "server": "crm",
-        "catalog_name": "delete_customer",
-        "args": {"account_id": "a1"},
-        "args_digest": "sha256:" + "0" * 64,
-        "rule": "require_approval:crm.delete_customer",
-        "policy": "escalate",
-        "escalation_id": f"esc_{call}",
-        "raised_at": RAISED,
-    }
-
-
-def items_of(
-    gate: str, denials: Sequence[dict[str, Any]], settings: EscalationSettings
-) -> list[EscalationItem]:
-    return escalation_items(
-        gate,
-        denials,
-        settings=settings,
-        thread_id="t1",
-        policy_snapshot_id="pol_1",
-        interrupt_ids=[None] * len(denials),
-        expires=lambda d: None,
-    )
 
 
 def parse(

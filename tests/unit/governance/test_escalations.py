@@ -28,6 +28,10 @@ SHOWN: dict[str, Any] = {
     "args": {"decision_id": "d1", "webhook_url": "https://hook", "override_safety": True},
     "denial": {"code": "execution_blocked_confidence", "message": "low"},
     "policy_snapshot_id": "pol_1",
+    # a held call's (``None`` for an engine decision); each is bound all the same
+    "tool": "crm.delete_customer",
+    "args_digest": "sha256:" + "0" * 64,
+    "rule": "require_approval:crm.*",
 }
 
 
