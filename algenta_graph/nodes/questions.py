@@ -316,34 +316,21 @@ def escalation_request(gate: str, items: Sequence[EscalationItem]) -> Escalation
         for i in items
     ]
     first = items[0]
-    return EscalationRequest(
-        action_requests=requests,
-        review_configs=reviews,
-        escalations=list(items),
-        # the EscalationItem fields, repeating escalations[0] (the digest: the whole request's)
-        gate=first["gate"],
-        code=first["code"],
-        message=first["message"],
-        override_hint=first["override_hint"],
-        decision_id=first["decision_id"],
-        webhook_url=first["webhook_url"],
-        override_flag=first["override_flag"],
-        tool_call_id=first["tool_call_id"],
-        escalation_id=first["escalation_id"],
-        thread_id=first["thread_id"],
-        args=dict(first["args"]),
-        allowed_decisions=list(first["allowed_decisions"]),
-        policy_snapshot_id=first["policy_snapshot_id"],
-        digest=request_digest(items),
-        interrupt_id=first["interrupt_id"],
-        asked_at=first["asked_at"],
-        expires_at=first["expires_at"],
-        resume_with={
+    return {
+        # the EscalationItem fields repeat escalations[0], but the digest binds the whole request
+        **first,
+        "args": dict(first["args"]),
+        "allowed_decisions": list(first["allowed_decisions"]),
+        "digest": request_digest(items),
+        "action_requests": requests,
+        "review_configs": reviews,
+        "escalations": list(items),
+        "resume_with": {
             "decisions": [{"type": " | ".join(i["allowed_decisions"])} for i in items],
             "operator": "who decides (the authenticated identity when served with auth)",
             "digest": "optional: the digest reviewed (a stale one is refused)",
         },
-    )
+    }
 
 
 def tool_approval(item: EscalationItem) -> EscalationApproval:

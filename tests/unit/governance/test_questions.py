@@ -17,7 +17,12 @@ import pytest
 from governed_stub import escalated_denial, held_denial, items_of
 
 from algenta_graph.governance.escalations import EscalationSettings
-from algenta_graph.nodes.questions import EscalationItem, escalation_request, tool_approval
+from algenta_graph.nodes.questions import (
+    EscalationItem,
+    escalation_request,
+    request_digest,
+    tool_approval,
+)
 
 SETTINGS = EscalationSettings()
 
@@ -137,3 +142,22 @@ def test_the_description_says_what_an_approval_does_and_the_deadline_only_when_t
         "other arguments; reject to keep it from running."
     )
     assert (held["name"], held["tool_call_id"]) == ("delete_customer", "h1")
+
+
+def test_the_batched_request_repeats_its_first_item_but_binds_the_whole_request() -> None:
+    two = items_of("confidence", [escalated_denial("c1"), escalated_denial("c2", "d2")], SETTINGS)
+    request = escalation_request("confidence", two)
+    shared = set(two[0]) - {"digest"}
+    assert {k: request[k] for k in shared} == {k: two[0][k] for k in shared}
+    assert request["digest"] == request_digest(two) != two[0]["digest"]
+    assert request["escalations"] == two and len(request["action_requests"]) == 2
+    held = item_of("approval", held_denial())
+    asked = escalation_request("approval", [held])
+    assert (asked["tool"], asked["action_name"], asked["args_digest"]) == (
+        "crm.delete_customer",
+        "delete_customer",
+        held["args_digest"],
+    )
+    assert asked["digest"] == held["digest"]  # a request of one is bound by its one item
+    asked["args"]["account_id"] = "changed"  # the request's copy, not the item's
+    assert held["args"] == {"account_id": "a1"}
