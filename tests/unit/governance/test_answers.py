@@ -74,9 +74,8 @@ def test_agent_inbox_response_is_the_text_for_the_model_and_may_not_be_empty() -
     [decided] = parse([{"type": "response", "args": "Wait for Monday."}], ONE).decisions
     assert (decided.type, decided.reason) == ("respond", "Wait for Monday.")
     for empty in ("", "   "):
-        assert "response: args must be the text for the model" in refusal(
-            [{"type": "response", "args": empty}], ONE
-        )
+        message = refusal([{"type": "response", "args": empty}], ONE)
+        assert "Value error, response: args must be the text for the model [" in message
     # an accept with text carries no reason: only a response's text is one
     [accepted] = parse([{"type": "accept", "args": "looks fine"}], ONE).decisions
     assert (accepted.type, accepted.reason) == ("approve", None)
@@ -189,3 +188,24 @@ def test_a_held_calls_edit_is_an_object_of_arguments() -> None:
     [decided] = parse({"decisions": [edit]}, held).decisions
     assert decided.edited_args == {"id": "a2"}
     assert decided.verdict(held[0]["args"]) == "modified"
+
+
+def test_a_decision_a_call_does_not_accept_is_refused_naming_its_place() -> None:
+    # the second call names no decision: it can only be declined
+    nothing = {**engine_denial("c2", "d2"), "decision_id": None}
+    mixed = items_of("confidence", [engine_denial("c1"), nothing], SETTINGS)
+    assert mixed[1]["allowed_decisions"] == ["reject", "respond"]
+    message = refusal({"decisions": [{"type": "approve"}, {"type": "approve"}]}, mixed)
+    assert (
+        "Value error, decisions[1]: 'approve' is not accepted for this confidence escalation; "
+        "allowed: reject, respond ["
+    ) in message
+    ok = parse({"decisions": [{"type": "approve"}, {"type": "reject"}]}, mixed)
+    assert [d.type for d in ok.decisions] == ["approve", "reject"]
+
+
+def test_a_per_call_answer_is_recorded_as_given_per_call() -> None:
+    [decided] = parse({"type": "approve", "message": "fine"}, ONE, per_call=True).decisions
+    assert (decided.type, decided.reason, decided.form) == ("approve", "fine", "per_call")
+    [short] = parse({"action": "decline"}, ONE, per_call=True).decisions
+    assert (short.type, short.form) == ("reject", "per_call")
