@@ -173,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         result["hybrid_p95_ms"] = round(br.pct(hyb, 0.95), 4)
         native = index._index
         sample = min(200, len(rows))
-        for k in (10, 50):
+        from algenta_graph.retrieval import FUSION_DEPTH
+
+        for k in sorted({10, FUSION_DEPTH, 50}):
             got = 0
             for row in rows[:sample]:
                 exact = {n for n, _ in native.search_vector(row, k, None, True)}
