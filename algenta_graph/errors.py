@@ -14,12 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.exceptions import HTTPException
-
-if TYPE_CHECKING:
-    from algenta_graph.governance.claims import Claim
 
 __all__ = [
     "AlgentaGraphError",
@@ -32,6 +29,7 @@ __all__ = [
     "EngineConnectionError",
     "EngineTimeoutError",
     "EscalationAlreadyDecided",
+    "InboxAPIError",
     "InboxConfigError",
     "ModelPackageMissingError",
     "ModelSetupError",
@@ -39,6 +37,7 @@ __all__ = [
     "RecordsWriteRefused",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
+    "UsageStoreMissing",
 ]
 
 
@@ -66,15 +65,25 @@ class EngineConnectionError(AlgentaGraphError):
 
 
 class EngineAuthError(EngineConnectionError):
-    """The engine rejected the API token (HTTP 401) when the connection opened or called."""
+    """The engine rejected the API token (HTTP 401) when the connection opened or called.
+
+    Raised by the engine connection (:mod:`algenta_graph.connection`) on opening or on a call.
+    """
 
 
 class EngineTimeoutError(EngineConnectionError):
-    """A call to the engine did not answer within its timeout; the message names the call."""
+    """A call to the engine did not answer within its timeout; the message names the call.
+
+    Raised by the engine connection on opening or on a call, naming the option to raise
+    (``timeout=``, ``call_timeout=``).
+    """
 
 
 class ToolNotInProfileError(AlgentaGraphError):
     """A tool outside the active profile was called; the engine was not contacted.
+
+    Raised by the governed catalog and the engine connection when a call names a tool the
+    profile does not expose (the governed tool node answers the model with it instead).
 
     Args:
         tool: the tool that was called (kept as ``tool``).
@@ -96,7 +105,44 @@ class UnsupportedToolSchemaError(AlgentaGraphError, ValueError):
     """
 
 
+class UsageStoreMissing(AlgentaGraphError, ValueError):
+    """A :class:`~algenta_graph.retrieval.UsageSignal` had no store to read or write.
+
+    Raised by a signal made without a store of its own when a call passes no ``store=`` (in the
+    graph, the run's store; ``langgraph dev`` gives one, a plain ``compile()`` without ``store=``
+    does not).
+    """
+
+
 # --------------------------------------------------------------------------- the operator
+
+
+class DecidedClaim(Protocol):
+    """What :class:`EscalationAlreadyDecided` reads of the claim in force.
+
+    :class:`algenta_graph.governance.claims.Claim` is one; the protocol keeps this module free of
+    the governance core's imports (errors sit below every layer).
+    """
+
+    @property
+    def operator(self) -> str:
+        """Who answered."""
+        ...
+
+    @property
+    def thread_id(self) -> str | None:
+        """The thread in which the answer was given."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """How: the answer's actions."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """Whether the answer's side effects finished."""
+        ...
 
 
 class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
@@ -112,7 +158,7 @@ class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
         claim: the claim in force (kept as ``claim``): who decided, how, and where.
     """
 
-    def __init__(self, claim: Claim) -> None:
+    def __init__(self, claim: DecidedClaim) -> None:
         self.claim = claim
         where = f" in thread {claim.thread_id}" if claim.thread_id else ""
         state = "" if claim.done else ", still being applied"
@@ -169,6 +215,8 @@ class ModelSetupError(AlgentaGraphError):
 class ModelPackageMissingError(ModelSetupError, ImportError):
     """The chat model package of a model string's provider is not installed.
 
+    Raised when a model string (``"openai:gpt-5"``) is resolved (:mod:`algenta_graph.models`).
+
     Args:
         model: the model string (kept as ``model``).
         package: what to ``pip install`` (kept as ``package``; e.g. ``langchain-openai`` for
@@ -206,8 +254,10 @@ class CheckpointerURLError(CheckpointerError, ValueError):
 class RecordsFileError(AlgentaGraphError, ValueError):
     """Not a readable LangGraph SQLite checkpoint file, or checkpoints not an algenta-graph's.
 
-    A file that is not a readable LangGraph SQLite checkpoint file, or checkpoints that are not
-    an algenta-graph thread's; the message names the file or store and says why.
+    Raised by the records readers (:mod:`algenta_graph.audit.records`,
+    :mod:`algenta_graph.serving.checkpoint_reader`) for a file that is not a readable LangGraph
+    SQLite checkpoint file, or checkpoints that are not an algenta-graph thread's; the message
+    names the file or store and says why.
     """
 
 
@@ -217,7 +267,8 @@ class RecordsFileError(AlgentaGraphError, ValueError):
 class CommandError(AlgentaGraphError):
     """A bad input or a failed ``algenta-graph`` command.
 
-    One line for the user, and the exit code (kept as ``code``).
+    Raised by the command line (:mod:`algenta_graph.cli`), which prints its one line for the
+    user and exits with its code (kept as ``code``).
 
     Args:
         message: the line for the user.
@@ -237,10 +288,26 @@ class InboxConfigError(AlgentaGraphError, RuntimeError):
     """
 
 
+class InboxAPIError(AlgentaGraphError, RuntimeError):
+    """The LangGraph API refused or failed a call of the operator inbox.
+
+    Raised by the inbox's API calls (:mod:`algenta_graph.inbox.queries`); the pages show the
+    message, which is the server's, with its status.
+
+    Args:
+        status: the HTTP status (kept as ``status``; 502 when the API could not be reached).
+        message: the server's detail.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class DemoError(AlgentaGraphError, RuntimeError):
     """The ``algenta-graph demo`` walkthrough did not go as narrated.
 
-    A step's expected outcome did not happen.
+    Raised by :mod:`algenta_graph.demo` when a step's expected outcome did not happen.
     """
 
 

@@ -1,14 +1,14 @@
 """``algenta-graph escalations``: what waits for an operator in a checkpoint store, and expiry.
 
 ``algenta-graph escalations --db runs.sqlite`` lists every escalation that waits for an operator
-(thread, gate, decision, escalation, age, deadline) in a SQLite file or a ``postgresql://``
-store, from each thread's latest checkpoint and its pending interrupt (no engine, no graph
-needed). ``--expire`` records the expiry of every one past its deadline (``expires_after``): it
-takes the escalation's one answer (the claim every process sharing the store sees,
-:mod:`algenta_graph.governance.claims`) as a decline with the verdict ``expired``, so no answer
-given later can execute it; the thread's record of it is written into its hash chain by the
-graph, the next time the thread runs (any resume or new message), without asking anyone. Run it
-from cron next to the server::
+(thread, gate, the engine decision or the held call, escalation, age, deadline) in a SQLite file or
+a ``postgresql://`` store, from each thread's latest checkpoint and its pending interrupt (no
+engine, no graph needed). ``--expire`` records the expiry of every one past its deadline
+(``expires_after``): it takes the escalation's one answer (the claim every process sharing the store
+sees, :mod:`algenta_graph.governance.claims`) as a decline with the verdict ``expired``, so no
+answer given later can execute it; the thread's record of it is written into its hash chain by the
+graph, the next time the thread runs (any resume or new message), without asking anyone. Run it from
+cron next to the server::
 
     */5 * * * *  algenta-graph escalations --db postgresql://... --expire
 """
@@ -48,6 +48,9 @@ class Waiting:
     thread_id: str
     gate: str
     decision_ids: list[str | None]
+    """The engine decision of each escalation (``None`` for a call a graph-side gate held)."""
+    calls: list[str | None]
+    """The held call of each escalation, ``server.tool`` (``None`` for an engine decision)."""
     escalation_ids: list[str]
     asked_at: str | None
     expires_at: str | None
@@ -124,6 +127,7 @@ async def list_waiting(saver: Any, now: datetime, thread: str | None = None) -> 
                     thread_id=tid,
                     gate=gate,
                     decision_ids=[d.get("decision_id") for d in group],
+                    calls=[f"{d['server']}.{d['tool']}" if d.get("tool") else None for d in group],
                     escalation_ids=ids,
                     asked_at=min(
                         (str(d["raised_at"]) for d in group if d.get("raised_at")), default=None
@@ -185,7 +189,10 @@ async def expire_overdue(
 
 
 def _row(w: Waiting, now: datetime) -> tuple[str, ...]:
-    decisions = ",".join(str(d) for d in w.decision_ids)
+    # what each escalation is about: the engine's decision, or the call a graph-side gate held
+    decisions = ",".join(
+        str(decision or call) for decision, call in zip(w.decision_ids, w.calls, strict=True)
+    )
     return (
         w.thread_id,
         w.gate,
@@ -198,7 +205,7 @@ def _row(w: Waiting, now: datetime) -> tuple[str, ...]:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
-    header = ("thread", "gate", "decision", "escalation", "age", "deadline", "state")
+    header = ("thread", "gate", "decision or call", "escalation", "age", "deadline", "state")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -270,7 +277,8 @@ def add_escalations_parser(sub: Any) -> None:
         help="list what waits for an operator in a checkpoint store; --expire the overdue",
         description=(
             "Every escalation that waits for an operator in a checkpoint store (a SQLite file "
-            "or a postgresql:// URL): thread, gate, decision, escalation, age and deadline. "
+            "or a postgresql:// URL): thread, gate, the engine decision or the held call, "
+            "escalation, age and deadline. "
             "--expire records the expiry of every one past its deadline (usable from cron): no "
             "answer given later executes it, and the graph records it in the thread's chain "
             "when the thread next runs."

@@ -25,7 +25,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = [
-    "SessionForgotten",
     "is_closed",
     "is_forgotten",
     "is_late_answer",
@@ -77,7 +76,12 @@ def is_late_answer(exc: BaseException) -> bool:
 
 
 class SessionForgotten(Exception):
-    """The server forgot the session (it restarted): the request never ran, send it again."""
+    """The server forgot the session (it restarted): the request never ran, send it again.
+
+    The transport's own signal to itself (raised and caught in
+    :mod:`algenta_graph.connection.transport`); it never reaches a caller, so it is not one of
+    :mod:`algenta_graph.errors`.
+    """
 
 
 def timeout_error(

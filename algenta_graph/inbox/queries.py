@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 from langgraph_sdk.client import LangGraphClient
 
+from algenta_graph.errors import InboxAPIError
+
 __all__ = [
     "DEFAULT_ASSISTANT",
     "ENV_API_URL",
@@ -44,14 +46,6 @@ PAGE = 100
 """How many threads or checkpoints one API call asks for."""
 MAX_THREADS = 2000
 """How many threads the inbox reads at most."""
-
-
-class InboxAPIError(RuntimeError):
-    """The API refused or failed a call; the message is the server's."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def api_client(token: str) -> LangGraphClient:

@@ -411,7 +411,8 @@ def answer_schema(
     def validate(raw: Any) -> OperatorAnswer:
         return check(_decide(raw, items, settings, per_call=per_call))
 
-    root: Any = RootModel[_Annotated[shape, AfterValidator(validate)]]  # type: ignore[misc]
+    # the model's type is built at run time (one per escalation), which no static type can be
+    root: Any = cast(Any, RootModel)[_Annotated[shape, AfterValidator(validate)]]
     return type("EscalationAnswer", (root,), {"__doc__": "An answer to an escalation."})
 
 

@@ -15,7 +15,7 @@ APIBench at once, where it is never below BM25 alone on recall@1 or recall@5
 
 from __future__ import annotations
 
-from algenta_graph import _native
+import algenta_graph._native as _native
 
 __all__ = ["FUSION_BM25_WEIGHT", "FUSION_COSINE_FLOOR", "FUSION_DEPTH"]
 

@@ -35,7 +35,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
 from mcp.types import Tool as McpTool
 
-from algenta_graph import _native
+import algenta_graph._native as _native
 from algenta_graph.retrieval.fusion import FUSION_BM25_WEIGHT, FUSION_COSINE_FLOOR, FUSION_DEPTH
 from algenta_graph.retrieval.tools import ToolLike, tool_parts
 from algenta_graph.retrieval.vectors import (

@@ -55,7 +55,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Item
 
-from algenta_graph import _native
+import algenta_graph._native as _native
+from algenta_graph.errors import UsageStoreMissing
 from algenta_graph.retrieval.index import Hit, ToolIndex
 
 __all__ = ["DEFAULT_NAMESPACE", "UsageSignal", "UsageStoreMissing"]
@@ -71,10 +72,6 @@ class _History:
 
     calls: float
     terms: Mapping[str, float]
-
-
-class UsageStoreMissing(ValueError):
-    """A :class:`UsageSignal` without a store of its own was called without ``store=``."""
 
 
 class UsageSignal:

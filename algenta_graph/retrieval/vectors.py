@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from algenta_graph import _native
+import algenta_graph._native as _native
 
 __all__ = [
     "QUERY_CACHE_SIZE",

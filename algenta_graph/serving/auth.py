@@ -60,11 +60,12 @@ from algenta_graph.governance.visibility import (
     is_graph_write,
 )
 from algenta_graph.serving import tokens
+from algenta_graph.serving.principals import forbidden, principal_of
+from algenta_graph.serving.store_auth import store_rule
 from algenta_graph.serving.tokens import (
     AGENT,
     AUDITOR,
     ENV_AUTH_FILE,
-    GATE_ROLES,
     OPEN_IDENTITY,
     OPERATOR,
     OWNER_KEY,
@@ -75,7 +76,6 @@ from algenta_graph.serving.tokens import (
     is_operator,
     load_auth_file,
     operator_gates,
-    roles_of,
     served_authorize_operator,
     startup_check,
     token_digest,
@@ -110,11 +110,6 @@ __all__ = [
 # the LangGraph Auth object
 
 auth = Auth()
-
-
-def forbidden(detail: str) -> Auth.exceptions.HTTPException:
-    """The HTTP 403 a handler raises, with ``detail`` shown to the client."""
-    return Auth.exceptions.HTTPException(status_code=403, detail=detail)
 
 
 def _unauthorized(detail: str) -> Auth.exceptions.HTTPException:
@@ -185,22 +180,6 @@ async def authenticate(
 
 def _is_mcp(path: str | None) -> bool:
     return bool(path) and (path == "/mcp" or str(path).startswith("/mcp/"))
-
-
-def principal_of(ctx: Auth.types.AuthContext) -> tuple[str, frozenset[str]] | None:
-    """``(identity, roles)`` of an authenticated request, ``None`` when the server runs open."""
-    user = ctx.user
-    if not auth_configured() and not getattr(user, "is_authenticated", True):
-        return None
-    roles = roles_of(ctx.permissions)
-    if not getattr(user, "is_authenticated", True) or not roles & {
-        AGENT,
-        AUDITOR,
-        *GATE_ROLES,
-        OPERATOR,
-    }:
-        raise forbidden("not an authenticated algenta-graph user")
-    return str(user.identity), roles
 
 
 def _can_write(roles: frozenset[str]) -> bool:
@@ -457,8 +436,8 @@ async def _threads_create_run(
     return _owned(identity)
 
 
-# the store's handlers live in their own module, registered on this same Auth object
-from algenta_graph.serving import store_auth  # noqa: E402, F401
+# the store's rule lives in its own module, registered on this same Auth object
+auth.on.store(store_rule)
 
 if "langgraph_api" in sys.modules:  # loaded by a LangGraph server
     startup_check()

@@ -1,7 +1,7 @@
 """Who may use the LangGraph server's store (``/store/...``) on the served graph.
 
-Registered on the one :data:`~algenta_graph.serving.auth.auth` object (the served graph's auth
-imports this module). Two rules, in this order:
+:func:`store_rule` is registered on the one :data:`~algenta_graph.serving.auth.auth` object
+(``auth.on.store``, by the served graph's auth module). Two rules, in this order:
 
 1. **The graph's own namespace is the graph's alone**, for every caller, with or without an auth
    file: no API request may put, get, delete, search or list under
@@ -23,9 +23,9 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from algenta_graph.retrieval.usage import DEFAULT_NAMESPACE
-from algenta_graph.serving.auth import auth, forbidden, principal_of
+from algenta_graph.serving.principals import forbidden, principal_of
 
-__all__ = ["GRAPH_NAMESPACE", "touches_graph_namespace"]
+__all__ = ["GRAPH_NAMESPACE", "store_rule", "touches_graph_namespace"]
 
 GRAPH_NAMESPACE: tuple[str, ...] = DEFAULT_NAMESPACE[:1]
 """The store namespace prefix only the graph itself uses (``("algenta_graph",)``)."""
@@ -48,8 +48,7 @@ def touches_graph_namespace(action: str, namespace: Sequence[str] | None) -> boo
     return action == "search" and not parts
 
 
-@auth.on.store
-async def _store(ctx: Auth.types.AuthContext, value: Any) -> None:
+async def store_rule(ctx: Auth.types.AuthContext, value: Any) -> None:
     """The graph's namespace refused to everyone; the rest refused to authenticated callers.
 
     The server's own graph writes to its store directly, not through the API.

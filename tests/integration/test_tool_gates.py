@@ -8,6 +8,7 @@ denied call is a record in the thread's chain. The chat model is the scripted st
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -42,6 +43,13 @@ def calls(*batch: tuple[str, dict[str, Any]], n: int = 0) -> dict[str, Any]:
     }
 
 
+def escalations(tmp_path: Path, *args: str) -> str:
+    """``algenta-graph escalations`` on the test's checkpoint file: its output."""
+    db = str(tmp_path / "cp.sqlite")
+    command = [sys.executable, "-m", "algenta_graph.cli", "escalations", "--db", db, *args]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
 @pytest.fixture
 def crm() -> Iterator[CrmServer]:
     with running_crm() as server:
@@ -65,6 +73,13 @@ async def test_a_held_call_runs_once_on_approval_and_every_step_is_a_chained_rec
         await graph.ainvoke({"messages": [("user", "delete a1")]}, config("t"))
         pending = await graph.aget_state(config("t"))
         assert crm.count("delete_customer") == 0  # held: nothing ran
+        # `algenta-graph escalations` names the held call (there is no engine decision)
+        listed = [json.loads(line) for line in escalations(tmp_path, "--json").splitlines()]
+        assert [(r["gate"], r["calls"], r["decision_ids"], r["state"]) for r in listed] == [
+            ("approval", ["crm.delete_customer"], [None], "waiting")
+        ]
+        [row] = escalations(tmp_path).splitlines()[2:]
+        assert row.split()[1:3] == ["approval", "crm.delete_customer"]
         out = await graph.ainvoke(Command(resume=APPROVE), config("t"))
         # a second resume, a new turn: never runs it again
         again = await graph.ainvoke({"messages": [("user", "and now?")]}, config("t"))

@@ -9,6 +9,8 @@ the server's environment, never from the file), the repository's ``langgraph.jso
   ranking after the restart shows it);
 - the usage namespace of the store is refused over ``/store`` to an agent and to an operator
   token (and, without auth, to everyone);
+- ``[tool_gates]`` holds an extra server's tool until an operator approves it (the agent that
+  started the thread may not), and the approved call runs once;
 - each bad configuration refuses to start the server with one line naming the key and the
   file; an unreachable extra server is a warning naming its URL, and the graph still serves
   the engine's tools.
@@ -401,3 +403,85 @@ async def test_an_unreachable_extra_server_is_a_warning_and_the_engine_tools_sti
             with pytest.raises(PermissionDeniedError) as everything:
                 await client.store.search_items([])
             assert everything.value.response.status_code == 403
+
+
+async def test_the_configuration_files_tool_gates_hold_a_call_for_an_operator_on_the_served_graph(
+    tmp_path: Path,
+) -> None:
+    """``[tool_gates]`` in the file holds an extra server's tool until an operator approves."""
+    from langgraph_sdk import get_client
+
+    agent, operator = "t-agent", "t-operator"
+    auth = _auth_file(
+        tmp_path / "auth.json",
+        {agent: ("alice", ["agent"]), operator: ("ana", ["operator"])},
+    )
+    with (
+        ReferenceEngine(db=tmp_path / "engine.sqlite", relaxed=True) as engine,
+        CrmServer(CRM_TOKEN) as crm,
+    ):
+        config = _toml(
+            f"""
+            base_url = "{engine.url}"
+            profile = "execute"
+            top_k = 3
+            model = {{ path = "{MODELS}:RecordingDemoModel" }}
+
+            [extra_servers.crm]
+            transport = "streamable_http"
+            url = "{crm.url}"
+            headers = {{ Authorization = {{ env = "CRM_TOKEN", prefix = "Bearer " }} }}
+
+            [tool_gates]
+            require_approval = ["crm.crm_lookup_customer"]
+            """,
+            tmp_path / "agent.toml",
+        )
+        env = {
+            "ALGENTA_CONFIG": str(config),
+            "ALGENTA_AUTH_FILE": str(auth),
+            "CRM_TOKEN": CRM_TOKEN,
+        }
+        with langgraph_dev(tmp_path / "server", env) as server:
+            client = get_client(url=server.url, api_key=agent)
+            thread = (await client.threads.create())["thread_id"]
+            await client.runs.wait(
+                thread,
+                "governed_agent",
+                input=_user("look up the crm customer record account_id=acct-42"),
+            )
+            state = await client.threads.get_state(thread)
+            [asked] = [i for t in state["tasks"] for i in t.get("interrupts") or []]
+            assert asked["value"]["gate"] == "approval"
+            assert asked["value"]["args"] == {"account_id": "acct-42"}
+            assert crm.calls == []  # held: nothing ran
+
+            # the agent that started the thread may not answer its own held call
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                await client.runs.wait(
+                    thread,
+                    "governed_agent",
+                    command={"resume": {"decisions": [{"type": "approve"}]}},
+                )
+            assert refused.value.response.status_code == 403
+            assert "only an operator may answer" in refused.value.response.text
+            assert crm.calls == []
+
+            ops = get_client(url=server.url, api_key=operator)
+            await ops.runs.wait(
+                thread,
+                "governed_agent",
+                command={"resume": {"decisions": [{"type": "approve", "message": "asked for"}]}},
+            )
+            assert crm.calls == [("crm_lookup_customer", {"account_id": "acct-42"})]
+            values = (await client.threads.get_state(thread))["values"]
+            [decided] = values["operator_decisions"]
+            assert (decided["operator"], decided["gate"], decided["verdict"]) == (
+                "ana",
+                "approval",
+                "approved",
+            )
+            [answer] = [m for m in values["messages"] if m["type"] == "tool"]
+            assert answer["name"] == "crm_lookup_customer" and "acct-42" in json.dumps(
+                answer["content"]
+            )
