@@ -7,6 +7,7 @@ the model is WordLlama's packaged 256-dimension ``l2_supercat``, nothing is down
     python bench/bench_hybrid.py                     # everything
     python bench/bench_hybrid.py --no-latency        # dev sets only
     python bench/bench_hybrid.py --sizes 10000
+    python bench/bench_hybrid.py --no-latency --depths 50 40 30 20 15 10   # the fusion depth
 
 Quality: recall@1 / recall@5 (MRR over the top 50) on APIBench (whole and per domain) and BFCL v3
 in both loadings (as ``bench/apibench.py``), for ``ToolIndex()`` and
@@ -55,14 +56,16 @@ def _texts(tools: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def quality(model: Any) -> dict[str, dict[str, Any]]:
+def quality(model: Any, depths: list[int] | None = None) -> dict[str, dict[str, Any]]:
     from algenta_graph.retrieval import ToolIndex
 
-    variants = {
+    variants: dict[str, dict[str, Any]] = {
         "bm25": {},
         "hybrid f32": {"embeddings": model},
         "hybrid int8": {"embeddings": model, "vector_precision": "int8"},
     }
+    for depth in depths or []:
+        variants[f"hybrid f32, depth {depth}"] = {"embeddings": model, "depth": depth}
     out: dict[str, dict[str, Any]] = {}
     for label, kwargs in variants.items():
 
@@ -157,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--no-quality", action="store_true")
     parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument(
+        "--depths",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also score hybrid f32 at these fusion depths (how the default was chosen)",
+    )
     parser.add_argument("--json", type=Path)
     ns = parser.parse_args(argv)
     with open("/proc/loadavg") as fh:
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     model = _model()
     results: dict[str, Any] = {}
     if not ns.no_quality:
-        q = results["quality"] = quality(model)
+        q = results["quality"] = quality(model, ns.depths)
         print("\nrecall@1 / recall@5 (MRR over the top 50)\n")
         print("| ranking | " + " | ".join(apibench.SETS) + " |")
         print("|---|" + "---|" * len(apibench.SETS))
