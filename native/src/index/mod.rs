@@ -35,7 +35,7 @@ use crate::tokenize::Analyzer;
 use bounds::Bounds;
 use docs::{doc_key, Docs};
 pub use pass1::Pass1;
-use postings::PostingList;
+use postings::{PostingList, WideTf};
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
 pub use stage::{split_name, Staged, StagedVector};
 pub use vectors::VectorSearch;
@@ -59,6 +59,8 @@ pub struct Index {
     vectors: Vectors,
     /// Per term, an upper bound of its contribution (dynamic pruning).
     bounds: Bounds,
+    /// Exact frequencies of the postings with one of 15 or more (`postings.rs`).
+    wide: WideTf,
 }
 
 thread_local! {
@@ -158,6 +160,7 @@ impl Index {
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
             + self.vectors.heap_bytes()
             + self.bounds.heap_bytes()
+            + self.wide.capacity() * (std::mem::size_of::<((u32, u32), [u8; NUM_FIELDS])>() + 1)
     }
 
     /// The scorer of the current statistics.
@@ -197,6 +200,7 @@ impl Index {
             ("names", self.by_name.heap_bytes()),
             ("scaled", self.scaled_lens.capacity() * 16),
             ("bounds", self.bounds.heap_bytes()),
+            ("wide", self.wide.capacity() * 17),
         ]
     }
 }
