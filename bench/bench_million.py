@@ -94,10 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     if ns.cache is not None and ns.cache.exists():
         gc.disable()
         with ns.cache.open("rb") as fh:
-            tools, intents = pickle.load(fh)
+            cached = pickle.load(fh)
         gc.enable()
-        if len(tools) != ns.size:
-            raise SystemExit(f"--cache {ns.cache}: {len(tools)} tools, not --size {ns.size}")
+        if (cached["catalog"], cached["size"]) != (ns.catalog, ns.size):
+            raise SystemExit(
+                f"--cache {ns.cache} holds the {cached['catalog']} catalog of {cached['size']:,} "
+                f"tools, not --catalog {ns.catalog} --size {ns.size}"
+            )
+        tools, intents = cached["tools"], cached["intents"]
     else:
         if ns.catalog == "generated":
             tools, intents = br.generate_catalog(ns.size)
@@ -105,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             tools, intents = near_duplicate_catalog(ns.size)
         if ns.cache is not None:
             with ns.cache.open("wb") as fh:
-                pickle.dump((tools, intents), fh, protocol=5)
+                cached = {"catalog": ns.catalog, "size": ns.size, "tools": tools}
+                pickle.dump({**cached, "intents": intents}, fh, protocol=5)
     queries = br.generate_queries(intents, ns.queries)
     print(f"generated {len(tools):,} tools in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     from algenta_graph.retrieval import ToolIndex
