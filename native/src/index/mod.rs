@@ -1,7 +1,8 @@
 //! The BM25F inverted index over tools (pure Rust; the Python binding lives in `lib.rs`).
 //!
 //! * Documents (tools) get compact `u32` slots; a removed tool's slot is reused.
-//! * One postings list per term: `(slot, term frequency per field)`, 8 bytes per posting.
+//! * One postings list per term: `(slot, term frequency per field in four bits)`, 6 bytes per
+//!   posting; frequencies of 15 or more exact in a side table (`postings.rs`).
 //! * Scoring is BM25F (Robertson, Zaragoza & Taylor 2004): per document and term,
 //!   `tf~ = sum_f w_f * tf_f / (1 - b + b * len_f / avglen_f)` and
 //!   `score += idf * tf~ * (k1 + 1) / (tf~ + k1)` with `idf = ln(1 + (N - df + 0.5) / (df + 0.5))`.
