@@ -33,8 +33,8 @@ DEFAULT_FUSION_DEPTH: Final[int]
 DEFAULT_APPROX_FROM: Final[int]
 """Vector search: from this many vectors on, approximate (sign-bit codes, then rescoring)."""
 DEFAULT_RESCORE: Final[int]
-"""Vector search: candidates by Hamming distance that are rescored at 10,000 vectors
-(``rescore * (n / 10000) ** 0.3`` among ``n``, never fewer)."""
+"""Vector search: candidates by Hamming distance that are rescored for 50 hits at 10,000
+vectors (``rescore * (k + 10) / 60 * (n / 10000) ** 0.3`` for ``k`` hits among ``n``)."""
 DEFAULT_ANN_FROM: Final[int]
 """Vector search: from this many vectors on, an HNSW graph proposes the candidates (0: never)."""
 DEFAULT_EXPANSION: Final[int]
@@ -79,7 +79,8 @@ class Bm25Index:
         """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
         ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
         from ``approx_from`` vectors on, vector searches rescore the ``rescore`` tools
-        (at 10,000 vectors; ``rescore * (n / 10000) ** 0.3`` among ``n``) nearest by Hamming
+        (for 50 hits at 10,000 vectors; ``rescore * (k + 10) / 60 * (n / 10000) ** 0.3``
+        for ``k`` hits among ``n``) nearest by Hamming
         distance of their sign bits, and from ``ann_from`` vectors on (0: never) an HNSW
         graph proposes ``expansion`` candidates instead (``src/index/vectors/``)."""
     def add(

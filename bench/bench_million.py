@@ -7,6 +7,7 @@ Run from the repository root (figures in ``bench/RESULTS.md``)::
     python bench/bench_million.py --size 50000
     python bench/bench_million.py --hybrid                 # also vectors (embeddings extra)
     python bench/bench_million.py --check-exact            # pruned top-k == exhaustive top-k
+    python bench/bench_million.py --cache /tmp/gen1m-intents.pkl   # generate once, then load
 
 The ``generated`` catalog comes from ``bench_retrieval.generate_catalog`` (fixed seed): the same
 generator as the 1k-50k figures, whose long tail of product names grows with the catalog beyond
@@ -31,6 +32,7 @@ import argparse
 import gc
 import json
 import os
+import pickle
 import random
 import re
 import sys
@@ -75,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hybrid", action="store_true")
     parser.add_argument("--check-exact", action="store_true")
     parser.add_argument(
+        "--cache",
+        type=Path,
+        help="pickle of the catalog and its intents (written if absent; same --catalog and --size)",
+    )
+    parser.add_argument(
         "--vectors-cache",
         type=Path,
         help="with --hybrid: load the tools' vectors from this .npy file, or save them there",
@@ -84,10 +91,26 @@ def main(argv: list[str] | None = None) -> int:
         load = fh.read().split()[:3]
     print(f"load average before the run: {load}; cores: {os.cpu_count()}", file=sys.stderr)
     start = time.perf_counter()
-    if ns.catalog == "generated":
-        tools, intents = br.generate_catalog(ns.size)
+    if ns.cache is not None and ns.cache.exists():
+        gc.disable()
+        with ns.cache.open("rb") as fh:
+            cached = pickle.load(fh)
+        gc.enable()
+        if (cached["catalog"], cached["size"]) != (ns.catalog, ns.size):
+            raise SystemExit(
+                f"--cache {ns.cache} holds the {cached['catalog']} catalog of {cached['size']:,} "
+                f"tools, not --catalog {ns.catalog} --size {ns.size}"
+            )
+        tools, intents = cached["tools"], cached["intents"]
     else:
-        tools, intents = near_duplicate_catalog(ns.size)
+        if ns.catalog == "generated":
+            tools, intents = br.generate_catalog(ns.size)
+        else:
+            tools, intents = near_duplicate_catalog(ns.size)
+        if ns.cache is not None:
+            with ns.cache.open("wb") as fh:
+                cached = {"catalog": ns.catalog, "size": ns.size, "tools": tools}
+                pickle.dump({**cached, "intents": intents}, fh, protocol=5)
     queries = br.generate_queries(intents, ns.queries)
     print(f"generated {len(tools):,} tools in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     from algenta_graph.retrieval import ToolIndex
@@ -173,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         result["hybrid_p95_ms"] = round(br.pct(hyb, 0.95), 4)
         native = index._index
         sample = min(200, len(rows))
-        for k in (10, 50):
+        from algenta_graph.retrieval import FUSION_DEPTH
+
+        for k in sorted({10, FUSION_DEPTH, 50}):
             got = 0
             for row in rows[:sample]:
                 exact = {n for n, _ in native.search_vector(row, k, None, True)}

@@ -24,4 +24,4 @@ FUSION_BM25_WEIGHT: float = _native.DEFAULT_BM25_WEIGHT
 FUSION_COSINE_FLOOR: float = _native.DEFAULT_COSINE_FLOOR
 """Cosines at or below this (0.0) contribute nothing."""
 FUSION_DEPTH: int = _native.DEFAULT_FUSION_DEPTH
-"""Hits of each ranking that the fusion reads (50)."""
+"""Hits of each ranking that the fusion reads (20; at least the ``k`` asked for)."""

@@ -132,8 +132,9 @@ class ToolIndex:
         approx_from, rescore: from ``approx_from`` vectors on (default
             ``VECTOR_APPROX_FROM``), the cosine ranking is approximate: the tools nearest by
             Hamming distance of their vectors' sign bits are scored (int8, then the best
-            exactly), ``rescore`` of them at 10,000 vectors (default ``VECTOR_RESCORE``) and
-            ``rescore * (n / 10000) ** 0.3`` among ``n``; below it, an exact scan.
+            exactly), ``rescore`` of them for 50 hits at 10,000 vectors (default
+            ``VECTOR_RESCORE``) and ``rescore * (k + 10) / 60 * (n / 10000) ** 0.3`` for
+            ``k`` hits among ``n``; below it, an exact scan.
         ann_from, expansion: from ``ann_from`` vectors on (default ``VECTOR_ANN_FROM``, 0:
             never) an HNSW graph of the vectors, kept up to date by adds and removes, proposes
             ``expansion`` candidates (default ``VECTOR_EXPANSION``), each scored exactly;

@@ -14,7 +14,7 @@
 
 use crate::project::NUM_FIELDS;
 
-use super::postings::PostingList;
+use super::postings::{tf_of, PostingList, WideTf};
 use super::scoring::{Params, Scorer};
 
 /// Recompute the bounds once the statistics have loosened them by this factor.
@@ -72,14 +72,16 @@ impl Bounds {
         current: &Scorer,
         postings: &[PostingList],
         scaled_lens: &[[f32; NUM_FIELDS]],
+        wide: &WideTf,
     ) {
         self.tfw.clear();
-        self.tfw.extend(postings.iter().map(|list| {
-            list.as_slice()
-                .iter()
-                .map(|p| current.tfw(&p.tf, &scaled_lens[p.slot as usize]))
-                .fold(0f32, f32::max)
-        }));
+        self.tfw
+            .extend(postings.iter().enumerate().map(|(t, list)| {
+                list.as_slice()
+                    .iter()
+                    .map(|p| current.tfw(&tf_of(wide, t as u32, p), &scaled_lens[p.slot as usize]))
+                    .fold(0f32, f32::max)
+            }));
         self.reference = Some(current.norm_b());
         self.removed = 0;
     }

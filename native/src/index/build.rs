@@ -177,6 +177,7 @@ impl Index {
             sum_len,
             vectors,
             bounds,
+            wide,
             ..
         } = self;
         let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
@@ -216,7 +217,11 @@ impl Index {
             for (i, &(start, end, lens)) in tools.iter().enumerate() {
                 let scaled: [f32; NUM_FIELDS] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
                 for &(id, tf) in &all_terms[start..end] {
-                    postings[id as usize].insert(Posting { slot: i as u32, tf });
+                    let (post, is_wide) = Posting::new(i as u32, tf);
+                    if is_wide {
+                        wide.insert((id, i as u32), tf);
+                    }
+                    postings[id as usize].insert(post);
                     let bound = &mut bounds.tfw[id as usize];
                     *bound = bound.max(reference.tfw(&tf, &scaled));
                 }
@@ -241,6 +246,7 @@ impl Index {
                 *list = PostingList::default();
             }
             bounds.tfw.fill(0.0);
+            wide.clear();
             scaled_lens.clear();
             *sum_len = [0; NUM_FIELDS];
             *docs = Default::default();
@@ -265,7 +271,7 @@ impl Index {
             .stale(&self.params, &scorer, self.postings.len())
         {
             self.bounds
-                .rebase(&scorer, &self.postings, &self.scaled_lens);
+                .rebase(&scorer, &self.postings, &self.scaled_lens, &self.wide);
         }
     }
 
@@ -310,7 +316,11 @@ impl Index {
         for &(id, tf) in terms {
             // Postings stay sorted by slot (seeks in `search.rs`); a bulk add appends, a
             // reused slot is inserted in place.
-            self.postings[id as usize].insert(Posting { slot, tf });
+            let (post, is_wide) = Posting::new(slot, tf);
+            if is_wide {
+                self.wide.insert((id, slot), tf);
+            }
+            self.postings[id as usize].insert(post);
             let bound = &mut self.bounds.tfw[id as usize];
             *bound = bound.max(reference.tfw(&tf, &scaled));
         }
@@ -366,6 +376,7 @@ impl Index {
             .expect("slot of a named tool is occupied");
         self.bounds.removed += terms.len();
         for t in terms {
+            self.wide.remove(&(t, slot));
             let list = &mut self.postings[t as usize];
             list.remove(slot);
             if list.is_empty() {
@@ -379,5 +390,71 @@ impl Index {
         self.vectors.clear(slot);
         self.free_slots.push(slot);
         true
+    }
+}
+
+#[cfg(test)]
+mod wide_tests {
+    use super::super::scoring::Scorer;
+    use super::super::{Index, Params, Staged};
+    use crate::project::{Field, NUM_FIELDS};
+
+    fn add(ix: &mut Index, tools: &[(&str, String)]) {
+        let mut staged = Staged::default();
+        for (name, desc) in tools {
+            staged.begin(name);
+            staged.text(Field::Description, desc);
+        }
+        ix.add_staged(&staged);
+    }
+
+    /// The score `search_query` gives `name` for `word`, and the one of the exact `tf`.
+    fn scores(ix: &Index, word: &str, name: &str, tf: [u8; NUM_FIELDS]) -> (f32, f32) {
+        let slot = ix.slot_of(name).unwrap();
+        let hits = ix.search_query(word, 10, None);
+        let got = hits.iter().find(|h| h.1 == slot).expect("a hit").0;
+        let t = ix.vocab.get(word).unwrap();
+        let df = ix.postings[t as usize].len() as f64;
+        let n = ix.len() as f64;
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
+        let scorer = Scorer::new(&ix.params, &ix.sum_len, n);
+        (got, scorer.score(idf, &tf, &ix.scaled_lens[slot as usize]))
+    }
+
+    #[test]
+    fn frequencies_of_15_and_more_score_exactly_and_leave_with_their_tool() {
+        let words = |w: &str, n: usize| vec![w; n].join(" ");
+        let mut ix = Index::new(Params::default()).unwrap();
+        add(
+            &mut ix,
+            &[
+                ("many", format!("{} other", words("zebra", 40))),
+                ("some", format!("{} other", words("zebra", 3))),
+                ("more", words("zebra", 200)),
+                ("filler", "other words here".to_owned()),
+            ],
+        );
+        assert_eq!(ix.wide.len(), 2, "40 and 200 are wide, 3 is not");
+        for (name, tf) in [("many", 40), ("some", 3), ("more", 200)] {
+            let (got, want) = scores(&ix, "zebra", name, [0, tf, 0, 0]);
+            assert_eq!(got.to_bits(), want.to_bits(), "{name}");
+        }
+        // 200 and 40 are not capped alike (a four-bit cap would give them one frequency).
+        let (more, _) = scores(&ix, "zebra", "more", [0, 200, 0, 0]);
+        let (capped, _) = scores(&ix, "zebra", "more", [0, 15, 0, 0]);
+        assert_eq!(more, capped.max(more));
+        // Removed, the wide entries go; the slot's next tool is scored by its own counts.
+        assert!(ix.remove("many") && ix.remove("more"));
+        assert!(ix.wide.is_empty());
+        add(
+            &mut ix,
+            &[("again", format!("{} other", words("zebra", 16)))],
+        );
+        assert_eq!(ix.wide.len(), 1);
+        let (got, want) = scores(&ix, "zebra", "again", [0, 16, 0, 0]);
+        assert_eq!(got.to_bits(), want.to_bits());
+        // Replaced by a tool of the same name with small counts: not wide any more.
+        add(&mut ix, &[("again", words("zebra", 2))]);
+        assert!(ix.wide.is_empty());
     }
 }

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 
+use super::postings::tf_of;
 use super::ties::Ties;
 use super::Index;
 
@@ -48,7 +49,8 @@ impl Index {
                     if !allowed(p.slot) {
                         continue;
                     }
-                    let s = scorer.score(term.idf, p, &self.scaled_lens[p.slot as usize]);
+                    let tf = tf_of(&self.wide, term.id, p);
+                    let s = scorer.score(term.idf, &tf, &self.scaled_lens[p.slot as usize]);
                     if s <= 0.0 {
                         continue;
                     }

@@ -21,7 +21,7 @@ pub const DEFAULT_BM25_WEIGHT: f32 = 0.8;
 /// Default cosine floor: cosines at or below it contribute nothing.
 pub const DEFAULT_COSINE_FLOOR: f32 = 0.0;
 /// Default number of hits read from each ranking.
-pub const DEFAULT_DEPTH: usize = 50;
+pub const DEFAULT_DEPTH: usize = 20;
 
 /// The fusion's constants.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,7 +1,8 @@
 //! The BM25F inverted index over tools (pure Rust; the Python binding lives in `lib.rs`).
 //!
 //! * Documents (tools) get compact `u32` slots; a removed tool's slot is reused.
-//! * One postings list per term: `(slot, term frequency per field)`, 8 bytes per posting.
+//! * One postings list per term: `(slot, term frequency per field in four bits)`, 6 bytes per
+//!   posting; frequencies of 15 or more exact in a side table (`postings.rs`).
 //! * Scoring is BM25F (Robertson, Zaragoza & Taylor 2004): per document and term,
 //!   `tf~ = sum_f w_f * tf_f / (1 - b + b * len_f / avglen_f)` and
 //!   `score += idf * tf~ * (k1 + 1) / (tf~ + k1)` with `idf = ln(1 + (N - df + 0.5) / (df + 0.5))`.
@@ -35,7 +36,7 @@ use crate::tokenize::Analyzer;
 use bounds::Bounds;
 use docs::{doc_key, Docs};
 pub use pass1::Pass1;
-use postings::PostingList;
+use postings::{PostingList, WideTf};
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
 pub use stage::{split_name, Staged, StagedVector};
 pub use vectors::VectorSearch;
@@ -59,6 +60,8 @@ pub struct Index {
     vectors: Vectors,
     /// Per term, an upper bound of its contribution (dynamic pruning).
     bounds: Bounds,
+    /// Exact frequencies of the postings with one of 15 or more (`postings.rs`).
+    wide: WideTf,
 }
 
 thread_local! {
@@ -158,6 +161,7 @@ impl Index {
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
             + self.vectors.heap_bytes()
             + self.bounds.heap_bytes()
+            + self.wide.capacity() * (std::mem::size_of::<((u32, u32), [u8; NUM_FIELDS])>() + 1)
     }
 
     /// The scorer of the current statistics.
@@ -197,6 +201,7 @@ impl Index {
             ("names", self.by_name.heap_bytes()),
             ("scaled", self.scaled_lens.capacity() * 16),
             ("bounds", self.bounds.heap_bytes()),
+            ("wide", self.wide.capacity() * 17),
         ]
     }
 }

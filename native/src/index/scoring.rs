@@ -2,8 +2,6 @@
 
 use crate::project::{Field, NUM_FIELDS};
 
-use super::postings::Posting;
-
 /// Default BM25 term-frequency saturation.
 pub const DEFAULT_K1: f32 = 1.2;
 /// Default BM25 length normalisation per field: name, description, parameter names,
@@ -138,9 +136,10 @@ impl Scorer {
         tfw
     }
 
+    /// The score of a term of weight `idf` with these (exact) frequencies.
     #[inline]
-    pub(super) fn score(&self, idf: f32, post: &Posting, lens: &[f32; NUM_FIELDS]) -> f32 {
-        let tfw = self.tfw(&post.tf, lens);
+    pub(super) fn score(&self, idf: f32, tf: &[u8; NUM_FIELDS], lens: &[f32; NUM_FIELDS]) -> f32 {
+        let tfw = self.tfw(tf, lens);
         if tfw <= 0.0 {
             return 0.0;
         }

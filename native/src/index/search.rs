@@ -16,7 +16,7 @@
 //! `bench/bench_million.py --check-exact` at a million tools). Ties at the k-th score are kept until the end.
 
 use super::cursor::{intersect, prefetch, seek};
-use super::postings::Posting;
+use super::postings::{tf_of, Posting};
 use super::scoring::Scorer;
 use super::ties::Ties;
 use super::Index;
@@ -32,6 +32,7 @@ thread_local! {
 
 /// A query term: its postings, `idf` and the bound of its contribution.
 pub(super) struct Term<'a> {
+    pub(super) id: u32,
     pub(super) list: &'a [Posting],
     pub(super) idf: f32,
     pub(super) bound: f32,
@@ -191,6 +192,7 @@ impl Index {
                     .copied()
                     .unwrap_or(f32::INFINITY);
                 Term {
+                    id: t,
                     list,
                     idf,
                     bound: scorer.bound(idf, tfw * drift),
@@ -264,7 +266,8 @@ impl Index {
                 let l = &lens[slot as usize];
                 for &(t, i) in &batch_posts[from..end as usize] {
                     let term = &terms[t as usize];
-                    part[t as usize] = scorer.score(term.idf, &term.list[i as usize], l);
+                    let tf = tf_of(&self.wide, term.id, &term.list[i as usize]);
+                    part[t as usize] = scorer.score(term.idf, &tf, l);
                 }
                 from = end as usize;
                 let mut score = 0f32;

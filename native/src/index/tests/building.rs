@@ -65,7 +65,8 @@ fn assert_same_index(a: &Index, b: &Index) {
         let (sa, sb) = (pa.as_slice(), pb.as_slice());
         assert_eq!(sa.len(), sb.len(), "term {t}");
         for (x, y) in sa.iter().zip(sb) {
-            assert_eq!((x.slot, x.tf), (y.slot, y.tf), "term {t}");
+            let (tx, ty) = (tf_of(&a.wide, t as u32, x), tf_of(&b.wide, t as u32, y));
+            assert_eq!((x.slot, tx), (y.slot, ty), "term {t}");
         }
     }
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

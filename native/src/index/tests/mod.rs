@@ -2,6 +2,7 @@
 //! staging helpers, a brute-force scorer, a deterministic generator, a skewed catalog and the
 //! checks that pruned and exhaustive searches agree.
 
+use super::postings::tf_of;
 use super::scoring::Scorer;
 use super::*;
 use crate::project::{project_schema, Field};
@@ -87,7 +88,7 @@ fn brute_force(ix: &Index, q: &str, k: usize) -> Vec<(String, f32)> {
                 .iter()
                 .find(|p| p.slot as usize == slot)
             {
-                score += scorer.score(idf, p, &ix.scaled_lens[slot]);
+                score += scorer.score(idf, &tf_of(&ix.wide, t, p), &ix.scaled_lens[slot]);
             }
         }
         if score > 0.0 {
@@ -169,7 +170,11 @@ fn assert_bounds_hold(ix: &Index) {
         let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32;
         let bound = scorer.bound(idf, ix.bounds.tfw[t] * drift);
         for p in list.as_slice() {
-            let s = scorer.score(idf, p, &ix.scaled_lens[p.slot as usize]);
+            let s = scorer.score(
+                idf,
+                &tf_of(&ix.wide, t as u32, p),
+                &ix.scaled_lens[p.slot as usize],
+            );
             assert!(s <= bound, "term {t}: score {s} above its bound {bound}");
         }
     }

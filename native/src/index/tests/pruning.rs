@@ -90,10 +90,7 @@ fn seek_and_intersect_agree_with_a_scan() {
         let mut list: Vec<Posting> = Vec::new();
         let mut slot = rng.next(5) as u32;
         for _ in 0..rng.next(if round % 3 == 0 { 5 } else { 3000 }) {
-            list.push(Posting {
-                slot,
-                tf: [1, 0, 0, 0],
-            });
+            list.push(Posting::new(slot, [1, 0, 0, 0]).0);
             slot += 1 + rng.next(density) as u32;
         }
         let max = slot + 10;
@@ -109,10 +106,7 @@ fn seek_and_intersect_agree_with_a_scan() {
         }
         let mut other: Vec<Posting> = list.iter().filter(|_| rng.next(3) == 0).copied().collect();
         for _ in 0..rng.next(200) {
-            other.push(Posting {
-                slot: rng.next(max as usize) as u32,
-                tf: [0, 1, 0, 0],
-            });
+            other.push(Posting::new(rng.next(max as usize) as u32, [0, 1, 0, 0]).0);
         }
         other.sort_by_key(|p| p.slot);
         other.dedup_by_key(|p| p.slot);

@@ -10,10 +10,7 @@ fn posting_lists_keep_slot_order_inline_or_not() {
         std::mem::size_of::<PostingList>(),
         std::mem::size_of::<Vec<Posting>>()
     );
-    let post = |slot| Posting {
-        slot,
-        tf: [1, 0, 0, 0],
-    };
+    let post = |slot| Posting::new(slot, [1, 0, 0, 0]).0;
     let slots = |l: &PostingList| l.as_slice().iter().map(|p| p.slot).collect::<Vec<_>>();
     let mut list = PostingList::default();
     list.insert(post(7));

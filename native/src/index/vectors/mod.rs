@@ -90,18 +90,21 @@ pub(super) use search::GRAPH;
 
 /// Default: from this many vectors on, searches go through the binary codes.
 pub const DEFAULT_APPROX_FROM: usize = 8192;
-/// Default: candidates by Hamming distance that are rescored at 10,000 vectors (more in
-/// larger catalogs: [`rescored`]).
+/// Default: candidates by Hamming distance that are rescored for 50 hits at 10,000 vectors
+/// (fewer for fewer hits, more in larger catalogs: [`rescored`]).
 pub const DEFAULT_RESCORE: usize = 1000;
 
-/// How many candidates by Hamming distance are rescored among `n` vectors when `rescore` is
-/// the figure at 10,000: `rescore * (n / 10,000) ^ 0.3`, never fewer than `rescore`. The
-/// sign-bit ranking of the nearest tools grows noisier with the catalog; with WordLlama's
-/// vectors this keeps recall@50 against the exact scan at about 0.98 from 10k to 1M tools
-/// (1,000 candidates at 10k, 1,621 at 50k, 3,982 at 1M; `bench/RESULTS.md`).
-pub fn rescored(rescore: usize, n: usize) -> usize {
+/// How many candidates by Hamming distance are rescored for the best `k` among `n` vectors
+/// when `rescore` is the figure for 50 hits at 10,000 vectors:
+/// `rescore * (k + 10) / 60 * (n / 10,000) ^ 0.3` (a catalog under 10,000 counts as 10,000).
+/// The sign-bit ranking of the nearest tools grows noisier with the catalog, and the
+/// top `k` needs about 20 candidates a hit (a few more for small `k`): with WordLlama's
+/// vectors this keeps recall@k against the exact scan at about 0.98 or above from 10k to 1M
+/// tools (at 10k: 1,000 candidates for k = 50, 500 for the fusion's depth 20, 250 for k = 5;
+/// 3,982 for k = 50 at 1M; `bench/RESULTS.md`).
+pub fn rescored(rescore: usize, n: usize, k: usize) -> usize {
     let scale = (n as f64 / 10_000.0).max(1.0).powf(0.3);
-    (rescore as f64 * scale).ceil() as usize
+    (rescore as f64 * (k as f64 + 10.0) / 60.0 * scale).ceil() as usize
 }
 
 /// `x` scaled to unit length (a zero vector stays zero); an error names what is wrong.
@@ -240,6 +243,11 @@ impl Vectors {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// Number of slots (those without a vector included).
+    pub fn slots(&self) -> usize {
+        self.keys.len()
     }
 
     /// One bit per slot (slot `s`: bit `s % 64` of word `s / 64`), set where it holds a vector.
@@ -411,6 +419,34 @@ impl Vectors {
                 dot_i8(q, &self.i8s[s * d..(s + 1) * d]) as f32 * (qs * self.scales[s])
             }
         }
+    }
+
+    /// Ask the CPU to bring the int8 copy of `slot`'s vector (`f32`: also the `f32` one)
+    /// into cache: the rescoring reads candidates in slot order, far apart in memory, and
+    /// otherwise waits on each one's first cache line.
+    #[inline(always)]
+    pub fn prefetch(&self, slot: u32, f32s: bool) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let (s, d) = (slot as usize, self.dim);
+            if let Some(v) = self.i8s.get(s * d..(s + 1) * d) {
+                for line in v.chunks(64) {
+                    // SAFETY: a prefetch of a valid address; it reads nothing.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+                }
+            }
+            if f32s {
+                if let Some(v) = self.f32s.get(s * d..(s + 1) * d) {
+                    for line in v.chunks(16) {
+                        // SAFETY: as above.
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+                    }
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (slot, f32s);
     }
 
     /// The int8 cosine of a quantized query `(q, scale)` with the vector of `slot`.

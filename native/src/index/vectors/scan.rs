@@ -43,6 +43,25 @@ impl Vectors {
         hamming_all_body(&self.codes, code, out)
     }
 
+    /// Hamming distance of slots `s0..s1`' codes to `code`, into `out` (`s1 - s0` of them,
+    /// slots without a vector included: the caller skips them).
+    pub fn hamming_range(&self, code: &[u64], s0: usize, s1: usize, out: &mut [u16]) {
+        let w = self.words();
+        let codes = &self.codes[s0 * w..s1 * w];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if has_vpopcnt() {
+                // SAFETY: the CPU has AVX-512 VPOPCNTDQ (checked at run time).
+                return unsafe { hamming_all_avx512(codes, code, out) };
+            }
+            if has_popcnt() {
+                // SAFETY: the CPU has POPCNT (checked at run time).
+                return unsafe { hamming_all_popcnt(codes, code, out) };
+            }
+        }
+        hamming_all_body(codes, code, out)
+    }
+
     /// Hamming distance of every slot with a vector (allowed by `allow`) to `code`:
     /// `f(distance, slot)`.
     pub fn hamming_scan(&self, code: &[u64], allow: Option<&[u64]>, mut f: impl FnMut(u32, u32)) {
