@@ -8,6 +8,7 @@ the model is WordLlama's packaged 256-dimension ``l2_supercat``, nothing is down
     python bench/bench_hybrid.py --no-latency        # dev sets only
     python bench/bench_hybrid.py --sizes 10000
     python bench/bench_hybrid.py --no-latency --depths 50 40 30 20 15 10   # the fusion depth
+    python bench/bench_hybrid.py --no-latency --fusions 0.9:0 0.8:0.4      # weight:floor pairs
 
 Quality: recall@1 / recall@5 (MRR over the top 50) on APIBench (whole and per domain) and BFCL v3
 in both loadings (as ``bench/apibench.py``), for ``ToolIndex()`` and
@@ -56,7 +57,24 @@ def _texts(tools: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def quality(model: Any, depths: list[int] | None = None) -> dict[str, dict[str, Any]]:
+def _fusion(text: str) -> tuple[float, float]:
+    """``"0.8:0.2"`` -> (BM25 weight 0.8, cosine floor 0.2), for ``--fusions``."""
+    weight, sep, floor = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return float(weight), float(floor)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a fusion is WEIGHT:FLOOR (for example 0.8:0.2), got {text!r}"
+        ) from None
+
+
+def quality(
+    model: Any,
+    depths: list[int] | None = None,
+    fusions: list[tuple[float, float]] | None = None,
+) -> dict[str, dict[str, Any]]:
     from algenta_graph.retrieval import ToolIndex
 
     variants: dict[str, dict[str, Any]] = {
@@ -66,6 +84,12 @@ def quality(model: Any, depths: list[int] | None = None) -> dict[str, dict[str, 
     }
     for depth in depths or []:
         variants[f"hybrid f32, depth {depth}"] = {"embeddings": model, "depth": depth}
+    for weight, floor in fusions or []:
+        variants[f"hybrid f32, weight {weight}, floor {floor}"] = {
+            "embeddings": model,
+            "bm25_weight": weight,
+            "cosine_floor": floor,
+        }
     out: dict[str, dict[str, Any]] = {}
     for label, kwargs in variants.items():
 
@@ -167,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="also score hybrid f32 at these fusion depths (how the default was chosen)",
     )
+    parser.add_argument(
+        "--fusions",
+        type=_fusion,
+        nargs="*",
+        default=[],
+        metavar="WEIGHT:FLOOR",
+        help="also score hybrid f32 with these BM25 weights and cosine floors (default depth)",
+    )
     parser.add_argument("--json", type=Path)
     ns = parser.parse_args(argv)
     with open("/proc/loadavg") as fh:
@@ -174,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     model = _model()
     results: dict[str, Any] = {}
     if not ns.no_quality:
-        q = results["quality"] = quality(model, ns.depths)
+        q = results["quality"] = quality(model, ns.depths, ns.fusions)
         print("\nrecall@1 / recall@5 (MRR over the top 50)\n")
         print("| ranking | " + " | ".join(apibench.SETS) + " |")
         print("|---|" + "---|" * len(apibench.SETS))
