@@ -126,9 +126,10 @@ class Budget(_Table):
     """A call budget (LangChain ``ToolCallLimitMiddleware`` semantics).
 
     A call is denied when the calls already counted plus this one exceed a limit:
-    ``thread_limit`` counts the calls of the thread that passed the budget (they ran, or were
-    held for approval), ``run_limit`` the calls attempted this run (since the latest user
-    message), denied ones included.
+    ``thread_limit`` counts the calls of the thread that passed the budget and ran (a held call
+    counts once an operator's approval runs it, and the budgets are checked again just before),
+    ``run_limit`` the calls attempted this run (since the latest user message), budget denials
+    included.
     """
 
     tool: str = ALL_TOOLS
@@ -331,9 +332,26 @@ class CompiledGates:
         Argument rules first, then budgets, then approval (unless ``approval`` is false: the
         engine's ``execute_decision``, which the engine's own gates govern).
         """
-        broken = self.check_arguments(tool, args)
-        if broken is not None:
-            return broken
+        blocked = self.check_arguments(tool, args) or self.check_budgets(tool, counts)
+        if blocked is not None:
+            return blocked
+        for pattern in self.gates.require_approval if approval else ():
+            if matches(pattern, tool):
+                return GateDecision(
+                    "approval",
+                    f"require_approval:{pattern}",
+                    "tool_approval_required",
+                    f"calls of {tool.qualified} need an operator's approval "
+                    f"(require_approval {pattern!r})",
+                )
+        return None
+
+    def check_budgets(self, tool: ToolRef, counts: CallCounts) -> GateDecision | None:
+        """The first budget one more call of ``tool`` would exceed, as a denial, or ``None``.
+
+        Also checked when an operator approves a held call, just before it runs: the calls
+        that ran meanwhile (beside it in the same model turn) may have spent the budget.
+        """
         for budget in self.budgets_for(tool):
             thread = counts.thread.get(budget.tool, 0)
             run = counts.run.get(budget.tool, 0)
@@ -350,15 +368,6 @@ class CompiledGates:
                     "tool_budget_exceeded",
                     f"the call budget for {which} is spent: {' and '.join(over)}. Do not call "
                     f"{tool.name!r} again in this {'thread' if 'thread' in over[0] else 'run'}",
-                )
-        for pattern in self.gates.require_approval if approval else ():
-            if matches(pattern, tool):
-                return GateDecision(
-                    "approval",
-                    f"require_approval:{pattern}",
-                    "tool_approval_required",
-                    f"calls of {tool.qualified} need an operator's approval "
-                    f"(require_approval {pattern!r})",
                 )
         return None
 

@@ -26,7 +26,7 @@ from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt
 from algenta_graph.governance.claims import Claim, ClaimStore
 from algenta_graph.governance.gates import OVERRIDE_FLAGS
-from algenta_graph.governance.tool_gates import args_digest
+from algenta_graph.governance.tool_gates import CompiledGates, ToolRef, args_digest, count_calls
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.held_calls import run_held
 from algenta_graph.nodes.questions import reviewed_args
@@ -359,6 +359,27 @@ def _held(choice: _Choice) -> tuple[str, dict[str, Any], Any]:
     return tool, run_args, digest
 
 
+def _spent(
+    gates: CompiledGates | None,
+    gate: str,
+    denial: Mapping[str, Any],
+    state: GovernedState,
+    ran: Sequence[Mapping[str, Any]],
+) -> str | None:
+    """Why a budget now blocks the held call of ``denial``, or ``None``.
+
+    Counted from the thread's records plus ``ran`` (the calls this answer ran before it), in
+    the run the call was made in; a budget denial's own budget is the operator's to override.
+    """
+    if gates is None or gate == "budget":
+        return None
+    tool = ToolRef(str(denial.get("server")), str(denial.get("tool")))
+    calls = [*(state.get("tool_calls") or []), *ran]
+    counts = count_calls(gates, tool, calls, state.get("denials") or [], denial.get("turn"))
+    blocked = gates.check_budgets(tool, counts)
+    return None if blocked is None else blocked.message
+
+
 async def apply_held(
     executor: DecisionExecutor,
     gate: str,
@@ -367,6 +388,7 @@ async def apply_held(
     pending: Sequence[Mapping[str, Any]],
     state: GovernedState,
     config: RunnableConfig,
+    tool_gates: CompiledGates | None = None,
 ) -> dict[str, Any]:
     """Apply the claim's answer to held calls of a graph-side gate.
 
@@ -375,6 +397,11 @@ async def apply_held(
     ``respond`` or an expired escalation runs nothing. Each answer is an operator decision
     naming the tool and the digest of the arguments it ran with; the held call's answer is
     replaced by the outcome, so the model sees it.
+
+    ``tool_gates``: the budgets are checked again before an approved call runs (unless the
+    operator is answering a budget denial, which is that budget's override), counting every
+    call that ran meanwhile, those approved before it in this answer included; a call over a
+    budget is not run and the model and the operator are told why.
 
     Returns:
         The update: the model's messages, the operator decisions and the calls that ran (they
@@ -407,9 +434,19 @@ async def apply_held(
                 f"Operator {operator} REJECTED the call of {tool}{why}{where}. It was NOT "
                 "run; do not call it again for this request.",
             )
-        outcome = await run_held(executor.conn, store, denial, run_args, operator=operator)
-        ran.append(tool_call_record(held_call(denial, str(digest))))
         how = f" with edited arguments {json.dumps(run_args)}" if choice.edited else ""
+        refused = _spent(tool_gates, gate, denial, state, ran)
+        outcome = await run_held(
+            executor.conn, store, denial, run_args, operator=operator, refused=refused
+        )
+        if outcome.refused:
+            return _Effect(
+                "failed",
+                f"Operator {operator} APPROVED the call of {tool}{why}{where}{how}, but it was "
+                f"NOT run: {outcome.content}.",
+                outcome=dataclasses.asdict(outcome),
+            )
+        ran.append(tool_call_record(held_call(denial, str(digest))))
         if outcome.result == "unknown":
             note = (
                 f"Operator {operator} approved the call of {tool}{why}{where}{how}, but "

@@ -248,7 +248,15 @@ class DenialHandler:
         apply: Callable[[], Awaitable[dict[str, Any]]]
         if GATES[self.gate].side == "graph":
             apply = partial(
-                apply_held, self.executor, self.gate, store, claim, pending, state, config
+                apply_held,
+                self.executor,
+                self.gate,
+                store,
+                claim,
+                pending,
+                state,
+                config,
+                self.tool_gates,
             )
         else:
             policy_for = partial(self._policy_for, config=config)

@@ -14,6 +14,10 @@ the escalation claim store (:mod:`algenta_graph.governance.claims`, next to the 
    (invariant 8: what may have run counts as run);
 3. the call runs; its outcome is written as ``held-result:<escalation>``, then returned.
 
+A call a gate blocks at approval time (``refused``: a budget the calls beside it spent while it
+waited) is not run: its ``failed`` outcome is written in step 3's place, so that answer, too,
+is decided once.
+
 Example (in a denial handler, with the escalation's claim store)::
 
     outcome = await run_held(conn, store, denial, args, operator="ana")
@@ -51,6 +55,8 @@ class HeldOutcome:
     """The answer's status, for the model's tool message."""
     started_at: str | None = None
     """When the run was started (the write-ahead marker's time)."""
+    refused: bool = False
+    """It was not run because a gate blocked it when it was approved (nothing was sent)."""
 
 
 def start_key(escalation_id: str) -> str:
@@ -78,6 +84,7 @@ async def run_held(
     args: Mapping[str, Any],
     *,
     operator: str,
+    refused: str | None = None,
 ) -> HeldOutcome:
     """Run the held call of ``denial`` with ``args``, at most once (see the module docs).
 
@@ -87,6 +94,8 @@ async def run_held(
         denial: the held call's denial record (its ``catalog_name`` and ``escalation_id``).
         args: the arguments to run it with (the held ones, or an operator's edit, scrubbed).
         operator: who approved it (kept with the start marker).
+        refused: why a gate blocks it now, if one does: unless an earlier attempt ran or
+            started it, it is not run and its ``failed`` outcome (``refused``) says why.
 
     Returns:
         The outcome; ``unknown`` when an earlier attempt started it and left no result.
@@ -96,6 +105,10 @@ async def run_held(
     if done is not None:
         return _outcome(done.answer)
     name = str(denial.get("catalog_name") or denial.get("tool") or "")
+    if refused is not None and await store.get(start_key(escalation)) is None:
+        return await _record(
+            store, escalation, HeldOutcome("failed", refused, "error", refused=True)
+        )
     marker = new_claim(
         start_key(escalation), {"operator": operator, "tool": name, "started_at": now_iso()}
     )
@@ -132,6 +145,11 @@ async def run_held(
             "error" if failed else "success",
             started_at,
         )
+    return await _record(store, escalation, outcome)
+
+
+async def _record(store: ClaimStore, escalation: str, outcome: HeldOutcome) -> HeldOutcome:
+    """Write ``outcome`` as the held call's result (insert-if-absent) and return it."""
     written = new_claim(result_key(escalation), asdict(outcome))
     try:
         await store.claim(written)
@@ -148,4 +166,5 @@ def _outcome(recorded: Mapping[str, Any]) -> HeldOutcome:
         str(recorded.get("content", "")),
         status if status in ("success", "error") else "error",
         recorded.get("started_at"),
+        recorded.get("refused") is True,
     )

@@ -397,3 +397,60 @@ async def test_per_call_mode_asks_about_each_held_call_and_runs_each_approved_on
         )
     assert crm.calls == [("delete_customer", {"account_id": "a1", "reason": ""})]
     assert [d["verdict"] for d in out["operator_decisions"]] == ["approved", "declined"]
+
+
+async def test_an_approval_cannot_spend_a_budget_the_calls_beside_it_spent(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    # the attack: hold one call for approval and spend the budget with the calls beside it in
+    # the same model turn; the approval must not run a call past the spent budget
+    gates = ToolGates(
+        require_approval=["crm.delete_customer"], budgets=[Budget(tool="crm.*", thread_limit=2)]
+    )
+    look = ("lookup_customer", {"account_id": "a1"})
+    replies = [calls(("delete_customer", {"account_id": "a1"}), look, look), "looked twice"]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates) as (graph, _),
+    ):
+        await graph.ainvoke({"messages": [("user", "delete a1, look it up twice")]}, config("t"))
+        assert crm.count("lookup_customer") == 2 and crm.count("delete_customer") == 0
+        out = await graph.ainvoke(Command(resume=APPROVE), config("t"))
+    assert crm.count("delete_customer") == 0
+    [decision] = out["operator_decisions"]
+    assert (decision["operator"], decision["verdict"], decision["result"]) == (
+        "ana",
+        "approved",
+        "failed",
+    )
+    assert len(out["tool_calls"]) == 2  # the two lookups; the refused call is not counted
+    [held] = [m for m in tool_messages(out) if m.tool_call_id == "c0_0"]
+    text = str(held.content)
+    assert "APPROVED" in text and "NOT run" in text
+    assert "the call budget for tools 'crm.*' is spent: thread limit 2 (2 calls counted)" in text
+    assert verify_chain(out).ok
+
+
+async def test_approving_a_batch_counts_each_call_it_runs_against_the_next(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    gates = ToolGates(
+        require_approval=["crm.delete_customer"],
+        budgets=[Budget(tool="crm.delete_customer", thread_limit=1)],
+    )
+    both = calls(
+        ("delete_customer", {"account_id": "a1"}), ("delete_customer", {"account_id": "a2"})
+    )
+    approve_both = {"decisions": [{"type": "approve"}, {"type": "approve"}], "operator": "ana"}
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", [both, "one of two"], tool_gates=gates) as (graph, _),
+    ):
+        await graph.ainvoke({"messages": [("user", "delete both")]}, config("t"))
+        out = await graph.ainvoke(Command(resume=approve_both), config("t"))
+    assert crm.calls == [("delete_customer", {"account_id": "a1", "reason": ""})]
+    assert [(d["verdict"], d["result"]) for d in out["operator_decisions"]] == [
+        ("approved", "executed"),
+        ("approved", "failed"),
+    ]
+    assert len(out["tool_calls"]) == 1

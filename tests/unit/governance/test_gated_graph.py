@@ -402,6 +402,83 @@ def test_a_run_budget_counts_this_runs_calls_only() -> None:
     assert len(a.conn.crm_calls) == 2 and len(second["denials"]) == 1
 
 
+def test_an_approval_runs_nothing_past_a_budget_the_calls_beside_it_spent() -> None:
+    look = ("lookup_customer", {"account_id": "a1"})
+    a = Agent(
+        [calls(DELETE, look, look), "looked twice"],
+        tool_gates=ToolGates(
+            require_approval=["crm.delete_customer"],
+            budgets=[Budget(tool="crm.*", thread_limit=2)],
+        ),
+    )
+    a.say("delete a1 and look it up twice")
+    out = a.run(Command(resume=APPROVE))
+    assert [name for name, _ in a.conn.crm_calls] == ["lookup_customer", "lookup_customer"]
+    [decision] = out["operator_decisions"]
+    assert (decision["verdict"], decision["result"]) == ("approved", "failed")
+    assert [c["tool_call_id"] for c in out["tool_calls"]] == ["c0_1", "c0_2"]
+    held = answers(out)[0]
+    assert held.status == "error" and held.content == (
+        "Operator ana APPROVED the call of crm.delete_customer (customer asked), but it was NOT "
+        "run: the call budget for tools 'crm.*' is spent: thread limit 2 (2 calls counted). Do "
+        "not call 'delete_customer' again in this thread."
+    )
+
+
+def test_an_approval_counts_the_budget_of_the_run_the_call_was_made_in() -> None:
+    look = ("lookup_customer", {"account_id": "a1"})
+    a = Agent(
+        [calls(DELETE, look), "looked"],
+        tool_gates=ToolGates(
+            require_approval=["crm.delete_customer"], budgets=[Budget(tool="crm.*", run_limit=1)]
+        ),
+    )
+    a.say("delete a1 and look it up")
+    out = a.run(Command(resume=APPROVE))
+    assert a.conn.crm_calls == [look]
+    assert [d["result"] for d in out["operator_decisions"]] == ["failed"]
+    assert "run limit 1 (1 calls counted)" in str(answers(out)[0].content)
+
+
+def test_an_approved_budget_escalation_is_that_budgets_override() -> None:
+    look = ("lookup_customer", {"account_id": "a1"})
+    a = Agent(
+        [calls(look, look), "looked twice"],
+        tool_gates=ToolGates(budgets=[Budget(tool="crm.lookup_customer", thread_limit=1)]),
+        on_denial={"budget": "escalate"},
+    )
+    a.say("look it up twice")
+    assert len(a.conn.crm_calls) == 1 and a.state().next == ("denial_handler_budget",)
+    out = a.run(Command(resume=APPROVE))
+    assert a.conn.crm_calls == [look, look]
+    assert [(d["verdict"], d["result"]) for d in out["operator_decisions"]] == [
+        ("approved", "executed")
+    ]
+    assert len(out["tool_calls"]) == 2  # the override ran, and it counts
+
+
+def test_an_approved_argument_escalation_still_meets_the_budgets() -> None:
+    rule = ArgumentRule(
+        name="refund_at_most_1000",
+        tool="crm.refund",
+        schema={"properties": {"amount": {"type": "number", "maximum": 1000}}},
+    )
+    small = ("refund", {"account_id": "a1", "amount": 10})
+    a = Agent(
+        [calls(("refund", {"account_id": "a1", "amount": 5000}), small), "one refunded"],
+        tool_gates=ToolGates(
+            argument_rules=[rule], budgets=[Budget(tool="crm.refund", thread_limit=1)]
+        ),
+        on_denial={"arguments": "escalate"},
+    )
+    a.say("refund twice")
+    assert a.conn.crm_calls == [small]
+    out = a.run(Command(resume=APPROVE))
+    assert a.conn.crm_calls == [small]  # the rule's override is not the budget's
+    assert [d["result"] for d in out["operator_decisions"]] == ["failed"]
+    assert "thread limit 1 (1 calls counted)" in str(answers(out)[0].content)
+
+
 def test_an_argument_rule_denies_a_call_naming_the_rule() -> None:
     rule = ArgumentRule(
         name="refund_at_most_1000",

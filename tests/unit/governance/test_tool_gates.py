@@ -498,6 +498,7 @@ def test_the_start_marker_names_who_and_what_and_every_outcome_when_it_started()
         "content": '{"deleted": "a1"}',
         "status": "success",
         "started_at": marker.answer["started_at"],
+        "refused": False,
     }
 
 
@@ -571,3 +572,51 @@ def test_the_recorded_result_is_read_back_and_a_damaged_one_reads_unknown() -> N
     conn = _Conn()
     outcome = _run(conn, store)
     assert conn.sent == [] and (outcome.result, outcome.status) == ("unknown", "error")
+
+
+def _refused(conn: _Conn, store: ClaimStore) -> Any:
+    return asyncio.run(
+        run_held(conn, store, DENIAL, {"account_id": "a1"}, operator="ana", refused="spent")  # type: ignore[arg-type]
+    )
+
+
+def test_a_call_refused_at_approval_is_not_run_and_the_refusal_is_decided_once() -> None:
+    conn, store = _Conn(), ClaimStore()
+    outcome = _refused(conn, store)
+    assert conn.sent == []
+    assert (outcome.result, outcome.status, outcome.content, outcome.refused) == (
+        "failed",
+        "error",
+        "spent",
+        True,
+    )
+    assert asyncio.run(store.get(start_key("esc_1"))) is None  # nothing was started
+    recorded = asyncio.run(store.get(result_key("esc_1")))
+    assert recorded is not None and recorded.answer["refused"] is True
+    # completed again (a copy of the thread, a resume after a crash): the same refusal, read
+    # back, even if the budget no longer blocks it
+    again = _run(conn, store)
+    assert conn.sent == [] and again == outcome
+
+
+def test_a_refusal_never_hides_a_call_that_ran_or_may_have() -> None:
+    ran_store, conn = ClaimStore(), _Conn()
+    ran = _run(conn, ran_store)
+    assert _refused(conn, ran_store) == ran and not ran.refused
+    started = ClaimStore()
+    asyncio.run(started.claim(new_claim(start_key("esc_1"), {"started_at": "T0"})))
+    unknown = _refused(conn, started)
+    assert (unknown.result, unknown.refused) == ("unknown", False)
+    assert conn.sent == [("delete_customer", {"account_id": "a1"})]
+
+
+def test_check_budgets_is_the_budget_part_of_check_alone() -> None:
+    gates = ToolGates(
+        require_approval=["crm.delete_customer"], budgets=[Budget(tool="crm.*", thread_limit=2)]
+    ).compile()
+    tool = ToolRef("crm", "delete_customer")
+    assert gates.check_budgets(tool, CallCounts(thread={"crm.*": 1})) is None
+    spent = gates.check_budgets(tool, CallCounts(thread={"crm.*": 2}))
+    assert spent is not None and spent.gate == "budget"
+    assert spent == gates.check(tool, {}, CallCounts(thread={"crm.*": 2}))
+    assert gates.check_budgets(ToolRef("other", "delete_customer"), CallCounts()) is None
