@@ -265,6 +265,12 @@ def crm_served(tmp_path: Path, extra_toml: str) -> Iterator[tuple[CrmServer, Pat
         yield crm, config, env
 
 
+def _values(value: object) -> dict[str, Any]:
+    """A run's or a state's values: the SDK types them as a dict or a list of dicts."""
+    assert isinstance(value, dict), value
+    return value
+
+
 def _user(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
@@ -291,7 +297,7 @@ async def test_a_configured_server_binds_base_tools_calls_extra_servers_and_lear
         with langgraph_dev(workdir, env, keep_state=True) as server:
             client = get_client(url=server.url, api_key=agent)
             # before anything was learned: the BM25 tie, by name
-            before = await client.runs.wait(None, "governed_agent", input=_user(ask))
+            before = _values(await client.runs.wait(None, "governed_agent", input=_user(ask)))
             assert _order(before["selected_tools"], "crm_find_customer", "crm_lookup_customer") == [
                 "crm_find_customer",
                 "crm_lookup_customer",
@@ -304,7 +310,7 @@ async def test_a_configured_server_binds_base_tools_calls_extra_servers_and_lear
                 input=_user("look up the crm customer record account_id=acct-42"),
             )
             state = await client.threads.get_state(thread)
-            values = state["values"]
+            values = _values(state["values"])
             assert "crm_lookup_customer" in values["selected_tools"]  # retrieved ...
             ai = [m for m in values["messages"] if m["type"] == "ai"]
             assert [c["name"] for c in ai[0]["tool_calls"]] == ["crm_lookup_customer"]  # called
@@ -338,7 +344,7 @@ async def test_a_configured_server_binds_base_tools_calls_extra_servers_and_lear
         # a new server process on the same state directory: what was learned is still there
         with langgraph_dev(workdir, env) as server:
             client = get_client(url=server.url, api_key=agent)
-            after = await client.runs.wait(None, "governed_agent", input=_user(ask))
+            after = _values(await client.runs.wait(None, "governed_agent", input=_user(ask)))
             assert _order(after["selected_tools"], "crm_find_customer", "crm_lookup_customer") == [
                 "crm_lookup_customer",
                 "crm_find_customer",
@@ -399,8 +405,10 @@ async def test_an_unreachable_extra_server_is_a_warning_and_the_engine_tools_sti
             )
             assert f"{config}: extra_servers.crm: unreachable at {dead}" in warning
             client = get_client(url=server.url)
-            done = await client.runs.wait(
-                None, "governed_agent", input=_user("recommend scenario=restock_inventory")
+            done = _values(
+                await client.runs.wait(
+                    None, "governed_agent", input=_user("recommend scenario=restock_inventory")
+                )
             )
             assert "__error__" not in done
             assert done["selected_tools"][0] == "recommend"
@@ -460,7 +468,7 @@ async def test_the_configuration_files_tool_gates_hold_a_call_for_an_operator_on
             command={"resume": {"decisions": [{"type": "approve", "message": "asked for"}]}},
         )
         assert crm.calls == [("crm_lookup_customer", {"account_id": "acct-42"})]
-        values = (await client.threads.get_state(thread))["values"]
+        values = _values((await client.threads.get_state(thread))["values"])
         [decided] = values["operator_decisions"]
         assert (decided["operator"], decided["gate"], decided["verdict"]) == (
             "ana",
