@@ -6,7 +6,7 @@ use crate::project::NUM_FIELDS;
 
 use super::docs::doc_key;
 use super::pass1::Pass1;
-use super::postings::{Posting, PostingList};
+use super::postings::{Posting, PostingList, WideTf};
 use super::scoring::{scale_len, Scorer};
 use super::stage::{Staged, StagedVector};
 use super::vectors::Vectors;
@@ -81,9 +81,10 @@ impl Index {
             }
         }
         let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
+        let mut gained = Vec::new();
         if tools.len() >= RESERVE_BATCH {
             // Every postings list sized once, for all it gains.
-            let mut gained = vec![0u32; self.postings.len()];
+            gained = vec![0u32; self.postings.len()];
             for &(id, _) in all_terms {
                 gained[id as usize] += 1;
             }
@@ -121,7 +122,7 @@ impl Index {
         if self.docs.slots() == 0
             && tools.len() >= PARALLEL_FIRST_ADD
             && !one_thread()
-            && self.insert_first(chunks, &pass1, &reference, every, &mut progress)
+            && self.insert_first(chunks, &pass1, &gained, &reference, every, &mut progress)
         {
             self.vectors.sync_graph();
             return;
@@ -156,14 +157,16 @@ impl Index {
         self.vectors.sync_graph();
     }
 
-    /// Pass 2 of a first add (the index has no slot yet) on two threads: this one fills the
-    /// postings, their bounds and the lengths, a second one the name table, the tool records
-    /// and the vectors; tool `i` takes slot `i`. Returns false, the index left empty, if two
-    /// tools share a name (the caller then inserts one by one: the later replaces the earlier).
+    /// Pass 2 of a first add (the index has no slot yet) on three threads: two fill the
+    /// postings and their bounds, each for the terms of one half of the postings (`gained`:
+    /// each term's count), a third the name table, the tool records and the vectors; tool
+    /// `i` takes slot `i`. Returns false, the index left empty, if two tools share a name (the
+    /// caller then inserts one by one: the later replaces the earlier).
     fn insert_first(
         &mut self,
         chunks: &[&Staged],
         pass1: &Pass1,
+        gained: &[u32],
         reference: &Scorer,
         every: usize,
         progress: &mut dyn FnMut(usize),
@@ -184,6 +187,56 @@ impl Index {
         let shared_name = AtomicBool::new(false);
         let e = params.length_exponent;
         let dim = chunks.iter().map(|c| c.dim).max().unwrap_or(0);
+        scaled_lens.reserve(tools.len());
+        for &(_, _, lens) in tools {
+            scaled_lens.push(std::array::from_fn(|f| scale_len(lens[f], e[f])));
+            for (total, len) in sum_len.iter_mut().zip(lens) {
+                *total += u64::from(len);
+            }
+        }
+        // The first term of the upper half of the postings.
+        let half = gained.iter().map(|&n| u64::from(n)).sum::<u64>() / 2;
+        let mut below = 0u64;
+        let split = gained
+            .iter()
+            .position(|&n| {
+                below += u64::from(n);
+                below > half
+            })
+            .map_or(postings.len(), |t| t + 1);
+        let (low, high) = postings.split_at_mut(split);
+        let (low_tfw, high_tfw) = bounds.tfw.split_at_mut(split);
+        let lens_of = &scaled_lens[..];
+        // The postings of terms `from..` in `lists` (and their bounds), every tool in slot
+        // order; stops early once a name is found shared.
+        let fill = |lists: &mut [PostingList],
+                    tfw: &mut [f32],
+                    from: u32,
+                    wide: &mut WideTf,
+                    progress: &mut dyn FnMut(usize)| {
+            let to = from + lists.len() as u32;
+            for (i, &(start, end, _)) in tools.iter().enumerate() {
+                let scaled = &lens_of[i];
+                for &(id, tf) in &all_terms[start..end] {
+                    if id < from || id >= to {
+                        continue;
+                    }
+                    let (post, is_wide) = Posting::new(i as u32, tf);
+                    if is_wide {
+                        wide.insert((id, i as u32), tf);
+                    }
+                    let t = (id - from) as usize;
+                    lists[t].insert(post);
+                    tfw[t] = tfw[t].max(reference.tfw(&tf, scaled));
+                }
+                if (i + 1).is_multiple_of(every) {
+                    progress(i + 1);
+                }
+                if i.is_multiple_of(4096) && shared_name.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        };
         let complete = std::thread::scope(|scope| {
             let records = scope.spawn(|| {
                 by_name.reserve(tools.len(), |s| doc_key(docs, s));
@@ -213,30 +266,20 @@ impl Index {
                 }
                 true
             });
-            scaled_lens.reserve(tools.len());
-            for (i, &(start, end, lens)) in tools.iter().enumerate() {
-                let scaled: [f32; NUM_FIELDS] = std::array::from_fn(|f| scale_len(lens[f], e[f]));
-                for &(id, tf) in &all_terms[start..end] {
-                    let (post, is_wide) = Posting::new(i as u32, tf);
-                    if is_wide {
-                        wide.insert((id, i as u32), tf);
-                    }
-                    postings[id as usize].insert(post);
-                    let bound = &mut bounds.tfw[id as usize];
-                    *bound = bound.max(reference.tfw(&tf, &scaled));
-                }
-                for (total, len) in sum_len.iter_mut().zip(lens) {
-                    *total += u64::from(len);
-                }
-                scaled_lens.push(scaled);
-                if (i + 1).is_multiple_of(every) {
-                    progress(i + 1);
-                }
-                if i.is_multiple_of(4096) && shared_name.load(Ordering::Relaxed) {
-                    break;
-                }
-            }
+            let upper = scope.spawn(|| {
+                let mut upper_wide = WideTf::default();
+                fill(high, high_tfw, split as u32, &mut upper_wide, &mut |_| {});
+                upper_wide
+            });
+            fill(low, low_tfw, 0, wide, progress);
             // A panic there is re-raised here, as the one-thread path would raise it.
+            let upper_wide = upper
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            // One by one, as one thread would have inserted them (the table's size follows).
+            for (key, tf) in upper_wide {
+                wide.insert(key, tf);
+            }
             records
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p))

@@ -108,6 +108,57 @@ impl Staged {
         }
     }
 
+    /// The next chunk of the same add in `spare`'s buffers (a chunk already tokenized and
+    /// emptied by [`Staged::take_names`]), or in new ones. Each chunk holds about 0.5 kB of
+    /// text a tool; the first writes into fresh buffers cost the walk more in page faults
+    /// and regrowth than the copying itself.
+    pub fn next_chunk_in(&self, spare: Option<Staged>) -> Staged {
+        match spare {
+            Some(mut spare) => {
+                debug_assert!(spare.is_empty() && spare.arena.is_empty());
+                spare.dim = self.dim;
+                spare
+            }
+            None => Staged {
+                arena: String::with_capacity(self.arena.len()),
+                texts: Vec::with_capacity(self.texts.len()),
+                tools: Vec::with_capacity(self.tools.len()),
+                ..self.next_chunk()
+            },
+        }
+    }
+
+    /// What the insertion reads of a tokenized chunk (each tool's name and vector) as a stage
+    /// of its own; this one is left empty, its text buffers kept for
+    /// [`Staged::next_chunk_in`].
+    pub fn take_names(&mut self) -> Staged {
+        let names: usize = self.tools.iter().map(|t| t.key.1 - t.key.0).sum();
+        let mut arena = String::with_capacity(names);
+        let tools = self
+            .tools
+            .iter()
+            .map(|t| {
+                let from = arena.len();
+                arena.push_str(&self.arena[t.key.0..t.key.1]);
+                StagedTool {
+                    key: (from, arena.len()),
+                    texts: (0, 0),
+                }
+            })
+            .collect();
+        self.arena.clear();
+        self.texts.clear();
+        self.tools.clear();
+        Staged {
+            arena,
+            texts: Vec::new(),
+            tools,
+            vectors: std::mem::take(&mut self.vectors),
+            vector_arena: std::mem::take(&mut self.vector_arena),
+            dim: self.dim,
+        }
+    }
+
     /// Number of tools staged.
     pub fn len(&self) -> usize {
         self.tools.len()

@@ -53,15 +53,19 @@ fn tokenize_chunks(
     rx: mpsc::Receiver<Staged>,
     every: usize,
     done: mpsc::Sender<usize>,
+    spare: mpsc::Sender<Staged>,
 ) -> Result<(Vec<Staged>, Pass1), String> {
     catch_unwind(AssertUnwindSafe(|| {
         let mut pass1 = Pass1::new();
         let mut chunks = Vec::new();
-        for staged in rx {
+        for mut staged in rx {
             pass1.tokenize(&staged, every, &mut |d| {
                 let _ = done.send(d);
             });
-            chunks.push(staged);
+            // Pass 2 reads only the names (and vectors): the texts' buffers go back to the
+            // walk for a later chunk.
+            chunks.push(staged.take_names());
+            let _ = spare.send(staged);
         }
         (chunks, pass1)
     }))
@@ -129,6 +133,8 @@ pub(crate) fn add(
     // tools. It reports back how many tools it has tokenized.
     let (chunks, pass1) = std::thread::scope(|scope| -> PyResult<(Vec<Staged>, Pass1)> {
         let (done_tx, done_rx) = mpsc::channel::<usize>();
+        let (spare_tx, spare_rx) = mpsc::channel::<Staged>();
+        let mut spare_tx = Some(spare_tx);
         let mut feed: Option<mpsc::SyncSender<Staged>> = None;
         let mut worker = None;
         let mut staged = Staged::default();
@@ -151,12 +157,15 @@ pub(crate) fn add(
             }
             projected += 1;
             if staged.len() == PIPELINE_CHUNK {
-                let next = staged.next_chunk();
+                let next = staged.next_chunk_in(spare_rx.try_recv().ok());
                 let full = std::mem::replace(&mut staged, next);
                 let tx = feed.get_or_insert_with(|| {
                     let (tx, rx) = mpsc::sync_channel::<Staged>(PIPELINE_DEPTH);
                     let done_tx = done_tx.clone();
-                    worker = Some(scope.spawn(move || tokenize_chunks(rx, every, done_tx)));
+                    let spare_tx = spare_tx.take().expect("one worker");
+                    worker = Some(
+                        scope.spawn(move || tokenize_chunks(rx, every, done_tx, spare_tx)),
+                    );
                     tx
                 });
                 // Ahead of the worker by PIPELINE_DEPTH chunks: wait for it without the

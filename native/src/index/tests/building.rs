@@ -56,6 +56,7 @@ fn pass1_tokenizes_as_the_analyzer_with_its_caches() {
 fn assert_same_index(a: &Index, b: &Index) {
     assert_eq!(a.len(), b.len());
     assert_eq!(a.sum_len, b.sum_len);
+    assert_eq!(a.wide.len(), b.wide.len());
     assert_eq!(a.vocab.len(), b.vocab.len());
     for t in 0..a.vocab.len() as u32 {
         assert_eq!(a.vocab.term(t), b.vocab.term(t));
@@ -107,6 +108,11 @@ fn a_first_add_on_two_threads_leaves_what_one_thread_does() {
     let mut rng = Rng(0x7f4a_7c15_9e37_79b9);
     let tools = skewed_catalog(&mut rng, n, "p");
     let mut staged = stage_catalog(&tools);
+    // Frequencies of 15 and more (the wide table) of a term of each thread's half.
+    for (name, word) in [("wide_new", "zzwide"), ("wide_old", "w1")] {
+        staged.begin(name);
+        staged.text(Field::Description, &vec![word; 40].join(" "));
+    }
     // Vectors for most tools, none for some.
     let mut staged_v = Staged::default();
     for (i, (name, desc, params)) in tools.iter().enumerate() {
@@ -132,7 +138,8 @@ fn a_first_add_on_two_threads_leaves_what_one_thread_does() {
     staged.text(Field::Description, "a replacement w1 w2 rare7x");
     let two = add_on_threads(&staged, false);
     let one = add_on_threads(&staged, true);
-    assert_eq!(two.len(), n);
+    assert_eq!(two.len(), n + 2);
+    assert_eq!(two.wide.len(), 2, "one wide posting in each half");
     assert_same_index(&two, &one);
     let hits = two.named(two.search_slots(&analyze_query("replacement"), 1, None, None));
     assert_eq!(hits[0].0, tools[17].0);
