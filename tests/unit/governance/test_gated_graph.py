@@ -440,6 +440,27 @@ def test_an_approval_counts_the_budget_of_the_run_the_call_was_made_in() -> None
     assert "run limit 1 (1 calls counted)" in str(answers(out)[0].content)
 
 
+def test_an_approval_counts_this_runs_budget_denials_against_the_run_limit() -> None:
+    # the lookup is denied by its own budget; that attempt counts in the run limit of crm.*
+    look = ("lookup_customer", {"account_id": "a1"})
+    a = Agent(
+        [calls(DELETE, look), "denied"],
+        tool_gates=ToolGates(
+            require_approval=["crm.delete_customer"],
+            budgets=[
+                Budget(tool="crm.*", run_limit=1),
+                Budget(tool="crm.lookup_customer", run_limit=0),
+            ],
+        ),
+    )
+    a.say("delete a1 and look it up")
+    assert [d["gate"] for d in a.state().values["denials"]] == ["approval", "budget"]
+    out = a.run(Command(resume=APPROVE))
+    assert a.conn.crm_calls == []
+    assert [d["result"] for d in out["operator_decisions"]] == ["failed"]
+    assert "run limit 1 (1 calls counted)" in str(answers(out)[0].content)
+
+
 def test_an_approved_budget_escalation_is_that_budgets_override() -> None:
     look = ("lookup_customer", {"account_id": "a1"})
     a = Agent(
