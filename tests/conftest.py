@@ -19,7 +19,8 @@ file carries one, and a test file outside these directories is an error:
 - ``integration``: a real engine, PostgreSQL, a stand-in server or a CLI subprocess, seconds;
 - ``slow``: the guarantees, ``langgraph dev``, PostgreSQL under load, the README and notebooks.
 
-``pytest -m "not slow"`` is the fast tier; ``pytest`` (CI) runs everything.
+``pytest -m "not slow"`` is the fast tier; ``pytest -n auto --dist loadfile`` (the README's
+command, CI) runs everything, a file at a time on each core.
 """
 
 from __future__ import annotations
