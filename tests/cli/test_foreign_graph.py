@@ -27,7 +27,7 @@ from algenta_graph.audit.chain import seal
 from algenta_graph.audit.history import verify_audit
 from algenta_graph.audit.records import read_records
 from algenta_graph.errors import RecordsFileError
-from algenta_graph.state import RECORD_FIELDS
+from algenta_graph.state import RECORD_FIELDS, GovernedState
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -124,7 +124,13 @@ def _snapshot(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
 
 
-VARIANTS = ([], ["--jsonl"], ["--thread", "x"], ["--verify"], ["--verify", "--thread", "x"])
+VARIANTS: tuple[list[str], ...] = (
+    [],
+    ["--jsonl"],
+    ["--thread", "x"],
+    ["--verify"],
+    ["--verify", "--thread", "x"],
+)
 
 
 @pytest.mark.parametrize("name", list(OTHER_GRAPHS))
@@ -148,7 +154,7 @@ def test_another_graphs_checkpoint_file_is_one_line_naming_it(name: str, tmp_pat
         verify_audit(path)
 
 
-def _sealing(state: dict[str, Any]) -> dict[str, Any]:
+def _sealing(state: GovernedState) -> dict[str, Any]:
     receipt = {"decision_id": "dec_ours", "execution_status": "delivered", "response_code": 200}
     return seal(state, {"receipts": [receipt], "denials": [], "operator_decisions": []})
 
@@ -156,8 +162,6 @@ def _sealing(state: dict[str, Any]) -> dict[str, Any]:
 def test_a_file_shared_with_another_graph_lists_ours_and_names_the_others(
     tmp_path: Path,
 ) -> None:
-    from algenta_graph.state import GovernedState
-
     path = tmp_path / "shared.sqlite"
     ours: StateGraph[Any] = StateGraph(GovernedState)
     ours.add_node("tool", _sealing)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessageChunk, BaseMessage, ToolCallChunk
 from langchain_core.outputs import ChatGenerationChunk
 
 from algenta_graph.cli.run import run_thread
@@ -38,8 +38,15 @@ class StreamingDemoModel(DemoChatModel):
         tools = [t["function"] for t in kw.get("tools", []) if t.get("type") == "function"]
         reply = self._reply(messages, tools)
         if reply.tool_calls:
-            calls = [
-                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+            # "type" as AIMessageChunk sets it (the same chunk with or without it)
+            calls: list[ToolCallChunk] = [
+                {
+                    "name": c["name"],
+                    "args": json.dumps(c["args"]),
+                    "id": c["id"],
+                    "index": i,
+                    "type": "tool_call_chunk",
+                }
                 for i, c in enumerate(reply.tool_calls)
             ]
             chunk = ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=calls))

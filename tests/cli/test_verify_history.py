@@ -297,11 +297,19 @@ async def test_a_branched_history_verifies_along_each_branch(
 # --------------------------------------------------------------------- PostgreSQL
 
 
+def _one(cursor: psycopg.Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The one row a query returns (``fetchone`` is typed for none, too)."""
+    row = cursor.fetchone()
+    assert row is not None
+    return row
+
+
 def _pg_snapshot(url: str) -> tuple[Any, ...]:
     with psycopg.connect(url) as conn:
         return tuple(
-            conn.execute(f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
-                         f"FROM {table} AS t").fetchone()[0]
+            _one(conn.execute(
+                f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
+                f"FROM {table} AS t"))[0]
             for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
         )  # fmt: skip
 
@@ -318,11 +326,13 @@ def _pg_versions(url: str, channel: str) -> list[tuple[str, str | None]]:
 
 def _pg_rewrite_blob(url: str, channel: str, version: str, change: Callable[[Any], None]) -> None:
     with psycopg.connect(url) as conn:
-        kind, blob = conn.execute(
-            "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = 't1' AND "
-            "checkpoint_ns = '' AND channel = %s AND version = %s",
-            (channel, version),
-        ).fetchone()
+        kind, blob = _one(
+            conn.execute(
+                "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = 't1' AND "
+                "checkpoint_ns = '' AND channel = %s AND version = %s",
+                (channel, version),
+            )
+        )
         value = SERDE.loads_typed((kind, bytes(blob)))
         change(value)
         kind, blob = SERDE.dumps_typed(value)
@@ -402,9 +412,11 @@ async def test_what_the_history_cannot_show_a_kept_head_does(
 
 def _has_receipt(url: str, version: str) -> bool:
     with psycopg.connect(url) as conn:
-        kind, blob = conn.execute(
-            "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = 't1' AND "
-            "checkpoint_ns = '' AND channel = 'receipts' AND version = %s",
-            (version,),
-        ).fetchone()
+        kind, blob = _one(
+            conn.execute(
+                "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = 't1' AND "
+                "checkpoint_ns = '' AND channel = 'receipts' AND version = %s",
+                (version,),
+            )
+        )
     return bool(SERDE.loads_typed((kind, bytes(blob))))

@@ -456,7 +456,8 @@ async def test_mcp_accepts_x_api_key_too(api: ReferenceEngine) -> None:
 # -- bad input on every route: a named 4xx, never a traceback, nothing written --------------
 
 
-BAD_INPUT = [
+# (method, path, body: raw bytes, JSON or none, status, error code)
+BAD_INPUT: list[tuple[str, str, bytes | dict[str, Any] | None, int, str]] = [
     ("POST", "/v1/decision-cases", b"{not json", 400, "invalid_json"),
     ("POST", "/v1/decision-cases", b"[1, 2]", 400, "invalid_request"),
     ("POST", "/v1/decision-cases", {"title": "no pack"}, 400, "invalid_request"),

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from graph_support import agent, config, execute, log_decision, open_connection
@@ -49,7 +50,7 @@ async def test_racing_operators_leave_exactly_one_answer_and_a_true_record(
                 assert out["__interrupt__"][0].value["gate"] == "confidence"
 
     start = time.time() + 12  # both workers are up and connected by then
-    plans: dict[str, list[dict]] = {"ana": [], "bo": []}
+    plans: dict[str, list[dict[str, Any]]] = {"ana": [], "bo": []}
     for i, thread in enumerate(threads):
         at = start + 1.5 * i
         bo_action = "override" if i % 2 == 0 else "decline"
@@ -66,7 +67,7 @@ async def test_racing_operators_leave_exactly_one_answer_and_a_true_record(
         )
         for name, plan in plans.items()
     }
-    results: dict[str, dict[str, dict]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     for name, proc in workers.items():
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-2000:]

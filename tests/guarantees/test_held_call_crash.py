@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,11 @@ def _events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _holding_at(point: str, progress: Path) -> bool:
+    """Whether the child reported holding at ``point`` in ``progress``."""
+    return {"holding": point} in _events(progress)
+
+
 def _finish(child: subprocess.Popen[bytes], progress: Path) -> None:
     assert child.wait(timeout=120) == 0, _events(progress)
     assert {"done": True} in _events(progress)
@@ -89,7 +95,7 @@ def test_an_approved_held_call_killed_at_every_step_never_runs_twice(
         if point == "in_flight":
             crm.entered.clear()
             crm.hold = release
-        job = {**base, "mode": "approve", "progress": str(killed)}
+        job: dict[str, str | None] = {**base, "mode": "approve", "progress": str(killed)}
         job["kill_at"] = None if point == "in_flight" else point
         child = _start(job)
         if point is None:
@@ -99,7 +105,7 @@ def test_an_approved_held_call_killed_at_every_step_never_runs_twice(
                 wait_until(crm.entered.is_set, timeout=120, what="the CRM to receive the call")
             else:
                 wait_until(
-                    lambda point=point, killed=killed: {"holding": point} in _events(killed),
+                    partial(_holding_at, point, killed),
                     timeout=120,
                     what=f"the child to hold at {point}",
                 )

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from crm_support import CrmServer, running_crm
 from guarantee_support import figure
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
@@ -94,7 +95,7 @@ def attempts(safe_delete: str) -> Iterator[dict[str, Any]]:
     """Every attempt: ``{"label", "steps": [("user", text) | ("resume", answer)], "replies"}``."""
     delete = "delete_customer"
 
-    def one(label: str, *replies: dict[str, Any], steps: Any = None) -> dict[str, Any]:
+    def one(label: str, *replies: dict[str, Any] | str, steps: Any = None) -> dict[str, Any]:
         return {"label": label, "steps": steps or [("user", label)], "replies": list(replies)}
 
     # 1. the held tool, directly and after search_tools, with every argument trick
@@ -290,7 +291,7 @@ async def test_no_bypass_attempt_runs_a_gated_call_ungoverned(
                 graph = await create_governed_agent(
                     model, connection=conn, checkpointer=saver, tool_gates=GATES
                 )
-                cfg = {"configurable": {"thread_id": thread}}
+                cfg: RunnableConfig = {"configurable": {"thread_id": thread}}
                 for kind, value in case["steps"]:
                     payload: Any = (
                         Command(resume=value)

@@ -192,6 +192,7 @@ async def test_an_override_sends_exactly_the_gates_own_flag(
             assert out["__interrupt__"][0].value["gate"] == gate
             out = await graph.ainvoke(Command(resume=OVERRIDE), config("t"))
     flag = GATES[gate].override_flag
+    assert flag is not None  # an engine gate's
     last = engine.executions(decision)[-1]
     assert last[flag] is True
     assert last["force" if flag == "override_safety" else "override_safety"] is False

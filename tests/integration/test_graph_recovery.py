@@ -106,7 +106,9 @@ async def test_override_delivered_before_a_crash_is_not_delivered_twice(
     from langgraph.types import Command
 
     db = tmp_path / "cp.sqlite"
-    resume = Command(resume={"action": "override", "operator": "ana", "reason": "approved"})
+    resume: Command[str] = Command(
+        resume={"action": "override", "operator": "ana", "reason": "approved"}
+    )
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, confidence=0.3)
         replies = [execute(decision, webhook.url, "c1")]

@@ -46,7 +46,9 @@ from algenta_graph.telemetry import instrument
 from algenta_graph.telemetry.engine_calls import span_context_of
 from algenta_graph.testing import ScriptedChatModel
 
-OVERRIDE = Command(resume={"action": "override", "operator": "ana", "reason": "signed off"})
+OVERRIDE: Command[str] = Command(
+    resume={"action": "override", "operator": "ana", "reason": "signed off"}
+)
 
 
 class Telemetry:
@@ -397,6 +399,7 @@ async def test_langchain_runs_carry_the_governance(
     assert len(records) == 2
     by_id = {r.id: r for r in runs}
     denial, receipt = records
+    assert denial.parent_run_id is not None and receipt.parent_run_id is not None
     assert by_id[denial.parent_run_id].name in ("governed_tool", "execute_decision")
     assert by_id[receipt.parent_run_id].name == "denial_handler_confidence"
     meta = denial.extra["metadata"]

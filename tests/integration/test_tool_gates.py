@@ -145,7 +145,7 @@ async def test_an_edit_runs_the_edited_arguments_scrubbed_and_is_recorded_modifi
 ) -> None:
     gates = ToolGates(require_approval=["delete_*"])
     replies = [calls(("delete_customer", {"account_id": "a1"})), "done"]
-    edit = {
+    edit: dict[str, Any] = {
         "decisions": [
             {
                 "type": "edit",

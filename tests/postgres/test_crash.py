@@ -171,7 +171,7 @@ def _cycle(
     assert finished.get("exit") == 0 and errors == [], (finished, errors)
     done = {e["thread"]: e for e in events if e["event"] == "done"}
     taken = {s["thread_id"] for s in victim_threads}
-    first_modes = {}
+    first_modes: dict[str, str] = {}
     for e in events:
         if e["event"] == "start" and e["thread"] in taken:
             first_modes.setdefault(e["thread"], e["mode"])

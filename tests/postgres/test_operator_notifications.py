@@ -115,7 +115,7 @@ async def test_a_notice_is_delivered_once_per_escalation_across_two_workers_and_
     with FailingReceiver() as receiver:
         procs: list[tuple[subprocess.Popen[bytes], dict[str, Any]]] = []
         for w, half in enumerate((threads[: THREADS // 2], threads[THREADS // 2 :])):
-            job = {
+            job: dict[str, Any] = {
                 "db": postgres_url,
                 "engine_url": engine.url,
                 "notify_url": receiver.url,

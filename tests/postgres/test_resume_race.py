@@ -23,7 +23,7 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import pytest
@@ -51,6 +51,21 @@ async def _session(url: str) -> AsyncIterator[ClientSession]:
     ):
         await session.initialize()
         yield session
+
+
+class _Row(TypedDict):
+    """One raced thread: what ran, what was recorded, who was told what."""
+
+    thread: str
+    raced: bool
+    posts: int
+    executions: int
+    executed_by: list[str]
+    recorded_operators: list[str]
+    lost_by: str | None
+    told_winner: str | None
+    results: list[str]
+    receipt_sources: list[str | None]
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +143,9 @@ def _run_race(
 
         # 2. two workers answer every escalation at once, as different operators
         go = tmp_path / "go"
-        jobs = []
+        jobs: list[dict[str, Any]] = []
         for operator in OPERATORS:
-            job = {
+            job: dict[str, Any] = {
                 **common,
                 "job": operator,
                 "progress": str(tmp_path / f"{operator}.jsonl"),
@@ -188,7 +203,7 @@ def _run_race(
         for e in events[op]
         if e["event"] == "lost"
     }
-    rows = []
+    rows: list[_Row] = []
     for name in threads:
         decision_id = decisions[name]
         executions = engine.executions(decision_id)

@@ -11,11 +11,12 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 from guarantee_support import log_decision
 from mcp import ClientSession
 from postgres_support import postgres_server, postgres_url  # noqa: F401
-from served_support import CONFIG, langgraph_dev
+from served_support import CONFIG, langgraph_dev, values_of
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.checkpoint_reader import read_thread_records
@@ -51,13 +52,11 @@ async def test_langgraph_dev_keeps_the_served_graphs_checkpoints_in_postgres(
         [assistant] = await client.assistants.search(graph_id="governed_agent")
         thread = (await client.threads.create())["thread_id"]
         text = f"execute decision_id={decision_id} webhook_url={webhook.url}"
-        await client.runs.wait(
-            thread,
-            assistant["assistant_id"],
-            input={"messages": [{"type": "human", "content": text}]},
-        )
+        turn: dict[str, Any] = {"messages": [{"type": "human", "content": text}]}
+        await client.runs.wait(thread, assistant["assistant_id"], input=turn)
         state = await client.threads.get_state(thread)
-        assert [r["decision_id"] for r in state["values"]["receipts"]] == [decision_id]
+        receipts = values_of(state["values"])["receipts"]
+        assert [r["decision_id"] for r in receipts] == [decision_id]
         assert "Using custom checkpointer: AsyncPostgresSaver" in server.log()
 
     # the server is gone; its checkpoints are in PostgreSQL

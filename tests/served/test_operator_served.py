@@ -26,15 +26,11 @@ from typing import Any
 import httpx
 import pytest
 from guarantee_support import figure
+from served_support import CONFIG, langgraph_dev
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.visibility import DECIDED_KEY, WAITING_KEY
 from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
-
-try:  # the served harness (tests/support after the move of the tests into directories)
-    from served_support import CONFIG, langgraph_dev
-except ImportError:  # pragma: no cover - before it
-    from test_server import CONFIG, langgraph_dev
 
 pytestmark = pytest.mark.timeout(900)
 

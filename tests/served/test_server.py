@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from served_support import CONFIG, langgraph_dev, user_turn
+from served_support import CONFIG, langgraph_dev, user_turn, values_of
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
@@ -111,7 +111,9 @@ async def test_langgraph_dev_serves_the_governed_graph(
         [assistant] = await client.assistants.search(graph_id="governed_agent")
         aid = assistant["assistant_id"]
         schemas = await client.assistants.get_schemas(aid)
-        context = schemas["context_schema"]["properties"]
+        context_schema = schemas["context_schema"]
+        assert context_schema is not None
+        context = context_schema["properties"]
         assert set(context) == {"profile", "top_k", "on_denial"}
         assert context["profile"]["enum"] == ["observe", "govern", "execute", "full"]
         thread = (await client.threads.create())["thread_id"]
@@ -126,7 +128,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
             ),
         )
         state = await client.threads.get_state(thread)
-        confident = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
+        confident = str(_last_tool_json(values_of(state["values"]), "log_decision")["decision_id"])
         nodes = [
             node
             async for chunk in client.runs.stream(
@@ -142,7 +144,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         ]
         assert nodes == ["retrieve_tools", "model", "governed_tool", "model"]
         state = await client.threads.get_state(thread)
-        [receipt] = state["values"]["receipts"]
+        [receipt] = values_of(state["values"])["receipts"]
         assert receipt["decision_id"] == confident
         assert receipt["execution_status"] == "delivered"
         assert [body["decision_id"] for body in webhook.received] == [confident]
@@ -157,7 +159,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
             ),
         )
         state = await client.threads.get_state(thread)
-        shaky = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
+        shaky = str(_last_tool_json(values_of(state["values"]), "log_decision")["decision_id"])
         chunks = [
             chunk
             async for chunk in client.runs.stream(
@@ -179,10 +181,10 @@ async def test_langgraph_dev_serves_the_governed_graph(
         await client.runs.wait(thread, aid, command={"resume": operator})
         state = await client.threads.get_state(thread)
         assert state["next"] == []
-        receipts = state["values"]["receipts"]
+        receipts = values_of(state["values"])["receipts"]
         assert [r["decision_id"] for r in receipts] == [confident, shaky]
         assert receipts[-1]["safety_overridden"] is True
-        [decision] = state["values"]["operator_decisions"]
+        [decision] = values_of(state["values"])["operator_decisions"]
         assert (decision["operator"], decision["action"], decision["result"]) == (
             "ana.ops",
             "override",
@@ -190,7 +192,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         )
         [execution] = engine.executions(shaky)
         assert execution["override_safety"] is True
-        assert [d["gate"] for d in state["values"]["denials"]] == ["confidence"]
+        assert [d["gate"] for d in values_of(state["values"])["denials"]] == ["confidence"]
         # open or not, governed records are written only by the graph's nodes
         forged = httpx.post(
             f"{server.url}/threads/{thread}/state",
@@ -199,7 +201,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
         )
         assert forged.status_code == 403, forged.text
         assert "governed records" in forged.json()["detail"]
-        assert len((await client.threads.get_state(thread))["values"]["receipts"]) == 2
+        assert len(values_of((await client.threads.get_state(thread))["values"])["receipts"]) == 2
 
         # per-run context may only tighten: halting the same gate ends the run, reporting it
         # (looser than the server's escalate) is refused with the gate named, nothing executed
@@ -214,15 +216,17 @@ async def test_langgraph_dev_serves_the_governed_graph(
             context={"top_k": 2},
         )
         state = await client.threads.get_state(other)
-        assert len(state["values"]["selected_tools"]) == 2
-        reported = str(_last_tool_json(state["values"], "log_decision")["decision_id"])
+        assert len(values_of(state["values"])["selected_tools"]) == 2
+        reported = str(_last_tool_json(values_of(state["values"]), "log_decision")["decision_id"])
         execute = user_turn(f"execute_decision decision_id={reported} webhook_url={webhook.url}")
-        looser = await client.runs.wait(
-            other,
-            aid,
-            input=execute,
-            context={"on_denial": {"confidence": "report"}},
-            raise_error=False,
+        looser = values_of(
+            await client.runs.wait(
+                other,
+                aid,
+                input=execute,
+                context={"on_denial": {"confidence": "report"}},
+                raise_error=False,
+            )
         )
         assert "'confidence'" in looser["__error__"]["message"]
         assert "looser" in looser["__error__"]["message"]
@@ -231,10 +235,10 @@ async def test_langgraph_dev_serves_the_governed_graph(
         )
         state = await client.threads.get_state(other)
         assert state["next"] == []
-        assert [(d["gate"], d["policy"]) for d in state["values"]["denials"]] == [
+        assert [(d["gate"], d["policy"]) for d in values_of(state["values"])["denials"]] == [
             ("confidence", "halt")
         ]
-        assert state["values"]["receipts"] == []
+        assert values_of(state["values"])["receipts"] == []
         assert engine.executions(reported) == []
 
 
@@ -250,7 +254,9 @@ async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
     ) as server:
         client = get_client(url=server.url)
         ask = user_turn("recommend scenario=restock_inventory")
-        failed = await client.runs.wait(None, "governed_agent", input=ask, raise_error=False)
+        failed = values_of(
+            await client.runs.wait(None, "governed_agent", input=ask, raise_error=False)
+        )
         assert failed["__error__"]["error"] == "EngineConnectionError"
         # the server's log has the full message, naming the URL it could not reach
         assert re.search(rf"EngineConnectionError: .*{re.escape(url)}", server.log())
@@ -258,7 +264,7 @@ async def test_served_graph_fails_runs_clearly_until_the_engine_is_up(
 
         # nothing was cached from the failed attempt: once the engine is up, runs work
         start_engine(port=port)
-        done = await client.runs.wait(None, "governed_agent", input=ask)
+        done = values_of(await client.runs.wait(None, "governed_agent", input=ask))
         assert "__error__" not in done
         assert done["selected_tools"][0] == "recommend"
         assert done["messages"][-1]["type"] == "ai"

@@ -19,7 +19,8 @@ def in_ci() -> bool:
 def require_module(name: str, install: str = 'pip install -e ".[dev]"') -> ModuleType:
     """``pytest.importorskip(name)``, except that in CI a missing module fails the test."""
     try:
-        return pytest.importorskip(name)
+        module: ModuleType = pytest.importorskip(name)
+        return module
     except pytest.skip.Exception:
         if in_ci():
             pytest.fail(f"{name} is not installed in CI ({install})", pytrace=False)

@@ -59,7 +59,7 @@ def assert_one_line_error(
     proc: subprocess.CompletedProcess[Any], *words: str, code: int = 2
 ) -> str:
     """``proc`` failed with ``code`` and one stderr line containing ``words``; return it."""
-    err = proc.stderr.strip()
+    err: str = proc.stderr.strip()
     assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], err[-2000:])
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
     lines = [line for line in err.splitlines() if line.strip()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -189,7 +189,8 @@ class StubConnection:
         if self.get_decision_error is not None:
             raise self.get_decision_error
         if self.get_decision_result is not None:
-            return self.get_decision_result
+            # scripted: a record, or on purpose something else (a test of a malformed answer)
+            return cast("dict[str, Any]", self.get_decision_result)
         return {
             "decision": {"decision_id": decision_id},
             "executions": self.executions.get(decision_id, []),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.connection.engine import EngineConnection
@@ -30,7 +31,7 @@ def execute(decision_id: str, webhook_url: str, call_id: str, **extra: Any) -> d
     )
 
 
-def config(thread: str, **configurable: Any) -> Any:
+def config(thread: str, **configurable: Any) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, **configurable}}
 
 

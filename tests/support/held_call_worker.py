@@ -41,6 +41,7 @@ def _hold(progress: str, point: str) -> None:
 async def run(job: dict[str, Any]) -> None:
     """Run the job (see the module docs)."""
     import aiosqlite
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.types import Command
 
@@ -51,7 +52,8 @@ async def run(job: dict[str, Any]) -> None:
     from algenta_graph.testing import ScriptedChatModel
 
     point, progress = job.get("kill_at"), job["progress"]
-    original = handler_module.run_held
+    # applying imports run_held (it does not export it): the name it calls, in its namespace
+    original = vars(handler_module)["run_held"]
 
     async def run_held(*args: Any, **kwargs: Any) -> Any:
         if point == "claimed":
@@ -61,7 +63,7 @@ async def run(job: dict[str, Any]) -> None:
             _hold(progress, point)
         return outcome
 
-    handler_module.run_held = run_held  # type: ignore[assignment]
+    vars(handler_module)["run_held"] = run_held
     if point == "started":
         send = EngineConnection.call_tool
 
@@ -96,7 +98,7 @@ async def run(job: dict[str, Any]) -> None:
             checkpointer=saver,
             tool_gates=ToolGates(require_approval=["crm.delete_customer"]),
         )
-        cfg = {"configurable": {"thread_id": job["thread_id"]}}
+        cfg: RunnableConfig = {"configurable": {"thread_id": job["thread_id"]}}
         if job["mode"] == "fresh":
             await graph.ainvoke({"messages": [("user", "delete a1")]}, cfg)
         else:

@@ -14,11 +14,13 @@ import asyncio
 import json
 import sys
 import time
+from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 
-async def main(url: str, db: str, schedule: list[dict]) -> None:
+async def main(url: str, db: str, schedule: list[dict[str, Any]]) -> None:
     from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.testing import ScriptedChatModel
@@ -28,10 +30,10 @@ async def main(url: str, db: str, schedule: list[dict]) -> None:
         print(json.dumps({"ready": True}), flush=True)
         for entry in schedule:
             await asyncio.sleep(max(0.0, entry["at"] - time.time()))
-            cfg = {"configurable": {"thread_id": entry["thread"]}}
+            cfg: RunnableConfig = {"configurable": {"thread_id": entry["thread"]}}
             try:
                 await graph.ainvoke(Command(resume=entry["answer"]), cfg)
-                line: dict = {"thread": entry["thread"], "ok": True}
+                line: dict[str, Any] = {"thread": entry["thread"], "ok": True}
             except EscalationAlreadyDecided as exc:
                 line = {"thread": entry["thread"], "already_decided_by": exc.claim.operator}
             except Exception as exc:  # reported to the test, which fails on it

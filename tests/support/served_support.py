@@ -165,6 +165,13 @@ def user_turn(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
 
+def values_of(value: object) -> dict[str, Any]:
+    """A run's or a thread state's values: the SDK types them as a dict or a list of dicts
+    (a list for a graph whose state is not a mapping; the served graphs' states are)."""
+    assert isinstance(value, dict), value
+    return value
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 

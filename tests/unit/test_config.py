@@ -25,6 +25,7 @@ from algenta_graph.config import (
     AgentConfig,
     ConfigError,
     EnvSecret,
+    HttpServer,
     load_config,
     masked,
     parse_config,
@@ -90,9 +91,9 @@ def test_a_toml_file_and_the_same_json_file_give_one_configuration(tmp_path: Pat
     as_json = tmp_path / "agent.json"
     as_json.write_text(json.dumps(read_config_file(toml)))
     assert load_config(as_json, environ={}) == from_toml
-    assert from_toml.extra_servers["crm"].headers["Authorization"] == EnvSecret(
-        env="CRM_TOKEN", prefix="Bearer "
-    )
+    crm = from_toml.extra_servers["crm"]
+    assert isinstance(crm, HttpServer)
+    assert crm.headers["Authorization"] == EnvSecret(env="CRM_TOKEN", prefix="Bearer ")
     assert from_toml.on_denial == {"confidence": "halt"}
     assert from_toml.usage is not None and from_toml.usage.weight == 0.8
     assert from_toml.call_timeout == 20.5 and from_toml.connect_timeout == 5.0
@@ -431,9 +432,9 @@ def test_the_readmes_commented_file_is_a_valid_configuration_naming_every_key() 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     config = parse_config(tomllib.loads(text), source="README.md")
-    assert config.extra_servers["crm"].headers["Authorization"] == EnvSecret(
-        env="CRM_TOKEN", prefix="Bearer "
-    )
+    crm = config.extra_servers["crm"]
+    assert isinstance(crm, HttpServer)
+    assert crm.headers["Authorization"] == EnvSecret(env="CRM_TOKEN", prefix="Bearer ")
     assert config.usage is not None
     # every key of the configuration is shown (set, or commented out), and every variable
     for key in AgentConfig.model_fields:

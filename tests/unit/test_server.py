@@ -22,6 +22,7 @@ def test_langgraph_json_names_the_factory() -> None:
 
     config = langgraph_cli.config.validate_config_file(CONFIG)
     spec = config["graphs"]["governed_agent"]
+    assert isinstance(spec, dict)  # a path and a description, not a bare path
     module, _, name = spec["path"].partition(":")
     assert importlib.import_module(module).__dict__[name] is make_graph
 

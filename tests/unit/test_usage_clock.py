@@ -73,6 +73,7 @@ def test_a_read_after_the_write_decays_the_history(hits: list[Hit]) -> None:
 def test_a_record_from_a_lagging_clock_keeps_the_cap(hits: list[Hit]) -> None:
     usage = _signal(50)
     assert usage.record("bird images to sort", "image_tagger", now=0.0)  # a clock far behind
+    assert usage.store is not None
     item = usage.store.get((*usage.namespace, "default"), "image_tagger")
     assert item is not None
     assert item.value["calls"] <= SETTINGS["per_tool_cap"]

@@ -99,7 +99,7 @@ def test_abandoned_when_the_pid_cannot_be_signalled_relies_on_the_lease(
     def refuse(pid: int, sig: int) -> None:
         raise PermissionError
 
-    monkeypatch.setattr(claims_module.os, "kill", refuse)
+    monkeypatch.setattr("algenta_graph.governance.claims.os.kill", refuse)
     claim = dataclasses.replace(new_claim("k", ANSWER), pid=1)
     assert not claim.abandoned(claim.at)
     assert claim.abandoned(claim.at + LEASE_SECONDS + 1)

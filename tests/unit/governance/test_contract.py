@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from repo_paths import REPO
@@ -26,11 +27,12 @@ REPO_ROOT = REPO
 
 
 @pytest.fixture(scope="module")
-def document() -> dict:
-    return json.loads(PACKAGE_FILE.read_text("utf-8"))
+def document() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(PACKAGE_FILE.read_text("utf-8"))
+    return data
 
 
-def _expected_tools(doc: dict, name: str) -> set[str] | None:
+def _expected_tools(doc: dict[str, Any], name: str) -> set[str] | None:
     """An independent, naive resolution of the file, to compare the loader against."""
     spec = doc["profiles"][name]
     if spec.get("tools") == "*":
@@ -46,7 +48,7 @@ def _expected_tools(doc: dict, name: str) -> set[str] | None:
     return tools
 
 
-def test_every_profile_matches_the_file(document: dict) -> None:
+def test_every_profile_matches_the_file(document: dict[str, Any]) -> None:
     assert set(PROFILE_NAMES) == set(document["profiles"])
     for name in document["profiles"]:
         expected = _expected_tools(document, name)
@@ -57,13 +59,13 @@ def test_every_profile_matches_the_file(document: dict) -> None:
 
 def test_the_documented_profiles_resolve_as_the_readmes_describe() -> None:
     observe, govern, execute = (resolve_profile(n) for n in ("observe", "govern", "execute"))
-    assert observe.tools == {"get_contract", "query_data", "simulate", "recommend"}
+    assert observe.tools == frozenset({"get_contract", "query_data", "simulate", "recommend"})
     assert govern.tools == observe.tools | {"plan_decision", "log_decision"}
     assert execute.tools == govern.tools | {"execute_decision"}
     assert resolve_profile("full").tools is None
 
 
-def test_default_profile_is_the_one_marked_default(document: dict) -> None:
+def test_default_profile_is_the_one_marked_default(document: dict[str, Any]) -> None:
     marked = [n for n, s in document["profiles"].items() if s.get("default") is True]
     assert marked == [DEFAULT_PROFILE] == ["observe"]
 
@@ -76,7 +78,7 @@ def test_full_is_opt_in_and_admits_anything() -> None:
 
 
 def test_never_model_facing_fields_and_safety_critical_tools_come_from_the_file(
-    document: dict,
+    document: dict[str, Any],
 ) -> None:
     fields = {
         f
@@ -121,7 +123,7 @@ def test_the_loader_reads_the_packaged_file_and_the_root_symlink_is_the_same_fil
         assert root_copy.resolve() == PACKAGE_FILE.resolve()
 
 
-def test_no_tool_name_is_hard_coded_in_the_loader(document: dict) -> None:
+def test_no_tool_name_is_hard_coded_in_the_loader(document: dict[str, Any]) -> None:
     tree = ast.parse(Path(contract.__file__).read_text("utf-8"))
     docstrings = {
         id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)
@@ -150,7 +152,9 @@ def test_no_tool_name_is_hard_coded_in_the_loader(document: dict) -> None:
         ({}, "non-empty object"),
     ],
 )
-def test_a_malformed_contract_is_rejected_with_the_reason(profiles: dict, problem: str) -> None:
+def test_a_malformed_contract_is_rejected_with_the_reason(
+    profiles: dict[str, Any], problem: str
+) -> None:
     with pytest.raises(ValueError, match=problem):
         parse_contract({"profiles": profiles})
 
@@ -162,7 +166,7 @@ def test_extends_a_full_profile_stays_full() -> None:
     assert parsed.profiles["more"].tools is None
 
 
-def test_parsing_the_file_gives_every_field_as_the_file_says(document: dict) -> None:
+def test_parsing_the_file_gives_every_field_as_the_file_says(document: dict[str, Any]) -> None:
     """``parse_contract`` itself, not the constants computed from it at import (mutmut maps a
     mutant only to the tests that call its function)."""
     parsed = parse_contract(document)
@@ -210,9 +214,9 @@ def test_a_parsed_profile_merges_its_chain_and_keeps_what_is_not_a_string_out() 
         }
     )
     profiles = parsed.profiles
-    assert profiles["base"].tools == {"a"} and profiles["base"].description == ""
-    assert profiles["mid"].tools == {"a", "b", "c"}
-    assert profiles["top"].tools == {"a", "b", "c", "d"}
+    assert profiles["base"].tools == frozenset({"a"}) and profiles["base"].description == ""
+    assert profiles["mid"].tools == frozenset({"a", "b", "c"})
+    assert profiles["top"].tools == frozenset({"a", "b", "c", "d"})
     assert profiles["top"].description == "the top" and not profiles["top"].opt_in_only
     assert profiles["opt"].tools is None and profiles["opt"].opt_in_only
     assert profiles["flag"].opt_in_only is False  # only a JSON true opts in
@@ -271,6 +275,6 @@ def test_a_parsed_profile_merges_its_chain_and_keeps_what_is_not_a_string_out() 
         ),
     ],
 )
-def test_each_malformed_part_is_named(document: dict, problem: str) -> None:
+def test_each_malformed_part_is_named(document: dict[str, Any], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         parse_contract(document)

@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,7 +35,13 @@ from pydantic import ValidationError
 
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
 from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
-from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
+from algenta_graph.governance.claims import (
+    Claim,
+    claims_for,
+    escalation_key,
+    new_claim,
+    release,
+)
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import ENGINE_GATE_NAMES, GATE_NAMES
 from algenta_graph.nodes.denial_handler import (
@@ -557,6 +564,7 @@ def test_a_second_answer_to_a_claimed_escalation_is_refused_naming_the_winner() 
     winner = claimed_first_by(h, {"operator": "bo", "decisions": []})
     with pytest.raises(EscalationAlreadyDecided) as caught:
         h.resume(OVERRIDE)
+    assert isinstance(caught.value.claim, Claim)  # the DecidedClaim protocol's one class
     assert caught.value.claim.token == winner[0].token
     assert "already decided by bo" in str(caught.value)
     assert h.conn.operator_calls == []
@@ -627,6 +635,7 @@ def test_an_escalation_being_applied_by_a_live_claimant_is_refused_without_askin
                 h.nodes(None)  # e.g. a new message reaching the handler again
         finally:
             alive.kill()
+    assert isinstance(caught.value.claim, Claim)  # the DecidedClaim protocol's one class
     assert caught.value.claim.token == claim.token
     assert "bo (decline in thread t0, still being applied)" in str(caught.value)
     assert h.conn.operator_calls == [] and h.visited == []
@@ -657,7 +666,7 @@ def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
     h.tools.executor.find = cancelled  # type: ignore[method-assign]
     with pytest.raises((asyncio.CancelledError, NodeCancelledError)):
         h.resume(OVERRIDE)
-    (claim,) = claims_for(h.saver)._claims.values()  # type: ignore[attr-defined]
+    (claim,) = claims_for(h.saver)._claims.values()
     assert claim.done is False and claim.abandoned()  # let go: the next run takes it over
 
 
@@ -680,7 +689,7 @@ async def test_a_claim_is_kept_alive_while_its_answer_is_applied(
     async def nap(seconds: float) -> None:
         naps.append(seconds)
 
-    monkeypatch.setattr(module.asyncio, "sleep", nap)
+    monkeypatch.setattr("algenta_graph.nodes.claiming.asyncio.sleep", nap)
     mine = new_claim("k", {})
     with pytest.raises(asyncio.CancelledError):
         await module._keep_alive(Store(), mine)  # type: ignore[arg-type]
@@ -727,7 +736,7 @@ def test_pending_escalations_and_the_request() -> None:
     (item,) = escalation_items(
         "risk_floor",
         [shown],
-        settings=EscalationSettings(expires_after={"risk_floor": 60}),
+        settings=EscalationSettings(expires_after={"risk_floor": timedelta(seconds=60)}),
         thread_id="t1",
         policy_snapshot_id="pol_1",
         interrupt_ids=["i1"],
@@ -925,7 +934,7 @@ def plan_message(plan_hash: str, nonce: str, plan_id: str | None = None) -> Tool
 
 def strict_harness(plans: list[ToolMessage], **decision: Any) -> Harness:
     h = Harness("confidence")
-    h.conn.execute_supplied = frozenset({"idempotency_key", "nonce"})  # type: ignore[attr-defined]
+    h.conn.execute_supplied = frozenset({"idempotency_key", "nonce"})
     h.conn.get_decision_result = {
         "decision": {"plan_hash": "h1", **decision},
         "executions": [],

@@ -20,6 +20,8 @@ from gated_stub import CrmStub
 from governed_stub import StubCatalog, denial_body, make_node, receipt_body
 from governed_stub import answer as engine_answer
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import ValidationError
@@ -142,7 +144,7 @@ def test_a_tool_call_goes_to_the_tool_node_and_a_plain_answer_ends_the_turn() ->
 def _stopped(limit: int | None) -> bool:
     """Whether a run with this ``recursion_limit`` stopped before its tool call."""
     a = Agent([calls(("lookup_customer", {"account_id": "a1"})), "done"])
-    cfg: dict[str, Any] = {"configurable": {"thread_id": "t"}}
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
     if limit is not None:
         cfg["recursion_limit"] = limit
     out = asyncio.run(a.graph.ainvoke({"messages": [("user", "look up a1")]}, cfg))
@@ -676,6 +678,12 @@ def _answer_of(out: Any) -> ToolMessage:
     return message
 
 
+def _text_of(message: ToolMessage) -> str:
+    """A governed answer's content: always text, never content blocks."""
+    assert isinstance(message.content, str), message.content
+    return message.content
+
+
 def test_each_answer_tells_the_model_exactly_what_happened() -> None:
     """The held call's answer is replaced in place by what the operator decided."""
     gates = ToolGates(require_approval=["crm.delete_customer"])
@@ -722,7 +730,7 @@ def test_each_answer_tells_the_model_exactly_what_happened() -> None:
             }
         )
     )
-    assert _answer_of(out).content.startswith(
+    assert _text_of(_answer_of(out)).startswith(
         "Operator ana APPROVED the call of crm.delete_customer (typo) with edited arguments "
         '{"account_id": "a9"}; it ran once and answered:\n'
     )
@@ -788,6 +796,7 @@ def test_an_answer_after_the_deadline_runs_nothing_and_says_it_expired() -> None
 def _copy_thread(a: Agent, source: str, target: str) -> None:
     """What a server's thread copy does: the latest checkpoint and its pending writes."""
     saver = a.graph.checkpointer
+    assert isinstance(saver, BaseCheckpointSaver)  # the agent's own saver, not True or None
     saved = saver.get_tuple(a.config(source))
     assert saved is not None
     written = saver.put(
@@ -821,7 +830,7 @@ def test_a_copy_answered_after_the_original_completes_in_the_winners_name_and_ne
         "t0",
     )
     message = _answer_of(out)
-    assert message.content.startswith(
+    assert _text_of(message).startswith(
         "Operator ana APPROVED the call of crm.delete_customer (customer asked) (answered in "
         "thread t0); it ran once and answered:\n"
     )

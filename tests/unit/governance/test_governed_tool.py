@@ -12,7 +12,7 @@ import math
 import re
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from governed_stub import (
@@ -25,7 +25,13 @@ from governed_stub import (
     receipt_body,
     step_state,
 )
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    MessageLikeRepresentation,
+    ToolMessage,
+)
 
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
 from algenta_graph.errors import AlgentaGraphError
@@ -932,7 +938,7 @@ def test_the_plans_a_decision_may_run_under_come_from_the_engine() -> None:
 
 def strict_node(supplied: frozenset[str], record: Any = None) -> tuple[GovernedToolNode, Any, Any]:
     node, conn, catalog = make_node()
-    conn.execute_supplied = supplied  # type: ignore[attr-defined]
+    conn.execute_supplied = supplied
     conn.get_decision_result = record
     return node, conn, catalog
 
@@ -1040,7 +1046,7 @@ def renaming_node() -> tuple[GovernedToolNode, Any, Any]:
     """A node whose catalog maps the model's tool names to different real ones."""
     node, conn, catalog = make_node()
     real = {"m_simulate": "simulate", "m_execute": "execute_decision", "m_search": "search_tools"}
-    catalog.real_call = lambda name, args: (real.get(name, name), dict(args))
+    catalog.real_call = lambda name, args: (real.get(name, name), dict(args))  # type: ignore[method-assign]
     return node, conn, catalog
 
 
@@ -1309,7 +1315,10 @@ def test_answers_go_right_after_their_call_even_when_a_later_turn_came_first() -
     later = HumanMessage("and now?", id="h2")
     update = in_place([*head, done, later], ai, new)
     assert isinstance(update[0], RemoveMessage) and update[0].id == REMOVE_ALL_MESSAGES
-    merged = add_messages([*head, done, later], update)
+    # add_messages is typed message-like both ways: messages in, so messages out
+    left: list[MessageLikeRepresentation] = [*head, done, later]
+    right: list[MessageLikeRepresentation] = [*update]
+    merged = cast("list[BaseMessage]", add_messages(left, right))
     assert [m.id for m in merged] == ["h1", "ai", "t1", "t2", "h2"]
     # an answer of an older step after the call is moved with the rest, in order
     other = ToolMessage("x", tool_call_id="old", id="t0")

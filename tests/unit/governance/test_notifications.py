@@ -80,8 +80,14 @@ def receiver() -> Iterator[Receiver]:
         yield r
 
 
+def webhook(*, url: str, secret: str, **options: Any) -> WebhookNotify:
+    """A notification URL from the text a configuration holds: pydantic coerces the URL and
+    the secret, and its constructor is typed with the coerced types, so validate a mapping."""
+    return WebhookNotify.model_validate({"url": url, "secret": secret, **options})
+
+
 def settings_for(url: str, **options: Any) -> EscalationSettings:
-    return EscalationSettings(notify_url=WebhookNotify(url=url, secret="s3cret", **options))
+    return EscalationSettings(notify_url=webhook(url=url, secret="s3cret", **options))
 
 
 def test_the_signature_is_the_bodys_hmac_and_is_checked_in_constant_time() -> None:
@@ -97,7 +103,7 @@ def test_the_signature_is_the_bodys_hmac_and_is_checked_in_constant_time() -> No
 
 
 async def test_a_url_notice_is_signed_json_naming_its_escalation(receiver: Receiver) -> None:
-    await post_notice(WebhookNotify(url=receiver.url, secret="s3cret"), NOTICE)
+    await post_notice(webhook(url=receiver.url, secret="s3cret"), NOTICE)
     [(headers, body, status)] = receiver.received
     assert status == 200 and json.loads(body) == NOTICE
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -116,7 +122,7 @@ async def test_the_body_is_canonical_json_and_any_value_is_sent_as_text(
 
     when = datetime(2026, 12, 2, tzinfo=timezone.utc)
     notice = {"gate": "confidence", "escalation_id": "esc_1", "asked_at": when}
-    await post_notice(WebhookNotify(url=receiver.url, secret="s3cret"), notice)
+    await post_notice(webhook(url=receiver.url, secret="s3cret"), notice)
     [(_, body, _)] = receiver.received
     assert body == json.dumps({**notice, "asked_at": str(when)}, sort_keys=True).encode()
 
@@ -125,7 +131,7 @@ async def test_a_timed_out_post_is_named_and_not_repeated() -> None:
     from algenta_graph.governance.notifications import _Timeout
 
     with Receiver(hang=True) as slow:
-        target = WebhookNotify(url=slow.url, secret="k", timeout_seconds=0.2, attempts=3)
+        target = webhook(url=slow.url, secret="k", timeout_seconds=0.2, attempts=3)
         with pytest.raises(
             _Timeout, match=r"^http://127\.0\.0\.1:\d+/hook: timed out after 0\.2s$"
         ):
@@ -135,15 +141,15 @@ async def test_a_timed_out_post_is_named_and_not_repeated() -> None:
 
 async def test_a_failing_receiver_is_tried_again_then_named() -> None:
     with Receiver([500, 503]) as flaky:
-        await post_notice(WebhookNotify(url=flaky.url, secret="k", attempts=3), NOTICE)
+        await post_notice(webhook(url=flaky.url, secret="k", attempts=3), NOTICE)
         assert [s for _, _, s in flaky.received] == [500, 503, 200]
     with Receiver([500, 500, 500]) as down:
         with pytest.raises(RuntimeError, match=r"HTTP 500 after 3 attempt\(s\)$"):
-            await post_notice(WebhookNotify(url=down.url, secret="k", attempts=3), NOTICE)
+            await post_notice(webhook(url=down.url, secret="k", attempts=3), NOTICE)
         assert len(down.received) == 3
     nobody = f"http://127.0.0.1:{free_port()}/hook"
     with pytest.raises(RuntimeError, match=r"ConnectError: .* after 2 attempt\(s\)$"):
-        await post_notice(WebhookNotify(url=nobody, secret="k", attempts=2), NOTICE)
+        await post_notice(webhook(url=nobody, secret="k", attempts=2), NOTICE)
 
 
 async def test_a_notice_is_sent_once_however_often_the_handler_meets_the_escalation(

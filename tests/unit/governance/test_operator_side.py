@@ -390,7 +390,7 @@ def test_a_new_denial_under_a_halting_run_policy_ends_the_run() -> None:
 
 
 def test_past_the_deadline_any_answer_declines_as_expired() -> None:
-    settings = EscalationSettings(expires_after={"confidence": 60})
+    settings = EscalationSettings(expires_after={"confidence": timedelta(seconds=60)})
     later = datetime(2030, 1, 1, 0, 1, 1, tzinfo=timezone.utc)
     h = Harness(settings=settings, clock=lambda: later)
     h.start(denied_state(denial()))
@@ -415,7 +415,7 @@ def test_past_the_deadline_any_answer_declines_as_expired() -> None:
 
 
 def test_on_its_deadline_an_answer_still_takes_effect() -> None:
-    settings = EscalationSettings(expires_after={"confidence": 60})
+    settings = EscalationSettings(expires_after={"confidence": timedelta(seconds=60)})
     exactly = datetime(2030, 1, 1, 0, 1, 0, tzinfo=timezone.utc)
     h = Harness(settings=settings, clock=lambda: exactly)
     h.start(denied_state(denial()))
@@ -426,7 +426,7 @@ def test_on_its_deadline_an_answer_still_takes_effect() -> None:
 
 
 def test_a_gate_without_a_deadline_never_expires() -> None:
-    settings = EscalationSettings(expires_after={"risk_floor": 1})
+    settings = EscalationSettings(expires_after={"risk_floor": timedelta(seconds=1)})
     much_later = datetime(2099, 1, 1, tzinfo=timezone.utc)
     h = Harness(settings=settings, clock=lambda: much_later)
     h.start(denied_state(denial()))
@@ -478,7 +478,8 @@ def test_a_notice_is_sent_once_per_escalation_however_often_it_is_asked() -> Non
     notices: list[Any] = []
     h = Harness(settings=EscalationSettings(hook=notices.append))
     h.start(denied_state(denial(call="c1"), denial(call="c2", decision="d2")))
-    for bad in ({"decisions": []}, "yes", {"action": "maybe"}):
+    malformed: tuple[object, ...] = ({"decisions": []}, "yes", {"action": "maybe"})
+    for bad in malformed:
         with pytest.raises(ValidationError):
             h.resume(bad)  # each re-enters the handler, which asks again
     assert [n["escalation_id"] for n in notices] == ["esc_c1", "esc_c2"]
@@ -542,7 +543,7 @@ def test_a_decided_answer_says_its_verdict() -> None:
     assert Decided("edit", edited_args=changed).verdict(reviewed) == "modified"
     assert Decided("reject").verdict(reviewed) == "declined"
     assert Decided("respond", reason="x").verdict(reviewed) == "responded"
-    assert [Decided(t).action for t in ("approve", "edit", "reject", "respond")] == [  # type: ignore[arg-type]
+    assert [Decided(t).action for t in ("approve", "edit", "reject", "respond")] == [
         "override",
         "override",
         "decline",
@@ -554,7 +555,7 @@ def test_the_claim_of_an_answer_holds_everything_the_record_needs() -> None:
     [item] = escalation_items(
         "confidence",
         [denial()],
-        settings=EscalationSettings(expires_after={"confidence": 60}),
+        settings=EscalationSettings(expires_after={"confidence": timedelta(seconds=60)}),
         thread_id="t9",
         policy_snapshot_id="p",
         interrupt_ids=["i1"],

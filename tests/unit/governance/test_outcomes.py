@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import ValidationError
 from wire_server import HINTS, denial_body
 
@@ -893,7 +893,7 @@ def test_tool_result_json_of_a_tool_message(result: Any, body: Any) -> None:
     assert tool_result_json(result) == body
 
 
-def blocks(*texts: str) -> list[TextContent]:
+def blocks(*texts: str) -> list[ContentBlock]:
     return [TextContent(type="text", text=t) for t in texts]
 
 

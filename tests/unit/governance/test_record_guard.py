@@ -242,7 +242,7 @@ async def test_each_refusal_says_exactly_why_and_an_allowed_update_is_applied_bo
         "update_state on governed records (receipts, denials) is refused: they are written "
         "only by the graph's own nodes"
     )
-    pairs = [("receipts", [{}]), ("messages", []), ("denials", [])]
+    pairs: list[tuple[str, list[object]]] = [("receipts", [{}]), ("messages", []), ("denials", [])]
     assert refusal("idle", Command(update=pairs)).startswith(
         "update_state on governed records (receipts, denials) is refused"
     )

@@ -205,7 +205,9 @@ def test_the_interceptor_scrubs_and_passes_everything_else_through() -> None:
 
     guard = GovernanceInterceptor(resolve_profile("execute"))
     request = _request("execute_decision", {"decision_id": "d", "Force": True, "m": {"k": 1}})
-    assert asyncio.run(guard(request, handler)) == "answer"
+    # the handler's own value, passed through (a stand-in: a str, not a tool result)
+    passed: object = asyncio.run(guard(request, handler))
+    assert passed == "answer"
     assert [(r.name, r.args, r.server_name) for r in seen] == [
         ("execute_decision", {"decision_id": "d", "m": {"k": 1}}, "algenta")
     ]
