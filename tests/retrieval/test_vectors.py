@@ -8,6 +8,7 @@ import math
 import random
 import struct
 import threading
+from typing import Any
 
 import pytest
 from langchain_core.embeddings import Embeddings
@@ -132,7 +133,8 @@ def test_a_tool_without_a_vector_is_found_by_bm25_only() -> None:
 def test_bad_vectors_are_clear_errors_and_change_nothing() -> None:
     ix = _native.Bm25Index()
     ix.add(_tools(3), vectors=[_vec(i) for i in range(3)])
-    cases = [
+    # deliberately wrong vectors, of every kind the native add must refuse
+    cases: list[tuple[Any, type[Exception], str]] = [
         ([[1.0] * (DIM - 1)], ValueError, "dimensions"),
         ([[math.nan] * DIM], ValueError, "finite"),
         ([[]], ValueError, "at least one"),
