@@ -8,6 +8,7 @@ use super::*;
 use crate::project::{project_schema, Field};
 use serde_json::json;
 
+mod block_max;
 mod building;
 mod params;
 mod pruning;
