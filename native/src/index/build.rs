@@ -4,7 +4,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::project::NUM_FIELDS;
 
-use super::bounds::BLOCK;
 use super::docs::doc_key;
 use super::pass1::Pass1;
 use super::postings::{Posting, PostingList, WideTf};
@@ -214,7 +213,6 @@ impl Index {
                     tfw: &mut [f32],
                     from: u32,
                     wide: &mut WideTf,
-                    closed: &mut Vec<(u32, u32, f32)>,
                     progress: &mut dyn FnMut(usize)| {
             let to = from + lists.len() as u32;
             for (i, &(start, end, _)) in tools.iter().enumerate() {
@@ -230,10 +228,6 @@ impl Index {
                     let t = (id - from) as usize;
                     lists[t].insert(post);
                     tfw[t] = tfw[t].max(reference.tfw(&tf, scaled));
-                    if lists[t].len().is_multiple_of(BLOCK) {
-                        // A full block of block maxima (`bounds.rs`); the next starts at 0.
-                        closed.push((id, i as u32, std::mem::take(&mut tfw[t])));
-                    }
                 }
                 if (i + 1).is_multiple_of(every) {
                     progress(i + 1);
@@ -243,7 +237,7 @@ impl Index {
                 }
             }
         };
-        let (complete, closed) = std::thread::scope(|scope| {
+        let complete = std::thread::scope(|scope| {
             let records = scope.spawn(|| {
                 by_name.reserve(tools.len(), |s| doc_key(docs, s));
                 vectors.reserve(tools.len(), dim);
@@ -274,32 +268,21 @@ impl Index {
             });
             let upper = scope.spawn(|| {
                 let mut upper_wide = WideTf::default();
-                let mut closed = Vec::new();
-                fill(
-                    high,
-                    high_tfw,
-                    split as u32,
-                    &mut upper_wide,
-                    &mut closed,
-                    &mut |_| {},
-                );
-                (upper_wide, closed)
+                fill(high, high_tfw, split as u32, &mut upper_wide, &mut |_| {});
+                upper_wide
             });
-            let mut closed = Vec::new();
-            fill(low, low_tfw, 0, wide, &mut closed, progress);
+            fill(low, low_tfw, 0, wide, progress);
             // A panic there is re-raised here, as the one-thread path would raise it.
-            let (upper_wide, upper_closed) = upper
+            let upper_wide = upper
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            closed.extend(upper_closed);
             // One by one, as one thread would have inserted them (the table's size follows).
             for (key, tf) in upper_wide {
                 wide.insert(key, tf);
             }
-            let complete = records
+            records
                 .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (complete, closed)
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
         });
         if !complete {
             for list in postings.iter_mut() {
@@ -316,7 +299,6 @@ impl Index {
             vectors.set_ann_from(ann_from);
             return false;
         }
-        bounds.first_add_blocks(postings, closed);
         if every != usize::MAX && !tools.len().is_multiple_of(every) {
             progress(tools.len());
         }
@@ -382,9 +364,8 @@ impl Index {
                 self.wide.insert((id, slot), tf);
             }
             self.postings[id as usize].insert(post);
-            let list = self.postings[id as usize].as_slice();
-            self.bounds
-                .note(id, slot, list, reference.tfw(&tf, &scaled));
+            let bound = &mut self.bounds.tfw[id as usize];
+            *bound = bound.max(reference.tfw(&tf, &scaled));
         }
         for (total, len) in self.sum_len.iter_mut().zip(lens) {
             *total += u64::from(len);

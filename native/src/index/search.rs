@@ -15,7 +15,6 @@
 //! a score, and the top k are exactly those of exhaustive scoring (`cargo test`, and
 //! `bench/bench_million.py --check-exact` at a million tools). Ties at the k-th score are kept until the end.
 
-use super::bounds::Block;
 use super::cursor::{intersect, prefetch, seek};
 use super::postings::{tf_of, Posting};
 use super::scoring::Scorer;
@@ -29,68 +28,14 @@ thread_local! {
     pub(super) static PRUNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     pub(super) static WARM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     pub(super) static CHUNKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// Blocks of an essential list skipped on their block maximum, unread.
-    pub(super) static SKIPPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// A query term: its postings, `idf` and the bound of its contribution; its block maxima
-/// (`bounds.rs`; empty: `bound` for every posting) and the drift they are taken times.
+/// A query term: its postings, `idf` and the bound of its contribution.
 pub(super) struct Term<'a> {
     pub(super) id: u32,
     pub(super) list: &'a [Posting],
     pub(super) idf: f32,
     pub(super) bound: f32,
-    pub(super) blocks: &'a [Block],
-    pub(super) drift: f32,
-}
-
-/// Where a term's block cursor is: block `b` of its blocks, that block's bound (`bound`) and
-/// the last slot it covers (`u32::MAX` for the final block, or a term without blocks).
-#[derive(Clone, Copy)]
-struct BlockAt {
-    b: usize,
-    last: u32,
-    bound: f32,
-}
-
-impl BlockAt {
-    const UNSET: BlockAt = BlockAt {
-        b: usize::MAX,
-        last: 0,
-        bound: 0.0,
-    };
-
-    /// Moved to the block of `term` that holds `slot` (slots only grow), its bound: at most the
-    /// term's. Never below the contribution of any posting of that block.
-    #[inline]
-    fn at(&mut self, term: &Term<'_>, scorer: &Scorer, slot: u32) -> f32 {
-        if self.b != usize::MAX && slot <= self.last {
-            return self.bound;
-        }
-        let blocks = term.blocks;
-        if blocks.is_empty() {
-            *self = BlockAt {
-                b: 0,
-                last: u32::MAX,
-                bound: term.bound,
-            };
-            return term.bound;
-        }
-        let mut b = if self.b == usize::MAX { 0 } else { self.b };
-        while b + 1 < blocks.len() && blocks[b].last < slot {
-            b += 1;
-        }
-        let last = if b + 1 == blocks.len() {
-            u32::MAX
-        } else {
-            blocks[b].last
-        };
-        let bound = scorer
-            .bound(term.idf, blocks[b].tfw * term.drift)
-            .min(term.bound);
-        *self = BlockAt { b, last, bound };
-        bound
-    }
 }
 
 /// Partial sums are compared with the k-th best score with this much room for the rounding
@@ -251,8 +196,6 @@ impl Index {
                     list,
                     idf,
                     bound: scorer.bound(idf, tfw * drift),
-                    blocks: self.bounds.blocks_of(t),
-                    drift,
                 }
             })
             .collect();
@@ -396,7 +339,6 @@ impl Index {
             list.get(rare_at).is_some_and(|p| p.slot == slot)
         };
         let mut matches: Vec<(u32, u32)> = Vec::new();
-        let mut at = vec![BlockAt::UNSET; nt];
         loop {
             // One essential term whose tools must also have the first non-essential one to
             // reach the k-th best score: intersect the two lists, a chunk at a time, without a
@@ -405,27 +347,7 @@ impl Index {
                 let (e, p1) = (order[lazy], order[lazy - 1]);
                 if (terms[e].bound + below[lazy - 1]) * SLACK < theta {
                     let (el, pl) = (terms[e].list, terms[p1].list);
-                    if pos[e] >= el.len() {
-                        break;
-                    }
-                    // The block of the essential list's cursor: skipped unread if its maximum
-                    // and every non-essential term cannot reach the k-th best score.
-                    let e_bound = at[e].at(&terms[e], &scorer, el[pos[e]].slot);
-                    let block_end = match at[e].last {
-                        u32::MAX => el.len(),
-                        last => seek(el, pos[e], last + 1),
-                    };
-                    if (e_bound + below[lazy]) * SLACK < theta {
-                        #[cfg(test)]
-                        SKIPPED.with(|c| c.set(c.get() + 1));
-                        pos[e] = block_end;
-                        if pos[e] >= el.len() {
-                            break;
-                        }
-                        continue;
-                    }
-                    let end = (pos[e] + CHUNK).min(block_end);
-                    pos[p1] = seek(pl, pos[p1], el[pos[e]].slot);
+                    let end = (pos[e] + CHUNK).min(el.len());
                     let (i, j) = intersect(el, pos[e], end, pl, pos[p1], &mut matches);
                     #[cfg(test)]
                     CHUNKS.with(|c| c.set(c.get() + 1));
@@ -439,7 +361,7 @@ impl Index {
                         let mark = batch_posts.len();
                         batch_posts.push((e as u32, ie));
                         batch_posts.push((p1 as u32, jp));
-                        let have = e_bound + at[p1].at(&terms[p1], &scorer, slot);
+                        let have = terms[e].bound + terms[p1].bound;
                         consider!(slot, lazy - 1, have, mark);
                     }
                     if pos[e] >= el.len() {

@@ -8,7 +8,6 @@ use super::*;
 use crate::project::{project_schema, Field};
 use serde_json::json;
 
-mod block_max;
 mod building;
 mod params;
 mod pruning;
