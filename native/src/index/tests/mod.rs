@@ -11,6 +11,7 @@ use serde_json::json;
 mod building;
 mod params;
 mod pruning;
+mod rank_ties;
 mod ranking;
 mod storage;
 mod vector_graph;
