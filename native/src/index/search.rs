@@ -139,44 +139,6 @@ impl Kth {
 }
 
 impl Index {
-    /// The `k` best of `candidates` (positive scores), best first, ranked exactly as
-    /// [`Index::top_k_with`] ranks them: higher score, equal scores by more [`Ties`] evidence,
-    /// then by smaller name. Each tool's name and evidence are read once: the candidates hold
-    /// every tool tied at the k-th score (a catalog of look-alike tools has many), and the
-    /// heap of `top_k_with` reads both names and parses them for evidence at every comparison
-    /// of two tied tools (on the near-duplicate 1M catalog, about a fifth of a search).
-    pub(super) fn rank(
-        &self,
-        mut candidates: Vec<(f32, u32)>,
-        k: usize,
-        ties: Option<&Ties>,
-    ) -> Vec<(f32, u32)> {
-        // Scores are finite and positive: `total_cmp` orders them as `>` does.
-        candidates.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-        let mut out = Vec::with_capacity(k.min(candidates.len()));
-        let mut group: Vec<(u32, &str, (f32, u32))> = Vec::new();
-        let mut i = 0;
-        while i < candidates.len() && out.len() < k {
-            let score = candidates[i].0;
-            let end = i + candidates[i..].partition_point(|c| c.0 == score);
-            if end - i == 1 {
-                out.push(candidates[i]);
-            } else {
-                // Equal scores: by evidence, then by name (names are unique: a total order).
-                group.clear();
-                group.extend(candidates[i..end].iter().map(|&c| {
-                    let name = self.name_of(c.1);
-                    (ties.map_or(0, |t| t.evidence(name)), name, c)
-                }));
-                group.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-                let room = k - out.len();
-                out.extend(group.iter().take(room).map(|g| g.2));
-            }
-            i = end;
-        }
-        out
-    }
-
     /// The `k` best tools for a tokenized query, best first, as `(name, score)`.
     pub fn search_tokens(
         &self,
@@ -441,7 +403,6 @@ impl Index {
         if lazy > 0 {
             PRUNED.with(|p| p.set(p.get() + 1));
         }
-        candidates.retain(|c| c.0 >= theta);
-        self.rank(candidates, k, ties)
+        self.top_k_with(candidates.into_iter().filter(|c| c.0 >= theta), k, ties)
     }
 }
