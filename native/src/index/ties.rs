@@ -56,16 +56,45 @@ impl Ties {
         }
         let (_, last) = super::split_name(name);
         let mut found = 0u32;
-        let mut seen: Vec<&str> = Vec::new();
-        parts(last, |p| {
-            if let Some(w) = self.words.iter().find(|w| w.as_str() == p) {
-                if !seen.contains(&w.as_str()) {
-                    seen.push(w.as_str());
+        let mut seen: Vec<usize> = Vec::new();
+        let mut count = |i: Option<usize>| {
+            if let Some(i) = i {
+                if !seen.contains(&i) {
+                    seen.push(i);
                     found += 1;
                 }
             }
-        });
+        };
+        if last.is_ascii() {
+            // Most names: the parts are slices of the name, compared without case (what
+            // `parts` gives for ASCII, without building each lowercased part).
+            ascii_parts(last, |p| {
+                count(self.words.iter().position(|w| w.eq_ignore_ascii_case(p)));
+            });
+        } else {
+            parts(last, |p| count(self.words.iter().position(|w| w == p)));
+        }
         found
+    }
+}
+
+/// [`parts`] of an ASCII `text`, as slices of it (not lowercased).
+fn ascii_parts(text: &str, mut f: impl FnMut(&str)) {
+    let b = text.as_bytes();
+    let mut start = 0;
+    while start < b.len() {
+        if !b[start].is_ascii_alphanumeric() {
+            start += 1;
+            continue;
+        }
+        let digits = b[start].is_ascii_digit();
+        let mut end = start + 1;
+        while end < b.len() && b[end].is_ascii_alphanumeric() && b[end].is_ascii_digit() == digits
+        {
+            end += 1;
+        }
+        f(&text[start..end]);
+        start = end;
     }
 }
 
@@ -82,5 +111,26 @@ mod tests {
         assert_eq!(t.evidence("vision.34.resnet"), 1); // the namespace does not count
         assert_eq!(Ties::new("").evidence("resnet34"), 0);
         assert_eq!(Ties::new("the a of").evidence("the_a_of"), 0);
+        assert_eq!(t.evidence("hub.ResNet34-V2"), 2); // case and separators as in the query
+        assert_eq!(Ties::new("café 34").evidence("x.Café34"), 2); // beyond ASCII too
+    }
+
+    #[test]
+    fn ascii_parts_are_the_parts_of_an_ascii_text() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet = b"aZ09_-. x7Q";
+        for _ in 0..2000 {
+            let mut text = String::new();
+            for _ in 0..(rng % 14) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                text.push(alphabet[(rng % alphabet.len() as u64) as usize] as char);
+            }
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            parts(&text, |p| want.push(p.to_owned()));
+            ascii_parts(&text, |p| got.push(p.to_ascii_lowercase()));
+            assert_eq!(got, want, "{text:?}");
+        }
     }
 }
