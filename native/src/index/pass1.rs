@@ -7,11 +7,6 @@
 //! Repeated work is done once per add: a part's stem per distinct spelling, a short
 //! parameter text's terms per distinct text, and an ASCII word's terms (whole identifier and
 //! parts) per distinct word of the descriptions and parameter texts.
-//!
-//! A large add tokenizes its chunks on two workers, each with a `Pass1` of its own
-//! ([`Pass1::tokenize_chunk`]); their outputs are merged chunk by chunk, in order, into one
-//! `Pass1` ([`Pass1::merge`]) that is the one a single pass over every chunk gives: the same
-//! vocabulary (terms in order of first appearance), terms and tools.
 
 use rust_stemmers::{Algorithm, Stemmer};
 use rustc_hash::FxHashMap;
@@ -20,7 +15,7 @@ use crate::project::{Field, NUM_FIELDS};
 use crate::tokenize::{is_stemmable, is_stopword, split_ascii_words, Kind, Tokenizer};
 
 use super::stage::Staged;
-use super::vocab::{term_bytes, Vocab};
+use super::vocab::Vocab;
 
 /// Parameter texts up to this many bytes are tokenized once per add and remembered.
 pub(super) const MEMO_TEXT_LEN: usize = 256;
@@ -48,45 +43,7 @@ pub struct Pass1 {
     occurrences: Vec<(u32, u8)>,
     owner: Vec<u32>,
     at: Vec<u32>,
-    /// Tools aggregated so far (also those taken out by `tokenize_chunk`).
-    tools_seen: u32,
-    /// Terms of `vocab` already sent with a chunk by `tokenize_chunk`.
-    shipped: usize,
 }
-
-/// What a worker's pass 1 made of one chunk ([`Pass1::tokenize_chunk`]): its tools' terms as
-/// ids of the worker's vocabulary, and the terms that vocabulary gained with the chunk.
-#[derive(Debug, Default)]
-pub struct ChunkTerms {
-    all_terms: Vec<(u32, [u8; NUM_FIELDS])>,
-    tools: Vec<(usize, usize, [u32; NUM_FIELDS])>,
-    /// The texts of the new terms, one after the other, and where each ends.
-    text: String,
-    ends: Vec<u32>,
-}
-
-impl ChunkTerms {
-    /// Number of tools.
-    pub fn len(&self) -> usize {
-        self.tools.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
-}
-
-/// One worker's term ids -> the merged pass's, and the texts of the worker's terms (for
-/// [`Pass1::merge`]).
-#[derive(Debug, Default)]
-pub struct Remap {
-    global: Vec<u32>,
-    text: String,
-    ends: Vec<u32>,
-}
-
-/// An id of a worker's term not yet in the merged vocabulary.
-const UNMAPPED: u32 = u32::MAX;
 
 impl Default for Pass1 {
     fn default() -> Self {
@@ -111,8 +68,6 @@ impl Pass1 {
             occurrences: Vec::new(),
             owner: Vec::new(),
             at: Vec::new(),
-            tools_seen: 0,
-            shipped: 0,
         }
     }
 
@@ -217,8 +172,7 @@ impl Pass1 {
     /// slice of `all_terms` while `owner[id]` says the entry belongs to this tool.
     fn aggregate(&mut self, lens: [u32; NUM_FIELDS]) {
         let start = self.all_terms.len();
-        self.tools_seen += 1;
-        let tool_no = self.tools_seen;
+        let tool_no = self.tools.len() as u32 + 1;
         for &(id, f) in &self.occurrences {
             let i = id as usize;
             if i >= self.owner.len() {
@@ -238,56 +192,6 @@ impl Pass1 {
             }
         }
         self.tools.push((start, self.all_terms.len(), lens));
-    }
-
-    /// Tokenize `staged` (the next chunk of this worker) and take its output out: the tools'
-    /// terms and the terms the vocabulary gained. The caches and the vocabulary stay for the
-    /// worker's next chunk.
-    pub fn tokenize_chunk(&mut self, staged: &Staged) -> ChunkTerms {
-        self.tokenize(staged, usize::MAX, &mut |_| {});
-        let first = self.shipped;
-        let from = if first == 0 {
-            0
-        } else {
-            self.vocab.ends[first - 1]
-        };
-        self.shipped = self.vocab.len();
-        ChunkTerms {
-            all_terms: std::mem::take(&mut self.all_terms),
-            tools: std::mem::take(&mut self.tools),
-            text: self.vocab.text[from as usize..].to_owned(),
-            ends: self.vocab.ends[first..].iter().map(|&e| e - from).collect(),
-        }
-    }
-
-    /// Append a worker's chunk (the next chunk of the add, `remap` that worker's) as if this
-    /// pass had tokenized it: each of its terms given this vocabulary's id, a new term
-    /// interned where it first appears (tool after tool, in each tool's order of first
-    /// occurrence, which is the order a single pass interns them in).
-    pub fn merge(&mut self, chunk: ChunkTerms, remap: &mut Remap) {
-        let base = remap.text.len() as u32;
-        remap.text.push_str(&chunk.text);
-        remap.ends.extend(chunk.ends.iter().map(|&e| e + base));
-        remap.global.resize(remap.ends.len(), UNMAPPED);
-        let offset = self.all_terms.len();
-        self.all_terms.reserve(chunk.all_terms.len());
-        let Remap { global, text, ends } = remap;
-        for &(id, tf) in &chunk.all_terms {
-            let g = &mut global[id as usize];
-            if *g == UNMAPPED {
-                let term = term_bytes(text, ends, id);
-                // Written from `&str`s only, at char boundaries.
-                *g = self.vocab.intern(std::str::from_utf8(term).unwrap_or(""));
-            }
-            self.all_terms.push((*g, tf));
-        }
-        self.tools.extend(
-            chunk
-                .tools
-                .iter()
-                .map(|&(a, b, lens)| (a + offset, b + offset, lens)),
-        );
-        self.tools_seen += chunk.tools.len() as u32;
     }
 
     /// The texts of the local term ids (tests).
@@ -327,63 +231,5 @@ fn term_id(
             part_ids.insert(tok.into(), id);
             id
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `n` tools from `first` on, with repeated and new words, parameter texts (short and
-    /// long), non-ASCII text and stopwords, so that the workers' vocabularies overlap.
-    fn chunk(first: usize, n: usize) -> Staged {
-        let mut staged = Staged::default();
-        for i in first..first + n {
-            staged.begin(&format!("svc{}.get_item{i}", i % 7));
-            staged.text(
-                Field::Description,
-                &format!(
-                    "Gets the item{} of service{} and its word{} for the Caf\u{e9} {}",
-                    i % 13,
-                    i % 5,
-                    i * 7919 % 101,
-                    if i % 3 == 0 { "Stra\u{df}e" } else { "street" }
-                ),
-            );
-            staged.text(Field::ParamNames, &format!("item_id{}", i % 4));
-            staged.text(Field::ParamText, &"long text ".repeat(30 + i % 3));
-            staged.text(Field::ParamText, &format!("The id{} of the item", i % 11));
-        }
-        staged
-    }
-
-    #[test]
-    fn two_workers_merged_in_order_are_one_pass() {
-        let stages: Vec<Staged> = [(0, 40), (40, 25), (65, 60), (125, 1), (126, 30)]
-            .iter()
-            .map(|&(first, n)| chunk(first, n))
-            .collect();
-        let mut one = Pass1::new();
-        for staged in &stages {
-            one.tokenize(staged, usize::MAX, &mut |_| {});
-        }
-        let mut workers = [Pass1::new(), Pass1::new()];
-        let mut remaps = [Remap::default(), Remap::default()];
-        let mut merged = Pass1::new();
-        for (c, staged) in stages.iter().enumerate() {
-            let terms = workers[c % 2].tokenize_chunk(staged);
-            assert_eq!(terms.len(), staged.len());
-            merged.merge(terms, &mut remaps[c % 2]);
-        }
-        assert_eq!(merged.len(), one.len());
-        assert_eq!(merged.vocab.text, one.vocab.text);
-        assert_eq!(merged.vocab.ends, one.vocab.ends);
-        assert_eq!(merged.all_terms, one.all_terms);
-        assert_eq!(merged.tools, one.tools);
-        for t in 0..one.vocab.len() as u32 {
-            assert_eq!(merged.vocab.get(one.vocab.term(t)), Some(t));
-        }
-        // Each worker saw only its chunks: its vocabulary is not the merged one.
-        assert!(workers[1].vocab.len() < one.vocab.len());
     }
 }

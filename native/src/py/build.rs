@@ -4,7 +4,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
-use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -13,7 +12,6 @@ use super::convert::{optional_keys, VectorRows};
 use super::errors::{guarded, panic_message};
 use super::index::PyIndex;
 use super::tools::{stage_tool, staged_name};
-use crate::index::pass1::{ChunkTerms, Remap};
 use crate::index::{Pass1, Staged};
 
 thread_local! {
@@ -43,34 +41,33 @@ fn release_free_memory() {
     }
 }
 
-/// Tools per chunk of an add; an add of more tokenizes on worker threads while it projects.
+/// Tools per chunk of an add; an add of more tokenizes on a worker thread while it projects.
 const PIPELINE_CHUNK: usize = 16_384;
-/// Chunks projected ahead of each tokenizing worker at most.
-const PIPELINE_DEPTH: usize = 2;
-/// Tokenizing workers of a large add (chunk `c` goes to worker `c % TOKENIZERS`): one of them
-/// alone takes longer than the projection (which waited for it a third of its time).
-const TOKENIZERS: usize = 2;
+/// Chunks projected ahead of the tokenizing worker at most.
+const PIPELINE_DEPTH: usize = 4;
 
-/// A tokenized chunk, as a worker sends it back: its number, what pass 2 reads of it (names
-/// and vectors), its terms.
-type Tokenized = (usize, Staged, ChunkTerms);
-
-/// A tokenizing worker of an add: pass 1 over every chunk it is sent, in order, each sent back
-/// with its terms (to be merged in chunk order); returns what a panic said, if one did.
+/// The tokenizing worker of an add: pass 1 over every chunk it is sent, in order, sending back
+/// the count of tools tokenized every `every` tools; returns the chunks and pass 1, or what
+/// a panic said.
 fn tokenize_chunks(
-    rx: mpsc::Receiver<(usize, Staged)>,
-    done: mpsc::Sender<Tokenized>,
+    rx: mpsc::Receiver<Staged>,
+    every: usize,
+    done: mpsc::Sender<usize>,
     spare: mpsc::Sender<Staged>,
-) -> Result<(), String> {
+) -> Result<(Vec<Staged>, Pass1), String> {
     catch_unwind(AssertUnwindSafe(|| {
         let mut pass1 = Pass1::new();
-        for (c, mut staged) in rx {
-            let terms = pass1.tokenize_chunk(&staged);
+        let mut chunks = Vec::new();
+        for mut staged in rx {
+            pass1.tokenize(&staged, every, &mut |d| {
+                let _ = done.send(d);
+            });
             // Pass 2 reads only the names (and vectors): the texts' buffers go back to the
             // walk for a later chunk.
-            let _ = done.send((c, staged.take_names(), terms));
+            chunks.push(staged.take_names());
             let _ = spare.send(staged);
         }
+        (chunks, pass1)
     }))
     .map_err(|p| {
         format!(
@@ -78,36 +75,6 @@ fn tokenize_chunks(
             panic_message(p)
         )
     })
-}
-
-/// The tokenized chunks merged in order into one pass 1 (on the walk's thread).
-struct Merger {
-    pass1: Pass1,
-    remaps: [Remap; TOKENIZERS],
-    chunks: Vec<Staged>,
-    /// Chunks back from the workers ahead of their turn, by number.
-    early: Vec<Option<(Staged, ChunkTerms)>>,
-}
-
-impl Merger {
-    /// Take a chunk back; merge it and those after it that are back. Returns whether any
-    /// chunk was merged.
-    fn take(&mut self, (c, names, terms): Tokenized) -> bool {
-        if self.early.len() <= c {
-            self.early.resize_with(c + 1, || None);
-        }
-        self.early[c] = Some((names, terms));
-        let before = self.chunks.len();
-        while let Some(slot) = self.early.get_mut(self.chunks.len()) {
-            let Some((names, terms)) = slot.take() else {
-                break;
-            };
-            let w = self.chunks.len() % TOKENIZERS;
-            self.pass1.merge(terms, &mut self.remaps[w]);
-            self.chunks.push(names);
-        }
-        self.chunks.len() > before
-    }
 }
 
 /// Calls a Python `progress(phase, done, total)` from the build (re-taking the GIL); the
@@ -161,69 +128,15 @@ pub(crate) fn add(
             None => Ok(()),
         }
     };
-    // Pass 1 (tokenizing) needs nothing of the index: past the first chunk it runs on worker
-    // threads, chunk by chunk, while this thread (holding the GIL) projects the next tools
-    // and merges what the workers send back, in chunk order.
+    // Pass 1 (tokenizing) needs nothing of the index: past the first chunk it runs on a
+    // worker thread, chunk by chunk, while this thread (holding the GIL) projects the next
+    // tools. It reports back how many tools it has tokenized.
     let (chunks, pass1) = std::thread::scope(|scope| -> PyResult<(Vec<Staged>, Pass1)> {
-        let (done_tx, mut done_rx) = mpsc::channel::<Tokenized>();
+        let (done_tx, done_rx) = mpsc::channel::<usize>();
         let (spare_tx, spare_rx) = mpsc::channel::<Staged>();
-        let mut feeds: Vec<mpsc::SyncSender<(usize, Staged)>> = Vec::new();
-        let mut workers = Vec::new();
-        let mut merger = Merger {
-            pass1: Pass1::new(),
-            remaps: Default::default(),
-            chunks: Vec::new(),
-            early: Vec::new(),
-        };
-        // Chunks sent to the workers, and tools reported tokenized.
-        let (mut sent, mut reported) = (0usize, 0usize);
-        // Report every multiple of `every` the merged tools have passed.
-        let report_merged = |merger: &Merger, reported: &mut usize| -> PyResult<()> {
-            let merged = merger.pass1.len();
-            while progress.is_some() && (*reported / every + 1) * every <= merged {
-                *reported = (*reported / every + 1) * every;
-                report("tokenize", *reported)?;
-            }
-            Ok(())
-        };
-        // Send chunk `sent` to its worker (started on its first chunk), merging what comes
-        // back while its queue is full. False if that worker is gone (it panicked: its join
-        // says why).
-        let mut send = |full: Staged,
-                        sent: &mut usize,
-                        merger: &mut Merger,
-                        reported: &mut usize,
-                        rx: &mut mpsc::Receiver<Tokenized>|
-         -> PyResult<bool> {
-            let w = *sent % TOKENIZERS;
-            if w == feeds.len() {
-                let (tx, rx) = mpsc::sync_channel::<(usize, Staged)>(PIPELINE_DEPTH);
-                let (done_tx, spare_tx) = (done_tx.clone(), spare_tx.clone());
-                workers.push(scope.spawn(move || tokenize_chunks(rx, done_tx, spare_tx)));
-                feeds.push(tx);
-            }
-            let mut item = (*sent, full);
-            loop {
-                match feeds[w].try_send(item) {
-                    Ok(()) => break,
-                    Err(mpsc::TrySendError::Full(back)) => {
-                        item = back;
-                        // Ahead of the worker: wait (without the GIL) for a chunk to come
-                        // back, and merge it. Polled: a worker that panicked sends nothing.
-                        let rx = &mut *rx; // `&mut` is `Send` where `&` is not
-                        let got = py.detach(move || rx.recv_timeout(Duration::from_millis(20)));
-                        if let Ok(t) = got {
-                            if merger.take(t) {
-                                report_merged(merger, reported)?;
-                            }
-                        }
-                    }
-                    Err(mpsc::TrySendError::Disconnected(_)) => return Ok(false),
-                }
-            }
-            *sent += 1;
-            Ok(true)
-        };
+        let mut spare_tx = Some(spare_tx);
+        let mut feed: Option<mpsc::SyncSender<Staged>> = None;
+        let mut worker = None;
         let mut staged = Staged::default();
         let mut projected = 0usize;
         for (i, item) in tools.try_iter()?.enumerate() {
@@ -243,28 +156,43 @@ pub(crate) fn add(
                 })?;
             }
             projected += 1;
-            if progress.is_some() && projected.is_multiple_of(every) {
-                report("project", projected)?;
-            }
             if staged.len() == PIPELINE_CHUNK {
                 let next = staged.next_chunk_in(spare_rx.try_recv().ok());
                 let full = std::mem::replace(&mut staged, next);
-                if !send(full, &mut sent, &mut merger, &mut reported, &mut done_rx)? {
+                let tx = feed.get_or_insert_with(|| {
+                    let (tx, rx) = mpsc::sync_channel::<Staged>(PIPELINE_DEPTH);
+                    let done_tx = done_tx.clone();
+                    let spare_tx = spare_tx.take().expect("one worker");
+                    worker = Some(
+                        scope.spawn(move || tokenize_chunks(rx, every, done_tx, spare_tx)),
+                    );
+                    tx
+                });
+                // Ahead of the worker by PIPELINE_DEPTH chunks: wait for it without the
+                // GIL. Fails only if the worker is gone (it panicked): its join says why.
+                let sent = match tx.try_send(full) {
+                    Ok(()) => true,
+                    Err(mpsc::TrySendError::Full(full)) => py.detach(|| tx.send(full).is_ok()),
+                    Err(mpsc::TrySendError::Disconnected(_)) => false,
+                };
+                if !sent {
                     break;
                 }
-                let mut any = false;
-                for t in done_rx.try_iter() {
-                    any |= merger.take(t);
+            }
+            if progress.is_some() {
+                if projected.is_multiple_of(every) {
+                    report("project", projected)?;
                 }
-                if any {
-                    report_merged(&merger, &mut reported)?;
+                for done in done_rx.try_iter() {
+                    report("tokenize", done)?;
                 }
             }
         }
         if !projected.is_multiple_of(every) || projected == 0 {
             report("project", projected)?;
         }
-        if sent == 0 {
+        drop(done_tx);
+        let Some(worker) = worker else {
             // A small add: tokenized here, in one go, with the GIL released.
             let mut pass1 = Pass1::new();
             let mut done = Vec::new();
@@ -282,35 +210,25 @@ pub(crate) fn add(
                 }
             }
             return Ok((vec![staged], pass1));
-        }
-        if !staged.is_empty() {
-            send(staged, &mut sent, &mut merger, &mut reported, &mut done_rx)?;
-        }
-        // The workers end once their queues are empty.
-        drop((done_tx, spare_tx, feeds));
-        // Merge the rest without the GIL as it comes back, reporting as it goes.
-        while merger.chunks.len() < sent {
-            let rx = &mut done_rx;
-            match py.detach(move || rx.recv()) {
-                Ok(t) => {
-                    if merger.take(t) {
-                        report_merged(&merger, &mut reported)?;
-                    }
-                }
-                Err(_) => break, // every worker is done (one of them panicked)
+        };
+        if let Some(tx) = feed.take() {
+            if !staged.is_empty() {
+                let _ = tx.send(staged);
             }
         }
-        for worker in workers {
-            py.detach(|| worker.join())
-                .unwrap_or_else(|p| Err(panic_message(p)))
-                .map_err(PyValueError::new_err)?;
+        // Wait for the worker without the GIL, reporting what it has done as it goes.
+        let mut done_rx = done_rx;
+        loop {
+            let rx = &mut done_rx; // `&mut` is `Send` where `&` is not
+            match py.detach(move || rx.recv()) {
+                Ok(done) => report("tokenize", done)?,
+                Err(_) => break, // the worker is done
+            }
         }
-        if merger.chunks.len() < sent {
-            return Err(PyValueError::new_err(
-                "internal error in the native tool index: a chunk was not tokenized",
-            ));
-        }
-        Ok((merger.chunks, merger.pass1))
+        let joined = py.detach(|| worker.join());
+        joined
+            .unwrap_or_else(|p| Err(panic_message(p)))
+            .map_err(PyValueError::new_err)
     })?;
     if progress.is_some() && !pass1.len().is_multiple_of(every) {
         report("tokenize", pass1.len())?;
