@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_support import chromium, sign_in, text_of, wait_for
+from browser_support import chromium, sign_in, text_of, unstale, wait_for
 from guarantee_support import async_wait_until, figure
 from repo_paths import REPO
 from served_support import (
@@ -113,10 +113,13 @@ def by_id(driver: Any, element_id: str) -> Any:
 
 
 def queue_ids(driver: Any) -> list[str]:
-    from selenium.webdriver.common.by import By
-
-    rows = driver.find_elements(By.CSS_SELECTOR, "#queue tr.entry")
-    return [str(r.get_attribute("data-escalation")) for r in rows]
+    """The queue's escalation ids, read in one step of the page (the queue refreshes itself:
+    rows found one call and read the next may have been replaced in between)."""
+    ids = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#queue tr.entry'),"
+        " r => r.getAttribute('data-escalation'));"
+    )
+    return [str(i) for i in ids]
 
 
 def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) -> str:
@@ -462,9 +465,11 @@ async def test_a_held_call_is_shown_by_its_tool_and_edited_as_json_in_the_browse
         with chromium(tmp_path / "chrome") as ana:
             sign_in(ana, base, "tok-ana")
             wait_for(ana, lambda d: item["escalation_id"] in queue_ids(d))
-            row = ana.find_element(By.CSS_SELECTOR, "#queue tr.entry")
-            assert "algenta.recommend" in row.text and "None" not in row.text
-            row.find_element(By.CSS_SELECTOR, "a.open").click()
+            text = unstale(ana, lambda d: d.find_element(By.CSS_SELECTOR, "#queue tr.entry").text)
+            assert "algenta.recommend" in text and "None" not in text, text
+            unstale(
+                ana, lambda d: d.find_element(By.CSS_SELECTOR, "#queue tr.entry a.open").click()
+            )
             wait_for(ana, lambda d: d.find_elements(By.ID, "answer"))
             assert ana.find_element(By.CSS_SELECTOR, "code.held").text == "algenta.recommend"
             assert "nothing was sent" in text_of(ana, "engine-0")

@@ -8,12 +8,14 @@ so two operators are two drivers; every driver is quit by the context that start
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from guarantee_support import skip_or_fail_in_ci
+
+T = TypeVar("T")
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 DRIVER = "chromedriver"
@@ -68,6 +70,24 @@ def wait_for(driver: Any, condition: Any, timeout: float = 60) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
+
+
+def unstale(driver: Any, action: Callable[[Any], T], timeout: float = 15) -> T:
+    """``action(driver)``, again while it meets an element the page replaced meanwhile (the
+    queue refreshes itself); what it returns (``None`` counts as done)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    done: list[T] = []
+
+    def attempt(d: Any) -> bool:
+        done.append(action(d))
+        return True
+
+    WebDriverWait(
+        driver, timeout, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(attempt)
+    return done[-1]
 
 
 def sign_in(driver: Any, base: str, token: str) -> None:
