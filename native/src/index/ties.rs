@@ -89,8 +89,7 @@ fn ascii_parts(text: &str, mut f: impl FnMut(&str)) {
         }
         let digits = b[start].is_ascii_digit();
         let mut end = start + 1;
-        while end < b.len() && b[end].is_ascii_alphanumeric() && b[end].is_ascii_digit() == digits
-        {
+        while end < b.len() && b[end].is_ascii_alphanumeric() && b[end].is_ascii_digit() == digits {
             end += 1;
         }
         f(&text[start..end]);

@@ -163,9 +163,8 @@ pub(crate) fn add(
                     let (tx, rx) = mpsc::sync_channel::<Staged>(PIPELINE_DEPTH);
                     let done_tx = done_tx.clone();
                     let spare_tx = spare_tx.take().expect("one worker");
-                    worker = Some(
-                        scope.spawn(move || tokenize_chunks(rx, every, done_tx, spare_tx)),
-                    );
+                    worker =
+                        Some(scope.spawn(move || tokenize_chunks(rx, every, done_tx, spare_tx)));
                     tx
                 });
                 // Ahead of the worker by PIPELINE_DEPTH chunks: wait for it without the
