@@ -49,7 +49,9 @@
   }
 
   function move(parent, node, before) {
-    // moveBefore keeps a moved element's state (its focus); older browsers re-insert it
+    // moveBefore keeps a moved element's focus (not a selection in it); older browsers
+    // re-insert it (and it loses its focus). Only a reorder moves a row (the server sorts by
+    // asked_at: only rows asked at the same instant could swap)
     if (typeof parent.moveBefore === "function") {
       try { parent.moveBefore(node, before); return; } catch (ignored) { /* re-insert */ }
     }
