@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "EngineAuthError": "algenta_graph.errors",
     "EngineTimeoutError": "algenta_graph.errors",
     "ToolNotInProfileError": "algenta_graph.errors",
+    "RecordsFileError": "algenta_graph.errors",
     # parts
     "ToolIndex": "algenta_graph.retrieval",
     "UsageSignal": "algenta_graph.retrieval.usage",
@@ -79,6 +80,7 @@ __all__ = [
     "OperatorDecision",
     "OperatorDecisionRecord",
     "ReceiptRecord",
+    "RecordsFileError",
     "RunContext",
     "ToolIndex",
     "ToolNotInProfileError",
@@ -109,6 +111,7 @@ if TYPE_CHECKING:
         EscalationAlreadyDecided,
         ModelPackageMissingError,
         ModelSetupError,
+        RecordsFileError,
         ToolNotInProfileError,
     )
     from algenta_graph.governance.gates import DEFAULT_POLICIES, GATES, Gate

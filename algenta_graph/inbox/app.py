@@ -2,8 +2,8 @@
 
 ``langgraph.json`` names :data:`app` (``"http": {"app": "algenta_graph.inbox.app:app"}``); the
 server merges its routes with the API's, so ``langgraph dev`` is all an operator needs. Pages
-(rendered on the server, a few lines of hand-written JS for the queue's refresh, every asset in
-the wheel, no CDN):
+(rendered on the server, one small hand-written script that refreshes the queue in place, every
+asset in the wheel, no CDN):
 
 - ``/inbox/queue``: what the signed-in operator may answer, newest first, a count per gate;
 - ``/inbox/escalations/{thread}/{escalation}``: one escalation (the engine's ``get_decision``,

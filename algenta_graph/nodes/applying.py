@@ -53,7 +53,9 @@ from algenta_graph.records import (
 )
 from algenta_graph.state import GovernedState
 
-__all__ = ["apply_held", "apply_override"]
+# run_held: the held-call runner apply_held calls, re-exported as this module's name for it (a
+# test holds a held call at its steps by replacing it here: tests/support/held_call_worker.py)
+__all__ = ["apply_held", "apply_override", "run_held"]
 
 
 @dataclasses.dataclass(frozen=True)

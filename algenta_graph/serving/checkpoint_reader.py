@@ -6,6 +6,11 @@ as :class:`StoredCheckpoint`; :func:`read_thread_values`, :func:`read_thread_rec
 audit modules are views of them. A SQLite file is read with plain SQL over a read-only
 connection (a saver would run its ``setup()``, a write); anything else through
 :func:`~algenta_graph.serving.checkpointer.open_checkpointer`.
+
+A file that is not a readable LangGraph SQLite checkpoint file, or a store whose threads are
+not an algenta-graph's, raises :class:`~algenta_graph.errors.RecordsFileError` (re-exported
+here, with :data:`~algenta_graph.state.RECORD_FIELDS`, the fields
+:func:`read_thread_records` returns).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from algenta_graph.serving.checkpointer import is_postgres_url, open_checkpointe
 from algenta_graph.state import RECORD_FIELDS
 
 __all__ = [
+    "RECORD_FIELDS",
+    "RecordsFileError",
     "StoredCheckpoint",
     "aread_history",
     "aread_latest",

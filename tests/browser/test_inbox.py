@@ -7,7 +7,8 @@ driven by Selenium. An agent's run escalates; an operator signs in, sees it in t
 refreshes itself), opens it and approves it with a reason; every wrong form is refused on the
 page and changes nothing; a second operator's stale page is refused; the roles hold; the audit
 timeline verifies the chain and, once a record is tampered in the checkpoint file, names it; an
-argument holding ``<script>`` is shown as text.
+argument holding ``<script>`` is shown as text. The queue's refresh patches the page in place:
+the operator's focused Review link and selected text stay while rows arrive, go and turn overdue.
 """
 
 from __future__ import annotations
@@ -494,3 +495,144 @@ async def test_a_held_call_is_shown_by_its_tool_and_edited_as_json_in_the_browse
         [answer] = [m for m in values["messages"] if m["type"] == "tool"]
         assert answer["name"] == "recommend" and answer["status"] == "success"
         assert "price_increase" in json.dumps(answer["content"])  # ran as edited
+
+
+QUEUE_STATE = """
+const live = document.getElementById('queue-live');
+const focused = document.activeElement;
+const row = window.__row;
+const selection = window.getSelection();
+return {
+  refreshed: live.getAttribute('data-refreshed'),
+  error: live.getAttribute('data-error'),
+  same_page: window.__same_page || null,
+  ids: Array.from(document.querySelectorAll('#queue tr.entry'),
+                  r => r.getAttribute('data-escalation')),
+  empty: document.getElementById('empty') !== null,
+  total: (document.getElementById('total') || {}).textContent || null,
+  gates: Array.from(document.querySelectorAll('#counts .count[data-gate]'),
+                    c => c.getAttribute('data-gate') + '=' + c.querySelector('b').textContent),
+  focus_kept: !!window.__link && focused === window.__link,
+  link_connected: !!window.__link && window.__link.isConnected,
+  row_kept: !!row && row.isConnected
+            && row === document.querySelector(`tr[data-escalation='${window.__key}']`),
+  age: row ? row.cells[6].textContent : null,
+  overdue: row ? row.classList.contains('overdue') : null,
+  deadline: row ? row.cells[7].textContent : null,
+  selected: selection.toString(),
+  selection_connected: selection.rangeCount > 0 && selection.anchorNode.isConnected,
+};
+"""
+"""The queue as the operator's page holds it, read in one step of the page: whether the Review
+link focused (``window.__link``) is still the focused, connected element, whether its row
+(``window.__row``, escalation ``window.__key``) is still the same element, and the selection."""
+
+
+def queue_state(driver: Any) -> dict[str, Any]:
+    return dict(driver.execute_script(QUEUE_STATE))
+
+
+def refreshed_since(driver: Any, before: str | None, condition: Any) -> dict[str, Any]:
+    """The queue's state once it refreshed after ``before`` and ``condition(state)`` holds."""
+
+    def ready(d: Any) -> dict[str, Any] | None:
+        state = queue_state(d)
+        return state if state["refreshed"] != before and condition(state) else None
+
+    found: dict[str, Any] = wait_for(driver, ready)
+    return found
+
+
+async def test_the_queue_refreshes_in_place_and_the_operator_keeps_focus_and_selection(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """The queue's refresh patches the rows it keeps (their ages tick), inserts a new
+    escalation in the server's order and removes an answered one, and the operator's place
+    stays: the Review link Tab-ed to is still the focused, connected element, and the decision
+    id selected (to copy it) is still selected, also when its row turns overdue; the empty
+    state turns into the table and back without a reload."""
+    from langgraph_sdk import get_client
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    settings = '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT30S"}\n'
+    with served(engine, tmp_path, settings) as (server, _):
+        base = server.url
+        alice: Any = get_client(url=base, headers=bearer("tok-alice"))
+        with (
+            chromium(tmp_path / "chrome-ana") as ana,
+            chromium(tmp_path / "chrome-olga") as olga,
+        ):
+            # nothing waits yet: the empty state, then the table without a reload
+            sign_in(ana, base, "tok-ana")
+            wait_for(ana, lambda d: "/inbox/queue" in d.current_url)
+            ana.execute_script("window.__same_page = 'yes';")
+            state = queue_state(ana)
+            assert state["empty"] and state["ids"] == [] and state["total"] == "0", state
+            _, d1, asked1 = await escalate(alice, webhook.url)
+            esc1 = asked1["escalation_id"]
+            state = refreshed_since(ana, state["refreshed"], lambda s: s["ids"] == [esc1])
+            assert not state["empty"] and state["same_page"] == "yes", state
+            t2, _, asked2 = await escalate(alice, webhook.url)
+            esc2 = asked2["escalation_id"]
+            state = refreshed_since(ana, state["refreshed"], lambda s: s["ids"] == [esc2, esc1])
+
+            # ana Tabs to esc1's Review link and selects its decision id (to copy it)
+            link = ana.find_element(By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] a.open")
+            ana.execute_script("document.activeElement.blur();")
+            for _ in range(40):
+                if ana.switch_to.active_element == link:
+                    break
+                ActionChains(ana).send_keys(Keys.TAB).perform()
+            assert ana.switch_to.active_element == link
+            ana.execute_script(
+                "const row = document.querySelector(`tr[data-escalation='${arguments[0]}']`);"
+                "window.__key = arguments[0]; window.__row = row;"
+                "window.__link = document.activeElement;"
+                "window.getSelection().selectAllChildren(row.cells[2].querySelector('code'));",
+                esc1,
+            )
+            before = queue_state(ana)
+            assert before["focus_kept"] and before["row_kept"] and before["selected"] == d1, before
+            assert not before["overdue"] and "(overdue)" not in before["deadline"], before
+
+            # another escalation arrives: inserted first (newest first), the rest kept in place
+            _, _, asked3 = await escalate(alice, webhook.url)
+            esc3 = asked3["escalation_id"]
+            state = refreshed_since(ana, before["refreshed"], lambda s: esc3 in s["ids"])
+            assert state["ids"] == [esc3, esc2, esc1], state
+            assert state["focus_kept"] and state["link_connected"], state
+            assert state["row_kept"] and state["age"] != before["age"], (before, state)
+            assert state["selected"] == d1 and state["selection_connected"], state
+            assert state["total"] == "3" and "confidence=3" in state["gates"], state
+
+            # olga answers esc2 in her browser: its row goes, ana's place stays
+            sign_in(olga, base, "tok-olga")
+            wait_for(olga, lambda d: "/inbox/queue" in d.current_url)
+            olga.get(f"{base}/inbox/escalations/{t2}/{esc2}")
+            message = submit(olga, decision="reject", reason="not tonight")
+            assert message.startswith("recorded: "), message
+            state = refreshed_since(ana, state["refreshed"], lambda s: esc2 not in s["ids"])
+            assert state["ids"] == [esc3, esc1], state
+            assert state["focus_kept"] and state["link_connected"] and state["row_kept"], state
+            assert state["selected"] == d1 and state["selection_connected"], state
+            assert state["total"] == "2" and "confidence=2" in state["gates"], state
+            assert ana.switch_to.active_element == link  # the very element Selenium focused
+
+            # esc1's deadline (30 s) passes: its row turns overdue in place, ana's place stays
+            state = refreshed_since(ana, state["refreshed"], lambda s: s["overdue"])
+            assert "(overdue)" in state["deadline"] and state["ids"] == [esc3, esc1], state
+            assert state["focus_kept"] and state["link_connected"] and state["row_kept"], state
+            assert state["selected"] == d1 and state["selection_connected"], state
+
+            # ana's role narrows to a gate nothing waits on: the table turns into the empty state
+            narrowed = {**TOKENS, "tok-ana": ("ana", ["operator:risk_floor"])}
+            write_auth_file(tmp_path / "auth.json", narrowed)
+            state = refreshed_since(ana, state["refreshed"], lambda s: s["empty"])
+            assert state["ids"] == [] and state["total"] == "0", state
+            assert state["gates"] == ["risk_floor=0"], state
+            assert not state["link_connected"] and state["same_page"] == "yes", state
+            assert ana.find_elements(By.ID, "queue") == []
+            assert "Nothing waits for you" in text_of(ana, "empty")
+            assert state["error"] is None, state

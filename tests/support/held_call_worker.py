@@ -52,8 +52,8 @@ async def run(job: dict[str, Any]) -> None:
     from algenta_graph.testing import ScriptedChatModel
 
     point, progress = job.get("kill_at"), job["progress"]
-    # applying imports run_held (it does not export it): the name it calls, in its namespace
-    original = vars(handler_module)["run_held"]
+    # the name apply_held calls run_held by (applying re-exports it): replaced there
+    original = handler_module.run_held
 
     async def run_held(*args: Any, **kwargs: Any) -> Any:
         if point == "claimed":
@@ -63,7 +63,7 @@ async def run(job: dict[str, Any]) -> None:
             _hold(progress, point)
         return outcome
 
-    vars(handler_module)["run_held"] = run_held
+    handler_module.run_held = run_held
     if point == "started":
         send = EngineConnection.call_tool
 

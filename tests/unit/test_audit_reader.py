@@ -18,16 +18,19 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+import algenta_graph
 import algenta_graph.audit.chain as chain
 import algenta_graph.audit.records as audit
 import algenta_graph.serving.checkpoint_reader as checkpointer
 from algenta_graph.audit.chain import seal
 from algenta_graph.audit.history import averify_audit, verify_audit
+from algenta_graph.errors import RecordsFileError
 from algenta_graph.serving.checkpoint_reader import (
     aread_thread_values,
     read_latest,
@@ -77,14 +80,26 @@ def _cfg(thread: str) -> Any:
 
 def test_there_is_one_reader() -> None:
     assert audit.read_thread_values is checkpointer.read_thread_values
-    # the checkpoint reader imports these (it exports neither): read from its namespace
-    assert audit.RecordsFileError is vars(checkpointer)["RecordsFileError"]
-    assert audit.RECORD_FIELDS is vars(checkpointer)["RECORD_FIELDS"]
+    # the checkpoint reader re-exports what it raises and the fields it reads, the same objects
+    assert audit.RecordsFileError is checkpointer.RecordsFileError is RecordsFileError
+    assert audit.RECORD_FIELDS is checkpointer.RECORD_FIELDS is RECORD_FIELDS
+    assert algenta_graph.RecordsFileError is RecordsFileError  # the public API's
     for gone in ("_latest_values", "_read_sqlite"):
         assert not hasattr(chain, gone), gone
     assert "SELECT" not in inspect.getsource(audit)  # no SQL of its own
     assert not inspect.iscoroutinefunction(read_thread_values)
     assert inspect.iscoroutinefunction(aread_thread_values)
+
+
+def test_a_user_reading_a_file_that_is_no_checkpoint_file_catches_the_packages_error(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.sqlite"
+    notes.write_text("not a database, a note")
+    with pytest.raises(algenta_graph.RecordsFileError, match=r"notes\.sqlite"):
+        read_thread_values(notes)
+    with pytest.raises(algenta_graph.RecordsFileError, match=r"notes\.sqlite"):
+        verify_audit(notes)
 
 
 def test_every_way_in_gives_langgraphs_own_latest_state(tmp_path: Path) -> None:
