@@ -137,6 +137,7 @@
         var body = parsed.getElementById("queue-body");
         var old = document.getElementById("queue-body");
         if (body && old) { sync(old, body); }
+        live.removeAttribute("data-error");  // the last refresh worked
         live.setAttribute("data-refreshed", String(Date.now()));
       })
       .catch(function (error) { live.setAttribute("data-error", String(error)); })
