@@ -90,11 +90,14 @@ class Bm25Index:
         every: int = 50000,
         vectors: Sequence[_Vector | None] | bytes | None = None,
         vector_keys: Sequence[int | None] | None = None,
+        convert: Callable[[Any], tuple[str, str | None, Any]] | None = None,
     ) -> None:
         """Add or replace tools, all or nothing: ``(name, description, schema)`` tuples or
         dicts with ``name``, ``description`` and ``input_schema`` / ``inputSchema`` /
         ``parameters`` / ``args_schema``; ``progress(phase, done, total)`` every ``every``
         tools and at the end of each phase (``project``, ``tokenize``, ``index``).
+        ``convert(item)``: the ``(name, description, schema)`` of every item that is not a
+        dict holding a ``name`` (it may raise to abort the add).
 
         ``vectors``: one per tool (stored at unit length; ``None`` keeps the vector the tool
         already has if its key is unchanged, else the tool has none), or ``bytes`` holding

@@ -231,14 +231,17 @@ class ToolIndex:
                 "wrap it in a list"
             )
         # Plain dicts go to the native side as they are (it reads the same keys); anything else
-        # is reduced to a (name, description, schema) tuple here.
-        items = [t if type(t) is dict and "name" in t else tool_parts(t) for t in tools]
+        # is reduced to a (name, description, schema) tuple by ``tool_parts``: here when the
+        # embedding model needs the texts first, else on the native side, in its one pass.
+        items: Sequence[Any] = tools if isinstance(tools, (list, tuple)) else list(tools)
         keys: list[int] | None = None
+        extra: dict[str, Any] = {"convert": tool_parts}
         if vectors is None and self._queries is not None:
+            items = [t if type(t) is dict and "name" in t else tool_parts(t) for t in items]
             vectors, keys = self._embed(items)
-        extra: dict[str, Any] = {}
+            extra = {}
         if vectors is not None:
-            extra = {"vectors": vectors, "vector_keys": keys}
+            extra |= {"vectors": vectors, "vector_keys": keys}
         if not progress:
             self._index.add(items, **extra)
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mcp.types import Tool as McpTool
 
 from algenta_graph.retrieval import ToolIndex
 from algenta_graph.retrieval import index as retrieval
@@ -164,3 +165,45 @@ def test_vectors_of_another_dimension_in_a_later_chunk_are_refused() -> None:
     vectors[20_000] = [0.0, 1.0, 0.0]
     index.add(tools, vectors=vectors)
     assert len(index) == BIG
+
+
+def _as_objects(tools: list[dict[str, Any]]) -> list[Any]:
+    """Every third tool as an ``mcp.types.Tool``, every third as an OpenAI-style dict (neither
+    is a dict holding a ``name``: both are read through ``tool_parts``), the rest as dicts."""
+    out: list[Any] = []
+    for i, t in enumerate(tools):
+        if i % 3 == 1:
+            out.append(
+                McpTool(name=t["name"], description=t["description"], inputSchema=t["input_schema"])
+            )
+        elif i % 3 == 2:
+            out.append({"type": "function", "function": {**t, "parameters": t["input_schema"]}})
+        else:
+            out.append(t)
+    return out
+
+
+def test_tool_objects_are_read_in_the_same_pass_as_dicts_and_index_alike() -> None:
+    tools = _tools(BIG)
+    plain = ToolIndex()
+    plain.add(tools)
+    mixed = ToolIndex()
+    mixed.add(_as_objects(tools))  # a large add: read (and converted) while the worker tokenizes
+    from_generator = ToolIndex()
+    from_generator.add(t for t in _as_objects(tools[:20_000]))
+    assert mixed.tool_names == plain.tool_names
+    sizes = ("tools", "terms", "postings")
+    assert [mixed.stats()[s] for s in sizes] == [plain.stats()[s] for s in sizes]
+    for query in ("get items", "delete item 31234 in service 3", "sync svc2", "p1 list"):
+        assert mixed.search(query, 10) == plain.search(query, 10)
+    assert len(from_generator) == 20_000 and "svc5.create_item_19997" in from_generator
+
+
+def test_an_unreadable_tool_object_after_the_worker_started_adds_nothing() -> None:
+    index = ToolIndex()
+    index.add(_tools(3))
+    bad = _as_objects(_tools(BIG))
+    bad[30_001] = object()
+    with pytest.raises(ValueError, match="unsupported tool of type object"):
+        index.add(bad)
+    assert len(index) == 3

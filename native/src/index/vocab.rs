@@ -37,15 +37,17 @@ impl Vocab {
 
     /// The id of `term`, added if new (ids are given in order: 0, 1, ...).
     pub(super) fn intern(&mut self, term: &str) -> u32 {
-        if let Some(id) = self.get(term) {
-            return id;
-        }
-        let id = self.ends.len() as u32;
-        self.text.push_str(term);
-        self.ends.push(self.text.len() as u32);
         let Vocab { text, ends, table } = self;
-        table.insert(id, |i| term_bytes(text, ends, i));
-        id
+        match table.find(term.as_bytes(), |i| term_bytes(text, ends, i)) {
+            Ok(id) => id,
+            Err(vacant) => {
+                let id = ends.len() as u32;
+                text.push_str(term);
+                ends.push(text.len() as u32);
+                table.put_at(vacant, id);
+                id
+            }
+        }
     }
 }
 

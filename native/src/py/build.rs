@@ -6,7 +6,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use super::convert::{optional_keys, VectorRows};
 use super::errors::{guarded, panic_message};
@@ -101,7 +103,25 @@ impl Reporter<'_> {
     }
 }
 
+/// The item `add` stages: the item itself if it is a dict holding a `"name"` (or no
+/// `convert` was given), else what `convert(item)` returns.
+fn converted<'py>(
+    item: Bound<'py, PyAny>,
+    convert: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let Some(convert) = convert else {
+        return Ok(item);
+    };
+    if let Ok(d) = item.cast_exact::<PyDict>() {
+        if d.contains(intern!(item.py(), "name"))? {
+            return Ok(item);
+        }
+    }
+    convert.call1((item,))
+}
+
 /// `Bm25Index.add` (documented on the method in `index.rs`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn add(
     this: &PyIndex,
     py: Python<'_>,
@@ -110,6 +130,7 @@ pub(crate) fn add(
     every: usize,
     vectors: Option<&Bound<'_, PyAny>>,
     vector_keys: Option<&Bound<'_, PyAny>>,
+    convert: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     not_building().map_err(PyRuntimeError::new_err)?;
     let every = every.max(1);
@@ -140,7 +161,7 @@ pub(crate) fn add(
         let mut staged = Staged::default();
         let mut projected = 0usize;
         for (i, item) in tools.try_iter()?.enumerate() {
-            let item = item?;
+            let item = converted(item?, convert)?;
             guarded(|| stage_tool(&item, &mut staged))?;
             if rows.is_some() || keys.is_some() {
                 let row = match &rows {

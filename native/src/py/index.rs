@@ -132,7 +132,12 @@ impl PyIndex {
     /// then `"index"` (the index is locked: the callback must not use it). An exception the
     /// callback raises before `"index"` aborts the add (nothing changed); one raised during
     /// `"index"` is raised after the add.
-    #[pyo3(signature = (tools, progress = None, every = 50_000, vectors = None, vector_keys = None))]
+    ///
+    /// `convert(item)`, if given, is called with every item that is not a dict holding a
+    /// `"name"` and returns its `(name, description, schema)` (what it raises aborts the add):
+    /// a caller's own tool objects are read in the same pass as the dicts.
+    #[pyo3(signature = (tools, progress = None, every = 50_000, vectors = None, vector_keys = None, convert = None))]
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
         py: Python<'_>,
@@ -141,8 +146,19 @@ impl PyIndex {
         every: usize,
         vectors: Option<&Bound<'_, PyAny>>,
         vector_keys: Option<&Bound<'_, PyAny>>,
+        convert: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        build::add(self, py, tools, progress, every, vectors, vector_keys)
+        let convert = convert.filter(|c| !c.is_none());
+        build::add(
+            self,
+            py,
+            tools,
+            progress,
+            every,
+            vectors,
+            vector_keys,
+            convert,
+        )
     }
 
     /// Remove a tool by name; returns whether it was present.
