@@ -41,8 +41,8 @@ pub struct Pass1 {
     ids: Vec<u32>,
     word: Vec<u8>,
     occurrences: Vec<(u32, u8)>,
-    owner: Vec<u32>,
-    at: Vec<u32>,
+    /// Per local term id: (the last tool that met it, counted from 1; its entry in `all_terms`).
+    seen: Vec<(u32, u32)>,
 }
 
 impl Default for Pass1 {
@@ -66,8 +66,7 @@ impl Pass1 {
             ids: Vec::new(),
             word: Vec::new(),
             occurrences: Vec::new(),
-            owner: Vec::new(),
-            at: Vec::new(),
+            seen: Vec::new(),
         }
     }
 
@@ -168,27 +167,27 @@ impl Pass1 {
     }
 
     /// The tool's occurrences as distinct terms with counts per field, appended to
-    /// `all_terms`. Aggregated without sorting: `at[id]` is the term's entry in this tool's
-    /// slice of `all_terms` while `owner[id]` says the entry belongs to this tool.
+    /// `all_terms`. Aggregated without sorting: `seen[id]` holds the tool that last met the
+    /// term and the term's entry in that tool's slice of `all_terms` (one read a term: the
+    /// array is as long as the vocabulary, far bigger than a cache).
     fn aggregate(&mut self, lens: [u32; NUM_FIELDS]) {
         let start = self.all_terms.len();
         let tool_no = self.tools.len() as u32 + 1;
         for &(id, f) in &self.occurrences {
             let i = id as usize;
-            if i >= self.owner.len() {
+            if i >= self.seen.len() {
                 let n = (self.vocab.len().max(i + 1)).next_power_of_two();
-                self.owner.resize(n, 0);
-                self.at.resize(n, 0);
+                self.seen.resize(n, (0, 0));
             }
-            if self.owner[i] == tool_no {
-                let tf = &mut self.all_terms[self.at[i] as usize].1[f as usize];
+            let (owner, at) = self.seen[i];
+            if owner == tool_no {
+                let tf = &mut self.all_terms[at as usize].1[f as usize];
                 *tf = tf.saturating_add(1);
             } else {
-                self.owner[i] = tool_no;
-                self.at[i] = self.all_terms.len() as u32;
-                let mut tf = [0u8; NUM_FIELDS];
-                tf[f as usize] = 1;
-                self.all_terms.push((id, tf));
+                self.seen[i] = (tool_no, self.all_terms.len() as u32);
+                // One count in field `f`, built in a register (not byte by byte in memory).
+                self.all_terms
+                    .push((id, (1u32 << (8 * u32::from(f))).to_le_bytes()));
             }
         }
         self.tools.push((start, self.all_terms.len(), lens));
