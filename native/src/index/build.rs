@@ -127,7 +127,8 @@ impl Index {
             self.vectors.sync_graph();
             return;
         }
-        self.by_name.reserve(tools.len());
+        let docs = &self.docs;
+        self.by_name.reserve(tools.len(), |s| doc_key(docs, s));
         let mut i = 0;
         for staged in chunks {
             for (j, tool) in staged.tools.iter().enumerate() {
@@ -238,7 +239,7 @@ impl Index {
         };
         let complete = std::thread::scope(|scope| {
             let records = scope.spawn(|| {
-                by_name.reserve(tools.len());
+                by_name.reserve(tools.len(), |s| doc_key(docs, s));
                 vectors.reserve(tools.len(), dim);
                 let mut ids: Vec<u32> = Vec::new();
                 let mut i = 0;
@@ -246,7 +247,7 @@ impl Index {
                     for (j, tool) in staged.tools.iter().enumerate() {
                         let (start, end, lens) = tools[i];
                         let name = &staged.arena[tool.key.0..tool.key.1];
-                        let Err(vacant) = by_name.find(name.as_bytes(), |s| doc_key(docs, s))
+                        let Err(bucket) = by_name.find(name.as_bytes(), |s| doc_key(docs, s))
                         else {
                             shared_name.store(true, Ordering::Relaxed);
                             return false;
@@ -255,7 +256,7 @@ impl Index {
                         ids.clear();
                         ids.extend(all_terms[start..end].iter().map(|&(id, _)| id));
                         docs.set(slot, name, lens, &mut ids);
-                        by_name.put_at(vacant, slot);
+                        by_name.put_at(bucket, slot);
                         if let Some(&StagedVector::New(v, key)) = staged.vectors.get(j) {
                             let d = staged.dim;
                             vectors.set(slot, &staged.vector_arena[v * d..(v + 1) * d], key);
@@ -329,8 +330,9 @@ impl Index {
     ) {
         // One probe of the name table for a new name: where it is absent is where it goes.
         let docs = &self.docs;
+        self.by_name.reserve(1, |s| doc_key(docs, s));
         let mut kept: Option<(Vec<f32>, u64)> = None;
-        let vacant = match self.by_name.find(name.as_bytes(), |s| doc_key(docs, s)) {
+        let bucket = match self.by_name.find(name.as_bytes(), |s| doc_key(docs, s)) {
             Ok(old) => {
                 if let StagedVector::Keep(key) = vector {
                     if self.vectors.key(old) == Some(key) {
@@ -343,7 +345,7 @@ impl Index {
                     .find(name.as_bytes(), |s| doc_key(docs, s))
                     .expect_err("a removed name is absent")
             }
-            Err(vacant) => vacant,
+            Err(bucket) => bucket,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => s,
@@ -371,7 +373,7 @@ impl Index {
         self.scaled_lens[slot as usize] = scaled;
         let mut ids: Vec<u32> = terms.iter().map(|&(id, _)| id).collect();
         self.docs.set(slot, name, lens, &mut ids);
-        self.by_name.put_at(vacant, slot);
+        self.by_name.put_at(bucket, slot);
         match vector {
             StagedVector::New(i, key) => {
                 let d = staged.dim;

@@ -37,14 +37,16 @@ impl Vocab {
 
     /// The id of `term`, added if new (ids are given in order: 0, 1, ...).
     pub(super) fn intern(&mut self, term: &str) -> u32 {
+        // One probe: where the term is absent is where it goes.
         let Vocab { text, ends, table } = self;
+        table.reserve(1, |i| term_bytes(text, ends, i));
         match table.find(term.as_bytes(), |i| term_bytes(text, ends, i)) {
             Ok(id) => id,
-            Err(vacant) => {
+            Err(bucket) => {
                 let id = ends.len() as u32;
                 text.push_str(term);
                 ends.push(text.len() as u32);
-                table.put_at(vacant, id);
+                table.put_at(bucket, id);
                 id
             }
         }
