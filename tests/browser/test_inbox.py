@@ -8,7 +8,8 @@ refreshes itself), opens it and approves it with a reason; every wrong form is r
 page and changes nothing; a second operator's stale page is refused; the roles hold; the audit
 timeline verifies the chain and, once a record is tampered in the checkpoint file, names it; an
 argument holding ``<script>`` is shown as text. The queue's refresh patches the page in place:
-the operator's focused Review link and selected text stay while rows arrive, go and turn overdue.
+the operator's focused Review link and selected text stay while rows arrive, go and turn overdue;
+a refresh that fails keeps the rows and says on the page since when the list is stale.
 """
 
 from __future__ import annotations
@@ -532,6 +533,25 @@ def queue_state(driver: Any) -> dict[str, Any]:
     return dict(driver.execute_script(QUEUE_STATE))
 
 
+SET_ROWS_URL = """
+const live = document.getElementById('queue-live');
+const was = live.getAttribute('data-rows');
+live.setAttribute('data-rows', arguments[0]);
+return was;
+"""
+"""Point the queue's refresh at another URL (``arguments[0]``); returns the one it had."""
+
+
+def stale_notice(driver: Any, says: str) -> dict[str, Any] | None:
+    """The stale-queue notice's text and the queue's state, once the notice is shown and
+    names ``says``."""
+    from selenium.webdriver.common.by import By
+
+    notice = driver.find_element(By.ID, "queue-stale")
+    text = notice.text if notice.is_displayed() else ""
+    return {"text": text, "state": queue_state(driver)} if says in text else None
+
+
 def refreshed_since(driver: Any, before: str | None, condition: Any) -> dict[str, Any]:
     """The queue's state once it refreshed after ``before`` and ``condition(state)`` holds."""
 
@@ -625,6 +645,25 @@ async def test_the_queue_refreshes_in_place_and_the_operator_keeps_focus_and_sel
             assert "(overdue)" in state["deadline"] and state["ids"] == [esc3, esc1], state
             assert state["focus_kept"] and state["link_connected"] and state["row_kept"], state
             assert state["selected"] == d1 and state["selection_connected"], state
+
+            # the refresh fails (an answer without the queue, then an HTTP error): the rows stay
+            # as they were, ana's place too, and the page says since when the list is stale
+            rows_url = ana.execute_script(SET_ROWS_URL, f"{base}/inbox/static/inbox.js")
+            failed = wait_for(ana, lambda d: stale_notice(d, "holds no queue"))
+            assert failed["state"]["ids"] == [esc3, esc1], failed
+            refreshed = failed["state"]["refreshed"]  # a failed refresh does not count
+            assert failed["state"]["focus_kept"] and failed["state"]["row_kept"], failed
+            assert failed["state"]["selected"] == d1, failed
+            ana.execute_script(SET_ROWS_URL, f"{base}/inbox/no-such-page")
+            failed = wait_for(ana, lambda d: stale_notice(d, "HTTP 404"))
+            assert "has not refreshed since" in failed["text"], failed
+            assert failed["state"]["refreshed"] == refreshed, failed
+            assert failed["state"]["ids"] == [esc3, esc1], failed
+            # it works again: the notice goes, the rows refresh
+            ana.execute_script(SET_ROWS_URL, rows_url)
+            state = refreshed_since(ana, state["refreshed"], lambda s: s["error"] is None)
+            assert not ana.find_element(By.ID, "queue-stale").is_displayed(), state
+            assert state["ids"] == [esc3, esc1] and state["focus_kept"], state
 
             # ana's role narrows to a gate nothing waits on: the table turns into the empty state
             narrowed = {**TOKENS, "tok-ana": ("ana", ["operator:risk_floor"])}

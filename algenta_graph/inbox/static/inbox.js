@@ -5,13 +5,30 @@
 // that stays keeps its element and only what changed in it is updated (its age, its overdue
 // state); a new row is inserted where the server put it, a gone row removed; other nodes are
 // matched by position. Only the server's nodes are moved, copied or set, never HTML built
-// here. No framework, no CDN.
+// here. No framework, no CDN. A refresh that fails (the server unreachable, an HTTP error, an
+// answer without the queue's rows) leaves the rows as they were and says so on the page, with
+// the time of the last refresh that worked, until one works again: a queue that stopped
+// refreshing never looks live.
 (function () {
   "use strict";
   var live = document.getElementById("queue-live");
   if (!live) { return; }
-  var url = live.getAttribute("data-rows");
+  var stale = document.getElementById("queue-stale");
   var every = 3000;
+  var lastGood = new Date();  // the page itself came with fresh rows
+
+  function clock(date) {
+    return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function failed(error) {
+    live.setAttribute("data-error", String(error));
+    if (stale) {
+      stale.textContent = "This list has not refreshed since " + clock(lastGood) + " (" +
+        String(error && error.message || error) + "); retrying every " + every / 1000 + " s.";
+      stale.hidden = false;
+    }
+  }
 
   function key(node) {
     if (node.nodeType !== Node.ELEMENT_NODE) { return null; }
@@ -123,7 +140,7 @@
   }
 
   function refresh() {
-    fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    fetch(live.getAttribute("data-rows"), { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) {
         if (response.redirected) {  // the session ended: go where the server sends us
           window.location.assign(response.url);
@@ -136,11 +153,14 @@
         var parsed = new DOMParser().parseFromString(html, "text/html");
         var body = parsed.getElementById("queue-body");
         var old = document.getElementById("queue-body");
-        if (body && old) { sync(old, body); }
+        if (!body || !old) { throw new Error("queue refresh: the answer holds no queue"); }
+        sync(old, body);
+        lastGood = new Date();
         live.removeAttribute("data-error");  // the last refresh worked
-        live.setAttribute("data-refreshed", String(Date.now()));
+        live.setAttribute("data-refreshed", String(lastGood.getTime()));
+        if (stale) { stale.hidden = true; stale.textContent = ""; }
       })
-      .catch(function (error) { live.setAttribute("data-error", String(error)); })
+      .catch(failed)
       .then(function () { window.setTimeout(refresh, every); });
   }
   window.setTimeout(refresh, every);
