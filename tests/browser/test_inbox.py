@@ -127,6 +127,7 @@ def queue_ids(driver: Any) -> list[str]:
 def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) -> str:
     """Fill the escalation form and send it; the page's error (or notice) text."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
 
     if decision:
         by_id(driver, f"decision-0-{decision}").click()
@@ -138,10 +139,13 @@ def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) 
         driver.execute_script(
             "document.getElementById(arguments[0]).value = arguments[1];", f"edit-0-{name}", value
         )
+    # the form posts and the answer is a new page: wait for this one to go first, or a second
+    # submit would read the first one's #error just before the page under it is replaced
+    page = driver.find_element(By.TAG_NAME, "html")
     by_id(driver, "submit").click()
+    wait_for(driver, staleness_of(page))
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#error, #notice"))
-    found = driver.find_elements(By.CSS_SELECTOR, "#error, #notice")
-    return str(found[0].text)
+    return str(unstale(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#error, #notice").text))
 
 
 def form_body(driver: Any) -> str:
@@ -247,7 +251,12 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
 
             # ana opens the first escalation: the engine's view, the denial, the policy
             ana.get(f"{base}/inbox/queue")
-            ana.find_element(By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] a.open").click()
+            unstale(
+                ana,
+                lambda d: d.find_element(
+                    By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] a.open"
+                ).click(),
+            )
             wait_for(ana, lambda d: "/inbox/escalations/" in d.current_url)
             assert d1 in text_of(ana, "engine-0") and item1["message"] in text_of(ana, "message-0")
             assert by_id(ana, "digest").get_attribute("value") == asked1["digest"]
@@ -427,7 +436,7 @@ async def test_per_call_escalations_are_answered_in_the_browser_one_call_at_a_ti
         with chromium(tmp_path / "chrome") as ana:
             sign_in(ana, base, "tok-ana")
             wait_for(ana, lambda d: item["escalation_id"] in queue_ids(d))
-            ana.find_element(By.CSS_SELECTOR, "a.open").click()
+            unstale(ana, lambda d: d.find_element(By.CSS_SELECTOR, "#queue a.open").click())
             wait_for(ana, lambda d: d.find_elements(By.ID, "answer"))
             assert by_id(ana, "digest").get_attribute("value") == item["digest"]
             message = submit(ana, decision="respond", reason="Ask finance first.")
