@@ -9,6 +9,14 @@
 //! left is below the k-th best (Turtle & Flood 1995; Lucene's and tantivy's MaxScore). As the
 //! k-th best score rises, more terms become non-essential.
 //!
+//! The k-th best score is raised early by scoring some tools first: those of the rarest term
+//! when its list is short (the *warm start*), or else those having both terms of the largest
+//! bounds when their two lists are a small part of the query's (the *pair start*). On a
+//! catalog of look-alike tools (`bench_million.py --catalog near-duplicate`) the copies of
+//! the best tool are spread over all slots; after the pair start the k-th best score is
+//! often so high that no tool lacking one of the two terms can reach it, and the search
+//! ends there (p50 at a million look-alikes -28%, `bench/RESULTS.md`).
+//!
 //! A tool that survives gets its score summed in one fixed order, the *canonical* one (terms
 //! by decreasing `idf`, ties in query order), exactly as [`Index::search_exhaustive`] (`exhaustive.rs`), which
 //! scores every posting of every term, sums it: pruning changes which tools are scored, never
@@ -23,11 +31,14 @@ use super::Index;
 
 #[cfg(test)]
 thread_local! {
-    /// Searches that left a term non-essential (pruned), that took the warm start, and
-    /// chunks intersected: to check the tests exercise every path.
+    /// Searches that left a term non-essential (pruned), that took the warm start, chunks
+    /// intersected, searches that took the pair start and that ended after it: to check the
+    /// tests exercise every path.
     pub(super) static PRUNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     pub(super) static WARM: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     pub(super) static CHUNKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    pub(super) static PAIRED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    pub(super) static PAIR_ENDED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A query term: its postings, `idf` and the bound of its contribution.
@@ -52,6 +63,11 @@ const WARM_MAX: usize = 4096;
 
 /// Postings of the essential list read per intersection (see `search_slots`).
 const CHUNK: usize = 512;
+
+/// Without a rare term, the tools that have both terms of the largest bounds are scored first
+/// when those two lists hold at most `1 / PAIR_SHARE` of the query's postings (see
+/// `search_slots`).
+const PAIR_SHARE: usize = 2;
 
 /// Look `slot` up in the non-essential terms `order[..from]`, the largest bound first, until
 /// what it has (`have`: the sum of the bounds of the terms it has) and what is left to look
@@ -139,6 +155,33 @@ impl Kth {
 }
 
 impl Index {
+    /// The score of `slot` from its postings `posts` (as `(term, position)`): every term it
+    /// has, summed in canonical order (`part`: one zeroed entry a term, left zeroed).
+    #[inline(always)]
+    fn score_posts(
+        &self,
+        terms: &[Term<'_>],
+        scorer: &Scorer,
+        part: &mut [f32],
+        posts: &[(u32, u32)],
+        slot: u32,
+    ) -> f32 {
+        let l = &self.scaled_lens[slot as usize];
+        for &(t, i) in posts {
+            let term = &terms[t as usize];
+            let tf = tf_of(&self.wide, term.id, &term.list[i as usize]);
+            part[t as usize] = scorer.score(term.idf, &tf, l);
+        }
+        let mut score = 0f32;
+        for x in part.iter_mut() {
+            if *x > 0.0 {
+                score += *x;
+            }
+            *x = 0.0;
+        }
+        score
+    }
+
     /// The `k` best tools for a tokenized query, best first, as `(name, score)`.
     pub fn search_tokens(
         &self,
@@ -247,6 +290,16 @@ impl Index {
         let warm =
             nt > 1 && (rare_len <= WARM_SHORT || rare_len * 16 <= longest.min(WARM_MAX * 16));
         let top = if warm { nt - 1 } else { nt };
+        // Pair start: without a rare term, the tools that have both terms of the largest
+        // bounds are scored first, when their two lists are a small part of the query's. On a
+        // catalog of look-alike tools the copies of the best one are spread over all slots,
+        // and slot order alone raises the k-th best score only late; the pair raises it at
+        // once, often so high that no other tool can reach it and the search ends there.
+        let (e, p1) = (order[nt - 1], order[nt.saturating_sub(2)]);
+        let pair = !warm && nt > 1 && {
+            let two = terms[e].list.len() + terms[p1].list.len();
+            two * PAIR_SHARE <= terms.iter().map(|t| t.list.len()).sum::<usize>()
+        };
         // Tools that passed the bounds, waiting to be scored: their slots, and the postings
         // they have as (term, position). Scoring them in batches lets the memory of their
         // lengths load in parallel (each is a cache miss in a large index).
@@ -262,21 +315,9 @@ impl Index {
                          theta: &mut f32| {
             let mut from = 0usize;
             for &(slot, end) in batch.iter() {
-                // Its score: every term it has, summed in canonical order.
-                let l = &lens[slot as usize];
-                for &(t, i) in &batch_posts[from..end as usize] {
-                    let term = &terms[t as usize];
-                    let tf = tf_of(&self.wide, term.id, &term.list[i as usize]);
-                    part[t as usize] = scorer.score(term.idf, &tf, l);
-                }
+                let posts = &batch_posts[from..end as usize];
                 from = end as usize;
-                let mut score = 0f32;
-                for x in part.iter_mut() {
-                    if *x > 0.0 {
-                        score += *x;
-                    }
-                    *x = 0.0;
-                }
+                let score = self.score_posts(&terms, &scorer, &mut part, posts, slot);
                 if score <= 0.0 || score < *theta {
                     continue;
                 }
@@ -328,18 +369,51 @@ impl Index {
             flush(&mut batch, &mut batch_posts, &mut lazy, &mut theta);
             pos.iter_mut().for_each(|p| *p = 0);
         }
-        // Whether the warm start has scored `slot` already (a cursor in the rare term's list).
-        let mut rare_at = 0usize;
-        let mut done = |slot: u32| -> bool {
-            if !warm {
-                return false;
-            }
-            let list = terms[rare].list;
-            rare_at = seek(list, rare_at, slot);
-            list.get(rare_at).is_some_and(|p| p.slot == slot)
-        };
         let mut matches: Vec<(u32, u32)> = Vec::new();
+        if pair {
+            #[cfg(test)]
+            PAIRED.with(|w| w.set(w.get() + 1));
+            let (el, pl) = (terms[e].list, terms[p1].list);
+            let have = terms[e].bound + terms[p1].bound;
+            let (mut i, mut j) = (0usize, 0usize);
+            while i < el.len() && j < pl.len() {
+                let end = (i + CHUNK).min(el.len());
+                (i, j) = intersect(el, i, end, pl, j, &mut matches);
+                for &(ie, jp) in &matches {
+                    let slot = el[ie as usize].slot;
+                    if allowed(slot) {
+                        let mark = batch_posts.len();
+                        batch_posts.push((e as u32, ie));
+                        batch_posts.push((p1 as u32, jp));
+                        consider!(slot, nt - 2, have, mark);
+                    }
+                }
+            }
+            flush(&mut batch, &mut batch_posts, &mut lazy, &mut theta);
+            pos.iter_mut().for_each(|p| *p = 0);
+        }
+        // Whether the warm or pair start has scored `slot` already (cursors in the rare term's
+        // list, in the pair's lists).
+        let (mut rare_at, mut e_at, mut p1_at) = (0usize, 0usize, 0usize);
+        let mut done = |slot: u32| -> bool {
+            let has = |list: &[Posting], at: &mut usize| {
+                *at = seek(list, *at, slot);
+                list.get(*at).is_some_and(|p| p.slot == slot)
+            };
+            if warm {
+                has(terms[rare].list, &mut rare_at)
+            } else {
+                pair && has(terms[e].list, &mut e_at) && has(terms[p1].list, &mut p1_at)
+            }
+        };
         loop {
+            // After the pair start, once a tool without both of its terms cannot reach the
+            // k-th best score, every tool that can has been scored.
+            if pair && lazy == nt - 1 && (terms[e].bound + below[nt - 2]) * SLACK < theta {
+                #[cfg(test)]
+                PAIR_ENDED.with(|w| w.set(w.get() + 1));
+                break;
+            }
             // One essential term whose tools must also have the first non-essential one to
             // reach the k-th best score: intersect the two lists, a chunk at a time, without a
             // branch per posting (most of a query's time at a million tools was here).

@@ -119,7 +119,7 @@ fn skewed_catalog(rng: &mut Rng, n: usize, tag: &str) -> Vec<(String, String, Ve
     let common: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
     let rare: Vec<String> = (0..300).map(|i| format!("rare{i}x")).collect();
     let pick = |rng: &mut Rng| {
-        // A squared draw: low-numbered words are far more frequent.
+        // The square root of a uniform draw: high-numbered words are far more frequent.
         let r = rng.next(common.len() * common.len());
         common[(r as f64).sqrt() as usize].clone()
     };

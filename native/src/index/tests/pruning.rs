@@ -46,7 +46,7 @@ fn pruned_search_equals_brute_force() {
     let mut staged = Staged::default();
     for i in 0..600 {
         let pick = |next: &mut dyn FnMut(usize) -> usize| {
-            // Square the draw: low-index words are much more frequent.
+            // Square root of a uniform draw: high-index words are much more frequent.
             let r = next(words.len() * words.len());
             words[(r as f64).sqrt() as usize]
         };
@@ -158,6 +158,64 @@ fn maxscore_equals_exhaustive_scoring_on_a_skewed_catalog() {
         .map(String::as_str)
         .collect();
     let mask = ix.allow_mask(allowed.iter().copied());
+    assert_pruning_exact(&ix, &queries[..150], Some(&mask));
+}
+
+#[test]
+fn maxscore_equals_exhaustive_scoring_on_look_alike_tools() {
+    // The catalog copied 12 times, each copy with two extra words (as real registries are
+    // full of look-alikes, and as `bench/bench_million.py --catalog near-duplicate`), and
+    // two words most tools have: the best tool's copies are spread over every slot, and the
+    // query's longest lists are not its best terms, the case of the pair start.
+    use crate::index::search::{PAIRED, PAIR_ENDED};
+    let mut rng = Rng(0x6a09_e667_f3bc_c908);
+    let mut base = skewed_catalog(&mut rng, 1500, "b");
+    for tool in base.iter_mut() {
+        for (word, one_in) in [("api", 2), ("data", 3)] {
+            if rng.next(one_in) == 0 {
+                tool.1 = format!("{word} {}", tool.1);
+            }
+        }
+    }
+    let mut tools = Vec::new();
+    for copy in 0..12 {
+        for (name, desc, params) in &base {
+            let extra = format!("w{} w{}", rng.next(400), rng.next(400));
+            tools.push((
+                format!("{name}_c{copy}"),
+                format!("{desc} {extra}"),
+                params.clone(),
+            ));
+        }
+    }
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&stage_catalog(&tools));
+    // Queries as users ask: the common words and a few of one tool's, and random ones.
+    let mut queries = random_queries(&mut rng, 60);
+    for _ in 0..240 {
+        let words: Vec<&str> = base[rng.next(base.len())].1.split(' ').collect();
+        let mut q: Vec<&str> = (0..1 + rng.next(3))
+            .map(|_| words[rng.next(words.len())])
+            .collect();
+        q.extend(["api", "data"].iter().filter(|_| rng.next(3) != 0));
+        queries.push(q.join(" "));
+    }
+    let (paired, ended) = (PAIRED.with(|p| p.get()), PAIR_ENDED.with(|p| p.get()));
+    assert_pruning_exact(&ix, &queries, None);
+    assert!(
+        PAIRED.with(|p| p.get()) - paired > 200,
+        "the pair start never ran"
+    );
+    assert!(
+        PAIR_ENDED.with(|p| p.get()) - ended > 100,
+        "no search ended after the pair"
+    );
+    let mask = ix.allow_mask(
+        tools
+            .iter()
+            .filter(|_| rng.next(2) == 0)
+            .map(|t| t.0.as_str()),
+    );
     assert_pruning_exact(&ix, &queries[..150], Some(&mask));
 }
 
