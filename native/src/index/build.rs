@@ -127,8 +127,7 @@ impl Index {
             self.vectors.sync_graph();
             return;
         }
-        let docs = &self.docs;
-        self.by_name.reserve(tools.len(), |s| doc_key(docs, s));
+        self.by_name.reserve(tools.len());
         let mut i = 0;
         for staged in chunks {
             for (j, tool) in staged.tools.iter().enumerate() {
@@ -239,7 +238,7 @@ impl Index {
         };
         let complete = std::thread::scope(|scope| {
             let records = scope.spawn(|| {
-                by_name.reserve(tools.len(), |s| doc_key(docs, s));
+                by_name.reserve(tools.len());
                 vectors.reserve(tools.len(), dim);
                 let mut ids: Vec<u32> = Vec::new();
                 let mut i = 0;
@@ -330,7 +329,7 @@ impl Index {
     ) {
         // One probe of the name table for a new name: where it is absent is where it goes.
         let docs = &self.docs;
-        self.by_name.reserve(1, |s| doc_key(docs, s));
+        self.by_name.reserve(1);
         let mut kept: Option<(Vec<f32>, u64)> = None;
         let bucket = match self.by_name.find(name.as_bytes(), |s| doc_key(docs, s)) {
             Ok(old) => {

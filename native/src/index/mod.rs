@@ -21,6 +21,7 @@ mod postings;
 mod rank;
 mod scoring;
 mod search;
+mod short_keys;
 mod stage;
 #[cfg(test)]
 mod tests;

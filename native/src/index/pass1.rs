@@ -9,11 +9,11 @@
 //! parts) per distinct word of the descriptions and parameter texts.
 
 use rust_stemmers::{Algorithm, Stemmer};
-use rustc_hash::FxHashMap;
 
 use crate::project::{Field, NUM_FIELDS};
 use crate::tokenize::{is_stemmable, is_stopword, split_ascii_words, Kind, Tokenizer};
 
+use super::short_keys::ShortKeys;
 use super::stage::Staged;
 use super::vocab::Vocab;
 
@@ -33,10 +33,10 @@ pub struct Pass1 {
     tokenizer: Tokenizer,
     stemmer: Stemmer,
     /// Part as written -> id of its stem (STOP for a stopword).
-    part_ids: FxHashMap<Box<str>, u32>,
+    part_ids: ShortKeys<u32>,
     /// Short parameter text, or ASCII word -> its ids in `memo`.
-    text_ids: FxHashMap<Box<str>, (u32, u32)>,
-    word_ids: FxHashMap<Box<[u8]>, (u32, u32)>,
+    text_ids: ShortKeys<(u32, u32)>,
+    word_ids: ShortKeys<(u32, u32)>,
     memo: Vec<u32>,
     ids: Vec<u32>,
     word: Vec<u8>,
@@ -59,9 +59,9 @@ impl Pass1 {
             tools: Vec::new(),
             tokenizer: Tokenizer::default(),
             stemmer: Stemmer::create(Algorithm::English),
-            part_ids: FxHashMap::default(),
-            text_ids: FxHashMap::default(),
-            word_ids: FxHashMap::default(),
+            part_ids: ShortKeys::default(),
+            text_ids: ShortKeys::default(),
+            word_ids: ShortKeys::default(),
             memo: Vec::new(),
             ids: Vec::new(),
             word: Vec::new(),
@@ -107,8 +107,13 @@ impl Pass1 {
         self.ids.clear();
         let remembered =
             matches!(field, Field::ParamNames | Field::ParamText) && text.len() <= MEMO_TEXT_LEN;
+        let text_hash = if remembered {
+            ShortKeys::<(u32, u32)>::hash(text.as_bytes())
+        } else {
+            0
+        };
         if remembered {
-            if let Some(&(at, n)) = self.text_ids.get(text) {
+            if let Some((at, n)) = self.text_ids.get(text_hash, text.as_bytes()) {
                 let Pass1 { ids, memo, .. } = self;
                 ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
                 return;
@@ -129,7 +134,8 @@ impl Pass1 {
                 ..
             } = self;
             split_ascii_words(text.as_bytes(), word, |w| {
-                if let Some(&(at, n)) = word_ids.get(w) {
+                let hash = ShortKeys::<(u32, u32)>::hash(w);
+                if let Some((at, n)) = word_ids.get(hash, w) {
                     ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
                     return;
                 }
@@ -140,7 +146,7 @@ impl Pass1 {
                         ids.push(id);
                     }
                 });
-                word_ids.insert(w.into(), (memo.len() as u32, (ids.len() - start) as u32));
+                word_ids.insert(hash, w, (memo.len() as u32, (ids.len() - start) as u32));
                 memo.extend_from_slice(&ids[start..]);
             });
         } else {
@@ -160,8 +166,11 @@ impl Pass1 {
             });
         }
         if remembered {
-            self.text_ids
-                .insert(text.into(), (self.memo.len() as u32, self.ids.len() as u32));
+            self.text_ids.insert(
+                text_hash,
+                text.as_bytes(),
+                (self.memo.len() as u32, self.ids.len() as u32),
+            );
             self.memo.extend_from_slice(&self.ids);
         }
     }
@@ -210,14 +219,15 @@ impl Pass1 {
 fn term_id(
     tok: &str,
     kind: Kind,
-    part_ids: &mut FxHashMap<Box<str>, u32>,
+    part_ids: &mut ShortKeys<u32>,
     vocab: &mut Vocab,
     stemmer: &Stemmer,
 ) -> u32 {
     match kind {
         Kind::Whole => vocab.intern(tok),
         Kind::Part => {
-            if let Some(&id) = part_ids.get(tok) {
+            let hash = ShortKeys::<u32>::hash(tok.as_bytes());
+            if let Some(id) = part_ids.get(hash, tok.as_bytes()) {
                 return id;
             }
             let id = if is_stopword(tok) {
@@ -227,7 +237,7 @@ fn term_id(
             } else {
                 vocab.intern(tok)
             };
-            part_ids.insert(tok.into(), id);
+            part_ids.insert(hash, tok.as_bytes(), id);
             id
         }
     }

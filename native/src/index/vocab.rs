@@ -39,7 +39,7 @@ impl Vocab {
     pub(super) fn intern(&mut self, term: &str) -> u32 {
         // One probe: where the term is absent is where it goes.
         let Vocab { text, ends, table } = self;
-        table.reserve(1, |i| term_bytes(text, ends, i));
+        table.reserve(1);
         match table.find(term.as_bytes(), |i| term_bytes(text, ends, i)) {
             Ok(id) => id,
             Err(bucket) => {
