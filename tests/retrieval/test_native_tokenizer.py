@@ -159,3 +159,17 @@ def test_projection_self_referential_python_object() -> None:
     schema["properties"] = {"loop": schema}
     with pytest.raises(ValueError, match="deeper than"):
         project_tool("loop_tool", "", schema)
+
+
+def test_projection_lists_a_repeated_text_each_time() -> None:
+    # The second "The user id" is staged as the number of the first (a short parameter text is
+    # tokenized once an add); the projection still shows it where it is.
+    schema = {
+        "properties": {
+            "owner": {"type": "string", "description": "The user id"},
+            "author": {"type": "string", "description": "The user id"},
+            "ns": {"type": "string", "description": "hub"},
+        }
+    }
+    p = project_tool("hub.get_user", "", schema)
+    assert p["param_text"] == ["hub", "The user id", "The user id", "hub"]

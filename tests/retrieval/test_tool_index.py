@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -383,6 +384,55 @@ def test_incremental_ranks_exactly_like_fresh_build(ops: list[Any], query: list[
     q = " ".join(query)
     assert incremental.search(q, k=50) == fresh.search(q, k=50)
     assert incremental.stats() == fresh.stats() | {"heap_bytes": incremental.stats()["heap_bytes"]}
+
+
+def test_a_chunked_add_indexes_texts_repeated_across_chunks_like_small_adds() -> None:
+    """An add of more than one chunk (16,384 tools, `native/src/py/build.rs`) numbers each short
+    parameter text once as it is staged: a later chunk carries only the number of a text staged
+    in an earlier one, and pass 1 reuses that text's terms (ARCHITECTURE.md, "Retrieval").
+    Every tool must find its own texts' terms: checked against how the catalog was made, and
+    against adds too small to be chunked."""
+    rng = random.Random(11)
+    n_texts, n_tools = 300, 40_000
+    # Text i holds a word of its own: i in letters between "qz" and "x" (a digit would be a
+    # term apart; the "x" keeps the stemmer from merging two of them).
+    marker = [
+        f"qz{chr(97 + i // 26 // 26)}{chr(97 + i // 26 % 26)}{chr(97 + i % 26)}x"
+        for i in range(n_texts)
+    ]
+    texts = [f"{WORDS[i % 10]} {WORDS[i * 7 % 10]} {marker[i]}" for i in range(n_texts)]
+    tools, having = [], defaultdict(set)
+    for n in range(n_tools):
+        picked = rng.sample(range(n_texts), 3)
+        name = f"ns{n % 50}.tool_{n}"
+        tools.append(
+            _dict_tool(
+                name,
+                f"tool number {n}",
+                **{
+                    f"p{j}": {"type": "string", "description": texts[t]}
+                    for j, t in enumerate(picked)
+                },
+            )
+        )
+        for t in picked:
+            having[t].add(name)
+    chunked = ToolIndex()
+    chunked.add(tools)
+    small = ToolIndex()
+    for at in range(0, n_tools, 5_000):
+        small.add(tools[at : at + 5_000])
+    for t in [0, 1, 150, 299, *rng.sample(range(n_texts), 20)]:
+        found = {h.tool_id for h in chunked.search(marker[t], k=1_000)}
+        assert found == having[t], marker[t]
+        query = f"{marker[t]} {WORDS[t % 10]}"
+        assert chunked.search(query, k=50) == small.search(query, k=50)
+    assert chunked.search("ns7", k=50) == small.search("ns7", k=50)
+    # "ns7" is the term of the namespace (staged from the name, numbered like a parameter
+    # text) and "ns" a part of it, which every tool has: the ns7 tools come first.
+    top = {h.tool_id for h in chunked.search("ns7", k=n_tools // 50)}
+    assert top == {f"ns7.tool_{n}" for n in range(7, n_tools, 50)}
+    assert chunked.stats() == small.stats() | {"heap_bytes": chunked.stats()["heap_bytes"]}
 
 
 @settings(max_examples=60, deadline=None)

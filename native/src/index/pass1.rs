@@ -5,8 +5,9 @@
 //! the index's and inserts.
 //!
 //! Repeated work is done once per add: a part's stem per distinct spelling, a short
-//! parameter text's terms per distinct text, and an ASCII word's terms (whole identifier and
-//! parts) per distinct word of the descriptions and parameter texts.
+//! parameter text's terms per distinct text (numbered by the walk as it stages them:
+//! [`Staged::text`]), and an ASCII word's terms (whole identifier and parts) per distinct
+//! word of the descriptions and parameter texts.
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -14,11 +15,9 @@ use crate::project::{Field, NUM_FIELDS};
 use crate::tokenize::{is_stemmable, is_stopword, split_ascii_words, Kind, Tokenizer};
 
 use super::short_keys::ShortKeys;
-use super::stage::Staged;
+use super::stage::{Staged, SEEN, UNNUMBERED};
 use super::vocab::Vocab;
 
-/// Parameter texts up to this many bytes are tokenized once per add and remembered.
-pub(super) const MEMO_TEXT_LEN: usize = 256;
 /// A part that is a stopword.
 const STOP: u32 = u32::MAX;
 
@@ -34,8 +33,8 @@ pub struct Pass1 {
     stemmer: Stemmer,
     /// Part as written -> id of its stem (STOP for a stopword).
     part_ids: ShortKeys<u32>,
-    /// Short parameter text, or ASCII word -> its ids in `memo`.
-    text_ids: ShortKeys<(u32, u32)>,
+    /// Numbered short parameter text (by number), ASCII word -> its ids in `memo`.
+    numbered: Vec<(u32, u32)>,
     word_ids: ShortKeys<(u32, u32)>,
     memo: Vec<u32>,
     ids: Vec<u32>,
@@ -60,7 +59,7 @@ impl Pass1 {
             tokenizer: Tokenizer::default(),
             stemmer: Stemmer::create(Algorithm::English),
             part_ids: ShortKeys::default(),
-            text_ids: ShortKeys::default(),
+            numbered: Vec::new(),
             word_ids: ShortKeys::default(),
             memo: Vec::new(),
             ids: Vec::new(),
@@ -87,9 +86,12 @@ impl Pass1 {
             let (first, end) = tool.texts;
             self.occurrences.clear();
             let mut lens = [0u32; NUM_FIELDS];
-            for &(from, to, field) in &staged.texts[first..end] {
+            for (&(from, to, field), &number) in staged.texts[first..end]
+                .iter()
+                .zip(&staged.numbers[first..end])
+            {
                 let text = &staged.arena[from..to];
-                self.text_terms(text, field);
+                self.text_terms(text, field, number);
                 let f = field as usize;
                 lens[f] = lens[f].saturating_add(self.ids.len() as u32);
                 self.occurrences
@@ -102,22 +104,21 @@ impl Pass1 {
         }
     }
 
-    /// The ids of `text`'s terms, into `self.ids`.
-    fn text_terms(&mut self, text: &str, field: Field) {
+    /// The ids of `text`'s terms, into `self.ids` (`number`: its number in the add's
+    /// [`Staged::numbers`]).
+    fn text_terms(&mut self, text: &str, field: Field, number: u32) {
         self.ids.clear();
-        let remembered =
-            matches!(field, Field::ParamNames | Field::ParamText) && text.len() <= MEMO_TEXT_LEN;
-        let text_hash = if remembered {
-            ShortKeys::<(u32, u32)>::hash(text.as_bytes())
-        } else {
-            0
-        };
-        if remembered {
-            if let Some((at, n)) = self.text_ids.get(text_hash, text.as_bytes()) {
-                let Pass1 { ids, memo, .. } = self;
-                ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
-                return;
-            }
+        if number != UNNUMBERED && number & SEEN != 0 {
+            let Pass1 {
+                ids,
+                memo,
+                numbered,
+                ..
+            } = self;
+            // Numbered in order as staged, and tokenized in that order: known by now.
+            let (at, n) = numbered[(number & !SEEN) as usize];
+            ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
+            return;
         }
         if field != Field::Name && text.is_ascii() {
             // Word by word, each distinct word tokenized once (names are words of their own,
@@ -165,12 +166,12 @@ impl Pass1 {
                 }
             });
         }
-        if remembered {
-            self.text_ids.insert(
-                text_hash,
-                text.as_bytes(),
-                (self.memo.len() as u32, self.ids.len() as u32),
-            );
+        if number != UNNUMBERED {
+            let i = number as usize;
+            if self.numbered.len() <= i {
+                self.numbered.resize(i + 1, (0, 0));
+            }
+            self.numbered[i] = (self.memo.len() as u32, self.ids.len() as u32);
             self.memo.extend_from_slice(&self.ids);
         }
     }

@@ -35,7 +35,6 @@ impl<V: Copy> ShortKeys<V> {
             .insert_unique(hash, (hash, key.into(), value), |&(h, _, _)| h);
     }
 
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.table.len()
     }

@@ -2,12 +2,28 @@
 
 use crate::project::Field;
 
+use super::short_keys::ShortKeys;
+
+/// Parameter texts up to this many bytes are numbered as they are staged (the same text, the
+/// same number, for the whole add) and tokenized once an add (`pass1.rs`).
+pub(super) const MEMO_TEXT_LEN: usize = 256;
+/// In [`Staged::numbers`]: a text not numbered.
+pub(super) const UNNUMBERED: u32 = u32::MAX;
+/// In [`Staged::numbers`]: the text was staged before under this number (its text is not
+/// in this stage's arena again).
+pub(super) const SEEN: u32 = 1 << 31;
+
 /// Tools staged for insertion: every text in one arena, tagged with its field. Building the
 /// stage can fail (a bad schema); inserting a stage cannot, which makes `add` all or nothing.
 #[derive(Debug, Default)]
 pub struct Staged {
     pub(super) arena: String,
     pub(super) texts: Vec<(usize, usize, Field)>,
+    /// Per text: its number (a short parameter text: the first of its kind in the add, or
+    /// `SEEN |` the number of the first), or `UNNUMBERED`.
+    pub(super) numbers: Vec<u32>,
+    /// The add's short parameter texts so far, by number; moves on to the add's next chunk.
+    numbering: ShortKeys<u32>,
     pub(super) tools: Vec<StagedTool>,
     /// Per tool, when any tool of the batch has one: its vector (see [`StagedVector`]).
     pub(super) vectors: Vec<StagedVector>,
@@ -48,12 +64,17 @@ impl Staged {
         let last_at = start + name.len() - last.len(); // `last` is a suffix of `name`
         self.push(last_at, last_at + last.len(), Field::Name);
         if let Some(ns) = namespace {
-            self.push(start, start + ns.len(), Field::ParamText);
+            self.push_text_at(start, start + ns.len(), Field::ParamText);
         }
     }
 
     pub(super) fn push(&mut self, from: usize, to: usize, field: Field) {
+        self.push_numbered(from, to, field, UNNUMBERED);
+    }
+
+    fn push_numbered(&mut self, from: usize, to: usize, field: Field, number: u32) {
         self.texts.push((from, to, field));
+        self.numbers.push(number);
         if let Some(last) = self.tools.last_mut() {
             last.texts.1 = self.texts.len();
         }
@@ -85,25 +106,50 @@ impl Staged {
         Ok(())
     }
 
-    /// A text of the tool begun last.
+    /// A text of the tool begun last. A short parameter text met before in the add is
+    /// staged as its number alone (pass 1 reuses its terms).
     pub fn text(&mut self, field: Field, text: &str) {
         let start = self.arena.len();
+        let number = number_of(&mut self.numbering, field, text).unwrap_or(UNNUMBERED);
+        if number != UNNUMBERED && number & SEEN != 0 {
+            return self.push_numbered(start, start, field, number);
+        }
         self.arena.push_str(text);
-        self.push(start, self.arena.len(), field);
+        self.push_numbered(start, self.arena.len(), field, number);
     }
 
-    /// Every staged text with its field, in order.
+    /// A text already in the arena at `from..to`, numbered if it is a short parameter text.
+    fn push_text_at(&mut self, from: usize, to: usize, field: Field) {
+        let number = match number_of(&mut self.numbering, field, &self.arena[from..to]) {
+            Some(n) if n & SEEN != 0 => return self.push_numbered(from, from, field, n),
+            Some(n) => n,
+            None => UNNUMBERED,
+        };
+        self.push_numbered(from, to, field, number);
+    }
+
+    /// Every staged text with its field, in order (a text staged before in an earlier chunk
+    /// of the add is not in this one: it reads as empty).
     pub fn texts(&self) -> impl Iterator<Item = (Field, &str)> {
         self.texts
             .iter()
-            .map(|&(from, to, f)| (f, &self.arena[from..to]))
+            .zip(&self.numbers)
+            .map(|(&(from, to, f), &n)| {
+                if n != UNNUMBERED && n & SEEN != 0 {
+                    let first = self.numbers.iter().position(|&m| m == n & !SEEN);
+                    let (a, b, _) = first.map_or((0, 0, f), |i| self.texts[i]);
+                    return (f, &self.arena[a..b]);
+                }
+                (f, &self.arena[from..to])
+            })
     }
 
     /// An empty stage for the next tools of the same add (their vectors must have this
-    /// stage's dimension).
-    pub fn next_chunk(&self) -> Staged {
+    /// stage's dimension); the add's text numbering moves on to it.
+    pub fn next_chunk(&mut self) -> Staged {
         Staged {
             dim: self.dim,
+            numbering: std::mem::take(&mut self.numbering),
             ..Staged::default()
         }
     }
@@ -112,16 +158,18 @@ impl Staged {
     /// emptied by [`Staged::take_names`]), or in new ones. Each chunk holds about 0.5 kB of
     /// text a tool; the first writes into fresh buffers cost the walk more in page faults
     /// and regrowth than the copying itself.
-    pub fn next_chunk_in(&self, spare: Option<Staged>) -> Staged {
+    pub fn next_chunk_in(&mut self, spare: Option<Staged>) -> Staged {
         match spare {
             Some(mut spare) => {
                 debug_assert!(spare.is_empty() && spare.arena.is_empty());
                 spare.dim = self.dim;
+                spare.numbering = std::mem::take(&mut self.numbering);
                 spare
             }
             None => Staged {
                 arena: String::with_capacity(self.arena.len()),
                 texts: Vec::with_capacity(self.texts.len()),
+                numbers: Vec::with_capacity(self.numbers.len()),
                 tools: Vec::with_capacity(self.tools.len()),
                 ..self.next_chunk()
             },
@@ -148,10 +196,13 @@ impl Staged {
             .collect();
         self.arena.clear();
         self.texts.clear();
+        self.numbers.clear();
         self.tools.clear();
         Staged {
             arena,
             texts: Vec::new(),
+            numbers: Vec::new(),
+            numbering: ShortKeys::default(),
             tools,
             vectors: std::mem::take(&mut self.vectors),
             vector_arena: std::mem::take(&mut self.vector_arena),
@@ -167,6 +218,24 @@ impl Staged {
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
+}
+
+/// The number of a short parameter text (`SEEN |` it if the add has staged it before,
+/// and then the text needs no staging again), numbering it if new; `None` for any other
+/// text (or past 2^31 distinct texts).
+fn number_of(numbering: &mut ShortKeys<u32>, field: Field, text: &str) -> Option<u32> {
+    if !matches!(field, Field::ParamNames | Field::ParamText) || text.len() > MEMO_TEXT_LEN {
+        return None;
+    }
+    let hash = ShortKeys::<u32>::hash(text.as_bytes());
+    if let Some(n) = numbering.get(hash, text.as_bytes()) {
+        return Some(SEEN | n);
+    }
+    let n = numbering.len() as u32;
+    (n < SEEN).then(|| {
+        numbering.insert(hash, text.as_bytes(), n);
+        n
+    })
 }
 
 /// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
