@@ -173,3 +173,28 @@ def test_projection_lists_a_repeated_text_each_time() -> None:
     }
     p = project_tool("hub.get_user", "", schema)
     assert p["param_text"] == ["hub", "The user id", "The user id", "hub"]
+
+
+def test_projection_reads_dict_and_str_subclasses_like_their_bases() -> None:
+    # Exact dicts and strs are recognised by their type alone (`native/src/py/json.rs`); their
+    # subclasses (an OrderedDict schema, a str enum's members) take the general path.
+    from collections import OrderedDict
+    from enum import Enum
+
+    class Unit(str, Enum):
+        CELSIUS = "celsius"
+
+    class Text(str):
+        pass
+
+    schema = OrderedDict(
+        properties=OrderedDict(
+            unit={"enum": [Unit.CELSIUS], "description": Text("Temperature unit")},
+            city={"type": "string"},
+        )
+    )
+    p = project_tool("t", "", schema)
+    assert p["param_names"] == ["unit", "city"]
+    assert p["param_text"] == ["celsius", "Temperature unit"]
+    with pytest.raises(ValueError, match="int"):
+        project_tool("t", "", {"properties": {1: {}}})

@@ -8,10 +8,26 @@ use serde_json::Value;
 use super::convert::type_name;
 use crate::project::{project_schema, Field, Json, JsonKind, ProjectError};
 
+/// `value` as a `T`: an exact `T` found by comparing type pointers first (no call into the
+/// interpreter: most of a schema's values are exact dicts and strs), a subclass as before.
+#[inline]
+fn as_a<'a, 'py, T: pyo3::type_object::PyTypeCheck + pyo3::type_object::PyTypeInfo>(
+    value: &'a Bound<'py, PyAny>,
+) -> Option<&'a Bound<'py, T>> {
+    value
+        .cast_exact::<T>()
+        .ok()
+        .or_else(|| value.cast::<T>().ok())
+}
+
 /// Python values walked in place: dict, list, tuple, str, int, float, bool, None.
 impl<'py> Json for Bound<'py, PyAny> {
     fn kind(&self) -> JsonKind {
-        if self.is_none() {
+        if self.is_exact_instance_of::<PyString>() {
+            JsonKind::String
+        } else if self.is_exact_instance_of::<PyDict>() {
+            JsonKind::Object
+        } else if self.is_none() {
             JsonKind::Null
         } else if self.is_instance_of::<PyDict>() {
             JsonKind::Object
@@ -32,11 +48,10 @@ impl<'py> Json for Bound<'py, PyAny> {
         &self,
         f: &mut dyn FnMut(&str, Self) -> Result<(), ProjectError>,
     ) -> Result<(), ProjectError> {
-        if let Ok(d) = self.cast::<PyDict>() {
+        if let Some(d) = as_a::<PyDict>(self) {
             for (k, v) in d.iter() {
-                let key = k
-                    .cast::<PyString>()
-                    .map_err(|_| ProjectError::NonStringKey(type_name(&k)))?;
+                let key = as_a::<PyString>(&k)
+                    .ok_or_else(|| ProjectError::NonStringKey(type_name(&k)))?;
                 let key = key
                     .to_str()
                     .map_err(|_| ProjectError::Unsupported("str with lone surrogates".into()))?;
@@ -75,7 +90,7 @@ impl<'py> Json for Bound<'py, PyAny> {
     }
 
     fn with_text(&self, f: &mut dyn FnMut(&str)) -> Result<(), ProjectError> {
-        if let Ok(s) = self.cast::<PyString>() {
+        if let Some(s) = as_a::<PyString>(self) {
             let s = s
                 .to_str()
                 .map_err(|_| ProjectError::Unsupported("str with lone surrogates".into()))?;
