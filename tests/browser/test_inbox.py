@@ -126,8 +126,8 @@ def queue_ids(driver: Any) -> list[str]:
 
 def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) -> str:
     """Fill the escalation form and send it; the page's error (or notice) text."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.expected_conditions import staleness_of
 
     if decision:
         by_id(driver, f"decision-0-{decision}").click()
@@ -142,8 +142,22 @@ def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) 
     # the form posts and the answer is a new page: wait for this one to go first, or a second
     # submit would read the first one's #error just before the page under it is replaced
     page = driver.find_element(By.TAG_NAME, "html")
+
+    def replaced(_: Any) -> bool:
+        # selenium's staleness_of, also taking the answer Chromium sometimes gives for a node
+        # of a document being replaced (an "unhandled inspector error" in a CI run of 4c6a291)
+        try:
+            page.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" not in str(e):
+                raise
+            return True
+        return False
+
     by_id(driver, "submit").click()
-    wait_for(driver, staleness_of(page))
+    wait_for(driver, replaced)
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#error, #notice"))
     return str(unstale(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#error, #notice").text))
 
