@@ -1,10 +1,11 @@
 //! Adding tools: tokenize every staged text (pass 1), then insert (pass 2).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::project::NUM_FIELDS;
 
 use super::docs::doc_key;
+use super::fill::Targets;
 use super::pass1::Pass1;
 use super::postings::{Posting, PostingList, WideTf};
 use super::scoring::{scale_len, Scorer};
@@ -63,6 +64,8 @@ impl Index {
         every: usize,
         progress: &mut dyn FnMut(usize),
     ) {
+        // What each term's postings list gains (pass 1 counted it), by the index's term ids.
+        let mut gained = pass1.tools_per_term();
         if self.vocab.len() == 0 {
             // A first add: the local ids are the ones interning would give, in order.
             self.vocab = std::mem::take(&mut pass1.vocab);
@@ -79,15 +82,17 @@ impl Index {
             for (id, _) in pass1.all_terms.iter_mut() {
                 *id = global[*id as usize];
             }
+            let mut by_global = vec![0u32; self.postings.len()];
+            for (&g, &n) in global.iter().zip(&gained) {
+                by_global[g as usize] = n;
+            }
+            gained = by_global;
         }
         let (all_terms, tools) = (&pass1.all_terms, &pass1.tools);
-        let mut gained = Vec::new();
-        if tools.len() >= RESERVE_BATCH {
-            // Every postings list sized once, for all it gains.
-            gained = vec![0u32; self.postings.len()];
-            for &(id, _) in all_terms {
-                gained[id as usize] += 1;
-            }
+        let parallel = self.docs.slots() == 0 && tools.len() >= PARALLEL_FIRST_ADD && !one_thread();
+        if tools.len() >= RESERVE_BATCH && !parallel {
+            // Every postings list sized once, for all it gains (the parallel first add sizes
+            // them as it sets up its fill).
             for (list, &n) in self.postings.iter_mut().zip(&gained) {
                 if n > 0 {
                     list.reserve_exact(n as usize);
@@ -119,10 +124,7 @@ impl Index {
                 progress(done);
             }
         };
-        if self.docs.slots() == 0
-            && tools.len() >= PARALLEL_FIRST_ADD
-            && !one_thread()
-            && self.insert_first(chunks, &pass1, &gained, &reference, every, &mut progress)
+        if parallel && self.insert_first(chunks, &pass1, &gained, &reference, every, &mut progress)
         {
             self.vectors.sync_graph();
             return;
@@ -157,8 +159,8 @@ impl Index {
     }
 
     /// Pass 2 of a first add (the index has no slot yet) on three threads: two fill the
-    /// postings and their bounds, each for the terms of one half of the postings (`gained`:
-    /// each term's count), a third the name table, the tool records and the vectors; tool
+    /// postings and their bounds, each for one half of the tools (`fill.rs`; `gained`: each
+    /// term's count of tools), a third the name table, the tool records and the vectors; tool
     /// `i` takes slot `i`. Returns false, the index left empty, if two tools share a name (the
     /// caller then inserts one by one: the later replaces the earlier).
     fn insert_first(
@@ -193,49 +195,13 @@ impl Index {
                 *total += u64::from(len);
             }
         }
-        // The first term of the upper half of the postings.
-        let half = gained.iter().map(|&n| u64::from(n)).sum::<u64>() / 2;
-        let mut below = 0u64;
-        let split = gained
-            .iter()
-            .position(|&n| {
-                below += u64::from(n);
-                below > half
-            })
-            .map_or(postings.len(), |t| t + 1);
-        let (low, high) = postings.split_at_mut(split);
-        let (low_tfw, high_tfw) = bounds.tfw.split_at_mut(split);
+        // The tools' halves, by postings (a tool's `all_terms` start).
+        let half = all_terms.len() / 2;
+        let split = tools.partition_point(|&(start, _, _)| start < half);
+        let n = tools.len();
+        let (targets, mut front, mut back) = Targets::new(postings, gained);
         let lens_of = &scaled_lens[..];
-        // The postings of terms `from..` in `lists` (and their bounds), every tool in slot
-        // order; stops early once a name is found shared.
-        let fill = |lists: &mut [PostingList],
-                    tfw: &mut [f32],
-                    from: u32,
-                    wide: &mut WideTf,
-                    progress: &mut dyn FnMut(usize)| {
-            let to = from + lists.len() as u32;
-            for (i, &(start, end, _)) in tools.iter().enumerate() {
-                let scaled = &lens_of[i];
-                for &(id, tf) in &all_terms[start..end] {
-                    if id < from || id >= to {
-                        continue;
-                    }
-                    let (post, is_wide) = Posting::new(i as u32, tf);
-                    if is_wide {
-                        wide.insert((id, i as u32), tf);
-                    }
-                    let t = (id - from) as usize;
-                    lists[t].insert(post);
-                    tfw[t] = tfw[t].max(reference.tfw(&tf, scaled));
-                }
-                if (i + 1).is_multiple_of(every) {
-                    progress(i + 1);
-                }
-                if i.is_multiple_of(4096) && shared_name.load(Ordering::Relaxed) {
-                    break;
-                }
-            }
-        };
+        let upper_done = AtomicUsize::new(0);
         let complete = std::thread::scope(|scope| {
             let records = scope.spawn(|| {
                 by_name.reserve(tools.len());
@@ -265,23 +231,72 @@ impl Index {
                 }
                 true
             });
+            // The upper half, from the last tool down, from the back of every list.
             let upper = scope.spawn(|| {
                 let mut upper_wide = WideTf::default();
-                fill(high, high_tfw, split as u32, &mut upper_wide, &mut |_| {});
-                upper_wide
+                for i in (split..n).rev() {
+                    let (start, end, _) = tools[i];
+                    let scaled = &lens_of[i];
+                    for &(id, tf) in &all_terms[start..end] {
+                        let (post, is_wide) = Posting::new(i as u32, tf);
+                        if is_wide {
+                            upper_wide.insert((id, i as u32), tf);
+                        }
+                        // SAFETY: one posting a tool and term (`fill.rs`).
+                        unsafe { back.put_back(id, post, reference.tfw(&tf, scaled)) };
+                    }
+                    let done = n - i;
+                    if done.is_multiple_of(1024) {
+                        upper_done.store(done, Ordering::Relaxed);
+                        if shared_name.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                }
+                (upper_wide, back)
             });
-            fill(low, low_tfw, 0, wide, progress);
+            // The lower half here, in slot order, from the front of every list; progress
+            // counts both halves.
+            let mut next_report = every;
+            let mut report_upto = |done: usize| {
+                while next_report <= done {
+                    progress(next_report);
+                    next_report = next_report.saturating_add(every);
+                }
+            };
+            for (i, &(start, end, _)) in tools[..split].iter().enumerate() {
+                let scaled = &lens_of[i];
+                for &(id, tf) in &all_terms[start..end] {
+                    let (post, is_wide) = Posting::new(i as u32, tf);
+                    if is_wide {
+                        wide.insert((id, i as u32), tf);
+                    }
+                    // SAFETY: one posting a tool and term (`fill.rs`).
+                    unsafe { front.put_front(id, post, reference.tfw(&tf, scaled)) };
+                }
+                if (i + 1).is_multiple_of(1024) {
+                    report_upto(i + 1 + upper_done.load(Ordering::Relaxed));
+                    if shared_name.load(Ordering::Relaxed) {
+                        break;
+                    }
+                }
+            }
             // A panic there is re-raised here, as the one-thread path would raise it.
-            let upper_wide = upper
+            let (upper_wide, back) = upper
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
             // One by one, as one thread would have inserted them (the table's size follows).
             for (key, tf) in upper_wide {
                 wide.insert(key, tf);
             }
-            records
+            let complete = records
                 .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            if complete {
+                targets.finish(postings, gained, front, back, &mut bounds.tfw);
+                report_upto(n);
+            }
+            complete
         });
         if !complete {
             for list in postings.iter_mut() {

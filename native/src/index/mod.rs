@@ -15,6 +15,7 @@ mod build;
 mod cursor;
 mod docs;
 mod exhaustive;
+mod fill;
 pub mod fusion;
 pub mod pass1;
 mod postings;

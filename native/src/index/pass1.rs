@@ -40,8 +40,20 @@ pub struct Pass1 {
     ids: Vec<u32>,
     word: Vec<u8>,
     occurrences: Vec<(u32, u8)>,
-    /// Per local term id: (the last tool that met it, counted from 1; its entry in `all_terms`).
-    seen: Vec<(u32, u32)>,
+    /// Per local term id: the last tool that met it and the term's entry in `all_terms`, and
+    /// how many tools have it (what its postings list gains: [`Pass1::tools_per_term`]).
+    seen: Vec<Seen>,
+}
+
+/// [`Pass1::seen`]'s entry for one term.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    /// The last tool that met the term, counted from 1 (0: none).
+    tool: u32,
+    /// The term's entry in that tool's slice of `all_terms`.
+    at: u32,
+    /// How many tools have the term.
+    tools: u32,
 }
 
 impl Default for Pass1 {
@@ -67,6 +79,14 @@ impl Pass1 {
             occurrences: Vec::new(),
             seen: Vec::new(),
         }
+    }
+
+    /// Per local term id, how many of the tools tokenized have the term.
+    pub(super) fn tools_per_term(&self) -> Vec<u32> {
+        let n = self.vocab.len();
+        let mut counts: Vec<u32> = self.seen.iter().take(n).map(|s| s.tools).collect();
+        counts.resize(n, 0);
+        counts
     }
 
     /// Number of tools tokenized so far.
@@ -179,7 +199,8 @@ impl Pass1 {
     /// The tool's occurrences as distinct terms with counts per field, appended to
     /// `all_terms`. Aggregated without sorting: `seen[id]` holds the tool that last met the
     /// term and the term's entry in that tool's slice of `all_terms` (one read a term: the
-    /// array is as long as the vocabulary, far bigger than a cache).
+    /// array is as long as the vocabulary, far bigger than a cache), and counts the term's
+    /// tools in the same read.
     fn aggregate(&mut self, lens: [u32; NUM_FIELDS]) {
         let start = self.all_terms.len();
         let tool_no = self.tools.len() as u32 + 1;
@@ -187,14 +208,16 @@ impl Pass1 {
             let i = id as usize;
             if i >= self.seen.len() {
                 let n = (self.vocab.len().max(i + 1)).next_power_of_two();
-                self.seen.resize(n, (0, 0));
+                self.seen.resize(n, Seen::default());
             }
-            let (owner, at) = self.seen[i];
-            if owner == tool_no {
-                let tf = &mut self.all_terms[at as usize].1[f as usize];
+            let seen = &mut self.seen[i];
+            if seen.tool == tool_no {
+                let tf = &mut self.all_terms[seen.at as usize].1[f as usize];
                 *tf = tf.saturating_add(1);
             } else {
-                self.seen[i] = (tool_no, self.all_terms.len() as u32);
+                seen.tool = tool_no;
+                seen.at = self.all_terms.len() as u32;
+                seen.tools += 1;
                 // One count in field `f`, built in a register (not byte by byte in memory).
                 self.all_terms
                     .push((id, (1u32 << (8 * u32::from(f))).to_le_bytes()));

@@ -126,6 +126,34 @@ impl PostingList {
         }
     }
 
+    /// The buffer of an empty list for a bulk fill of `n >= 2` postings (`fill.rs`), with
+    /// room for them.
+    pub(super) fn bulk_buffer(&mut self, n: usize) -> *mut Posting {
+        debug_assert!(self.is_empty() && n >= 2);
+        if let PostingList::One(_) = self {
+            *self = PostingList::default();
+        }
+        let PostingList::Many(v) = self else {
+            unreachable!()
+        };
+        v.clear();
+        v.reserve_exact(n);
+        v.as_mut_ptr()
+    }
+
+    /// The `n` postings a bulk fill wrote into [`PostingList::bulk_buffer`] are the list.
+    ///
+    /// # Safety
+    /// All `n` were written, in slot order.
+    pub(super) unsafe fn bulk_filled(&mut self, n: usize) {
+        let PostingList::Many(v) = self else {
+            unreachable!("a bulk buffer is a Vec's")
+        };
+        debug_assert!(v.capacity() >= n);
+        // SAFETY: the caller wrote the first `n` (Posting is Copy: no drop to skip).
+        unsafe { v.set_len(n) };
+    }
+
     /// Insert a posting for a slot not in the list, keeping the slot order.
     pub(super) fn insert(&mut self, post: Posting) {
         let v = match self {

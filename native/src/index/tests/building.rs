@@ -106,13 +106,13 @@ fn add_on_threads(staged: &Staged, one: bool) -> Index {
 fn a_first_add_on_two_threads_leaves_what_one_thread_does() {
     let n = crate::index::build::PARALLEL_FIRST_ADD + 3000;
     let mut rng = Rng(0x7f4a_7c15_9e37_79b9);
-    let tools = skewed_catalog(&mut rng, n, "p");
+    let mut tools = skewed_catalog(&mut rng, n, "p");
+    // Frequencies of 15 and more (the wide table) in each thread's half of the tools (the
+    // first and the last tools), of a term only that tool has and of a common one.
+    let wide = |name: &str, word: &str| (name.to_owned(), vec![word; 40].join(" "), Vec::new());
+    tools.insert(0, wide("wide_first", "zzwide"));
+    tools.push(wide("wide_last", "w1"));
     let mut staged = stage_catalog(&tools);
-    // Frequencies of 15 and more (the wide table) of a term of each thread's half.
-    for (name, word) in [("wide_new", "zzwide"), ("wide_old", "w1")] {
-        staged.begin(name);
-        staged.text(Field::Description, &vec![word; 40].join(" "));
-    }
     // Vectors for most tools, none for some.
     let mut staged_v = Staged::default();
     for (i, (name, desc, params)) in tools.iter().enumerate() {
@@ -128,6 +128,13 @@ fn a_first_add_on_two_threads_leaves_what_one_thread_does() {
     for s in [&staged, &staged_v] {
         let two = add_on_threads(s, false);
         let one = add_on_threads(s, true);
+        let last = (tools.len() - 1) as u32;
+        for slot in [0, last] {
+            assert!(
+                two.wide.keys().any(|&(_, s)| s == slot),
+                "a wide posting of {slot}"
+            );
+        }
         assert_same_index(&two, &one);
         assert_bounds_hold(&two);
         assert_pruning_exact(&two, &random_queries(&mut rng, 60), None);
