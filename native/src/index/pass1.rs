@@ -167,6 +167,7 @@ impl Pass1 {
                         ids.push(id);
                     }
                 });
+                // Not remembered past 4 GiB of words: tokenized again when met again.
                 word_ids.insert(hash, w, (memo.len() as u32, (ids.len() - start) as u32));
                 memo.extend_from_slice(&ids[start..]);
             });

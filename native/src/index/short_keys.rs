@@ -1,16 +1,32 @@
 //! A map from short byte strings (words, parts, parameter texts) to small values: pass 1's
-//! caches (`pass1.rs`). A lookup hashes its key once (a miss inserts under the same hash)
-//! and compares keys inline, not through a `memcmp` call: a `perf` profile of a 1M-tool
-//! build put 8% of all its samples in `memcmp` called from these lookups.
+//! caches (`pass1.rs`) and the walk's numbering of short texts (`stage.rs`). A lookup hashes
+//! its key once (a miss inserts under the same hash) and compares keys inline, not through
+//! a `memcmp` call: a `perf` profile of a 1M-tool build put 8% of all its samples in
+//! `memcmp` called from these lookups. An entry is 16 bytes for a `u32` value (32 bits of
+//! the hash, where its key is, the value) and the keys are one after the other in one
+//! arena: the lookups mostly hit a few thousand keys while the walk streams through the
+//! catalog's objects, and a compact table stays in cache where one heap block a key did not.
 
 use hashbrown::HashTable;
 
 use crate::table::hash_key;
 
-/// Byte strings to values, each key stored once with its hash.
+/// Byte strings to values, each key stored once, in [`ShortKeys::keys`].
 #[derive(Debug, Default)]
 pub(super) struct ShortKeys<V> {
-    table: HashTable<(u64, Box<[u8]>, V)>,
+    table: HashTable<Entry<V>>,
+    /// Every key, one after the other.
+    keys: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry<V> {
+    /// The low 32 bits of the key's hash (compared before the key).
+    tag: u32,
+    /// The key: `keys[at..at + len]`.
+    at: u32,
+    len: u32,
+    value: V,
 }
 
 impl<V: Copy> ShortKeys<V> {
@@ -23,16 +39,40 @@ impl<V: Copy> ShortKeys<V> {
     /// The value of `key`, whose hash is `hash`.
     #[inline]
     pub(super) fn get(&self, hash: u64, key: &[u8]) -> Option<V> {
+        let keys = &self.keys;
         self.table
-            .find(hash, |(h, k, _)| *h == hash && same_bytes(k, key))
-            .map(|&(_, _, v)| v)
+            .find(hash, |e| {
+                e.tag == hash as u32
+                    && same_bytes(&keys[e.at as usize..(e.at + e.len) as usize], key)
+            })
+            .map(|e| e.value)
     }
 
-    /// Add `key` (absent: a `get` just missed it) with its hash.
-    pub(super) fn insert(&mut self, hash: u64, key: &[u8], value: V) {
+    /// Add `key` (absent: a `get` just missed it) with its hash; false, and nothing added,
+    /// once the keys fill 4 GiB (the map is a cache: a key not in it is worked out again).
+    pub(super) fn insert(&mut self, hash: u64, key: &[u8], value: V) -> bool {
         debug_assert!(self.get(hash, key).is_none());
-        self.table
-            .insert_unique(hash, (hash, key.into(), value), |&(h, _, _)| h);
+        let Some(end) = self
+            .keys
+            .len()
+            .checked_add(key.len())
+            .filter(|&end| end <= u32::MAX as usize)
+        else {
+            return false;
+        };
+        let at = self.keys.len() as u32;
+        self.keys.extend_from_slice(key);
+        let entry = Entry {
+            tag: hash as u32,
+            at,
+            len: (end - at as usize) as u32,
+            value,
+        };
+        let keys = &self.keys;
+        self.table.insert_unique(hash, entry, |e| {
+            hash_key(&keys[e.at as usize..(e.at + e.len) as usize])
+        });
+        true
     }
 
     pub(super) fn len(&self) -> usize {

@@ -222,7 +222,7 @@ impl Staged {
 
 /// The number of a short parameter text (`SEEN |` it if the add has staged it before,
 /// and then the text needs no staging again), numbering it if new; `None` for any other
-/// text (or past 2^31 distinct texts).
+/// text (or past 2^31 distinct texts, or 4 GiB of them).
 fn number_of(numbering: &mut ShortKeys<u32>, field: Field, text: &str) -> Option<u32> {
     if !matches!(field, Field::ParamNames | Field::ParamText) || text.len() > MEMO_TEXT_LEN {
         return None;
@@ -232,10 +232,7 @@ fn number_of(numbering: &mut ShortKeys<u32>, field: Field, text: &str) -> Option
         return Some(SEEN | n);
     }
     let n = numbering.len() as u32;
-    (n < SEEN).then(|| {
-        numbering.insert(hash, text.as_bytes(), n);
-        n
-    })
+    (n < SEEN && numbering.insert(hash, text.as_bytes(), n)).then_some(n)
 }
 
 /// A tool name as `(namespace, last segment)`: split at the last `.`, `/` or `:` that has
