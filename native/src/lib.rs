@@ -6,6 +6,7 @@
 //! included) becomes a `ValueError`.
 
 pub mod index;
+mod prefetch;
 pub mod project;
 pub mod table;
 pub mod tokenize;

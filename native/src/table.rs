@@ -69,6 +69,17 @@ impl IdTable {
         self.buckets.len() - 1
     }
 
+    /// Start fetching the bucket where a probe for `key` begins (a lookup of it soon).
+    #[inline]
+    pub fn prefetch(&self, key: &[u8]) {
+        if let Some(bucket) = self
+            .buckets
+            .get(hash_key(key) as u32 as usize & self.mask())
+        {
+            crate::prefetch::prefetch(bucket);
+        }
+    }
+
     /// The id whose key is `key`.
     pub fn get<'a>(&self, key: &[u8], key_of: impl Fn(u32) -> &'a [u8]) -> Option<u32> {
         if self.buckets.is_empty() {

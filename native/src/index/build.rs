@@ -199,6 +199,7 @@ impl Index {
         let half = all_terms.len() / 2;
         let split = tools.partition_point(|&(start, _, _)| start < half);
         let n = tools.len();
+        let names_len = chunks.iter().map(|c| c.names_len()).sum();
         let (targets, mut front, mut back) = Targets::new(postings, gained);
         let lens_of = &scaled_lens[..];
         let upper_done = AtomicUsize::new(0);
@@ -206,12 +207,23 @@ impl Index {
             let records = scope.spawn(|| {
                 by_name.reserve(tools.len());
                 vectors.reserve(tools.len(), dim);
+                docs.reserve(tools.len(), names_len, all_terms.len());
                 let mut ids: Vec<u32> = Vec::new();
                 let mut i = 0;
+                // The name table's bucket of the name AHEAD tools on is fetched while this
+                // tool's record is made (the table is far bigger than a cache).
+                const AHEAD: usize = 8;
+                let names = chunks
+                    .iter()
+                    .flat_map(|c| c.tools.iter().map(|t| c.name(t)));
+                let mut ahead = names.skip(AHEAD);
                 for staged in chunks {
                     for (j, tool) in staged.tools.iter().enumerate() {
+                        if let Some(next) = ahead.next() {
+                            by_name.prefetch(next.as_bytes());
+                        }
                         let (start, end, lens) = tools[i];
-                        let name = &staged.arena[tool.key.0..tool.key.1];
+                        let name = staged.name(tool);
                         let Err(bucket) = by_name.find(name.as_bytes(), |s| doc_key(docs, s))
                         else {
                             shared_name.store(true, Ordering::Relaxed);
@@ -229,6 +241,7 @@ impl Index {
                         i += 1;
                     }
                 }
+                docs.fit();
                 true
             });
             // The upper half, from the last tool down, from the back of every list.

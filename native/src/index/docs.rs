@@ -96,6 +96,21 @@ impl Docs {
         self.at.len()
     }
 
+    /// Room for `tools` more records holding `names` bytes of names and `ids` term ids in
+    /// all, at two bytes an id (most differences of sorted ids are below 2^14; a 1M-tool
+    /// catalog averages about one): a first add of a million tools sizes its arena once
+    /// instead of copying it as it grows, and gives back what it did not use ([`Docs::fit`]).
+    pub(super) fn reserve(&mut self, tools: usize, names: usize, ids: usize) {
+        self.at.reserve(tools);
+        self.bytes
+            .reserve(names + ids * 2 + tools * (2 + 2 * NUM_FIELDS + 2));
+    }
+
+    /// Give back the arena's room beyond its records.
+    pub(super) fn fit(&mut self) {
+        self.bytes.shrink_to_fit();
+    }
+
     pub(super) fn push_free_slot(&mut self) -> u32 {
         self.at.push(FREE);
         (self.at.len() - 1) as u32

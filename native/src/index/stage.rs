@@ -180,8 +180,7 @@ impl Staged {
     /// of its own; this one is left empty, its text buffers kept for
     /// [`Staged::next_chunk_in`].
     pub fn take_names(&mut self) -> Staged {
-        let names: usize = self.tools.iter().map(|t| t.key.1 - t.key.0).sum();
-        let mut arena = String::with_capacity(names);
+        let mut arena = String::with_capacity(self.names_len());
         let tools = self
             .tools
             .iter()
@@ -208,6 +207,16 @@ impl Staged {
             vector_arena: std::mem::take(&mut self.vector_arena),
             dim: self.dim,
         }
+    }
+
+    /// The name of a staged tool.
+    pub(super) fn name(&self, tool: &StagedTool) -> &str {
+        &self.arena[tool.key.0..tool.key.1]
+    }
+
+    /// The length of every staged tool's name, in bytes, added up.
+    pub(super) fn names_len(&self) -> usize {
+        self.tools.iter().map(|t| t.key.1 - t.key.0).sum()
     }
 
     /// Number of tools staged.
