@@ -39,7 +39,6 @@ pub struct Pass1 {
     memo: Vec<u32>,
     ids: Vec<u32>,
     word: Vec<u8>,
-    occurrences: Vec<(u32, u8)>,
     /// Per local term id: the last tool that met it and the term's entry in `all_terms`, and
     /// how many tools have it (what its postings list gains: [`Pass1::tools_per_term`]).
     seen: Vec<Seen>,
@@ -76,7 +75,6 @@ impl Pass1 {
             memo: Vec::new(),
             ids: Vec::new(),
             word: Vec::new(),
-            occurrences: Vec::new(),
             seen: Vec::new(),
         }
     }
@@ -104,42 +102,53 @@ impl Pass1 {
         self.tools.reserve(staged.len());
         for tool in &staged.tools {
             let (first, end) = tool.texts;
-            self.occurrences.clear();
+            let start = self.all_terms.len();
+            let tool_no = self.tools.len() as u32 + 1;
             let mut lens = [0u32; NUM_FIELDS];
             for (&(from, to, field), &number) in staged.texts[first..end]
                 .iter()
                 .zip(&staged.numbers[first..end])
             {
                 let text = &staged.arena[from..to];
-                self.text_terms(text, field, number);
+                let terms = self.text_terms(text, field, number);
+                let Pass1 {
+                    ids,
+                    memo,
+                    seen,
+                    all_terms,
+                    vocab,
+                    ..
+                } = self;
+                let terms = match terms {
+                    Terms::Memo(at, n) => &memo[at..at + n],
+                    Terms::Ids => &ids[..],
+                };
                 let f = field as usize;
-                lens[f] = lens[f].saturating_add(self.ids.len() as u32);
-                self.occurrences
-                    .extend(self.ids.iter().map(|&id| (id, f as u8)));
+                lens[f] = lens[f].saturating_add(terms.len() as u32);
+                if seen.len() < vocab.len() {
+                    // Every id met is interned: below the vocabulary's length.
+                    seen.resize(vocab.len().next_power_of_two(), Seen::default());
+                }
+                for &id in terms {
+                    count(seen, all_terms, tool_no, id, f);
+                }
             }
-            self.aggregate(lens);
+            self.tools.push((start, self.all_terms.len(), lens));
             if self.tools.len().is_multiple_of(every) {
                 progress(self.tools.len());
             }
         }
     }
 
-    /// The ids of `text`'s terms, into `self.ids` (`number`: its number in the add's
-    /// [`Staged::numbers`]).
-    fn text_terms(&mut self, text: &str, field: Field, number: u32) {
-        self.ids.clear();
+    /// The ids of `text`'s terms: where in `memo` they are for a numbered text met before,
+    /// else in `self.ids` (`number`: its number in the add's [`Staged::numbers`]).
+    fn text_terms(&mut self, text: &str, field: Field, number: u32) -> Terms {
         if number != UNNUMBERED && number & SEEN != 0 {
-            let Pass1 {
-                ids,
-                memo,
-                numbered,
-                ..
-            } = self;
             // Numbered in order as staged, and tokenized in that order: known by now.
-            let (at, n) = numbered[(number & !SEEN) as usize];
-            ids.extend_from_slice(&memo[at as usize..(at + n) as usize]);
-            return;
+            let (at, n) = self.numbered[(number & !SEEN) as usize];
+            return Terms::Memo(at as usize, n as usize);
         }
+        self.ids.clear();
         if field != Field::Name && text.is_ascii() {
             // Word by word, each distinct word tokenized once (names are words of their own,
             // met once: not remembered).
@@ -195,36 +204,7 @@ impl Pass1 {
             self.numbered[i] = (self.memo.len() as u32, self.ids.len() as u32);
             self.memo.extend_from_slice(&self.ids);
         }
-    }
-
-    /// The tool's occurrences as distinct terms with counts per field, appended to
-    /// `all_terms`. Aggregated without sorting: `seen[id]` holds the tool that last met the
-    /// term and the term's entry in that tool's slice of `all_terms` (one read a term: the
-    /// array is as long as the vocabulary, far bigger than a cache), and counts the term's
-    /// tools in the same read.
-    fn aggregate(&mut self, lens: [u32; NUM_FIELDS]) {
-        let start = self.all_terms.len();
-        let tool_no = self.tools.len() as u32 + 1;
-        for &(id, f) in &self.occurrences {
-            let i = id as usize;
-            if i >= self.seen.len() {
-                let n = (self.vocab.len().max(i + 1)).next_power_of_two();
-                self.seen.resize(n, Seen::default());
-            }
-            let seen = &mut self.seen[i];
-            if seen.tool == tool_no {
-                let tf = &mut self.all_terms[seen.at as usize].1[f as usize];
-                *tf = tf.saturating_add(1);
-            } else {
-                seen.tool = tool_no;
-                seen.at = self.all_terms.len() as u32;
-                seen.tools += 1;
-                // One count in field `f`, built in a register (not byte by byte in memory).
-                self.all_terms
-                    .push((id, (1u32 << (8 * u32::from(f))).to_le_bytes()));
-            }
-        }
-        self.tools.push((start, self.all_terms.len(), lens));
+        Terms::Ids
     }
 
     /// The texts of the local term ids (tests).
@@ -235,6 +215,40 @@ impl Pass1 {
             .iter()
             .map(|&(id, tf)| (self.vocab.term(id).to_owned(), tf))
             .collect()
+    }
+}
+
+/// Where [`Pass1::text_terms`] left a text's term ids.
+enum Terms {
+    /// `memo[at..at + n]`.
+    Memo(usize, usize),
+    /// `Pass1::ids`.
+    Ids,
+}
+
+/// One occurrence of term `id` in field `f` of tool `tool_no` (counted from 1), which
+/// `all_terms` ends with: the tool's entry of the term counts it, or a new entry does.
+/// Aggregated without sorting: `seen[id]` holds the tool that last met the term and the
+/// term's entry in that tool's slice of `all_terms` (one read a term: the array is as long
+/// as the vocabulary, far bigger than a cache), and counts the term's tools in the same read.
+#[inline(always)]
+fn count(
+    seen: &mut [Seen],
+    all_terms: &mut Vec<(u32, [u8; NUM_FIELDS])>,
+    tool_no: u32,
+    id: u32,
+    f: usize,
+) {
+    let seen = &mut seen[id as usize];
+    if seen.tool == tool_no {
+        let tf = &mut all_terms[seen.at as usize].1[f];
+        *tf = tf.saturating_add(1);
+    } else {
+        seen.tool = tool_no;
+        seen.at = all_terms.len() as u32;
+        seen.tools += 1;
+        // One count in field `f`, built in a register (not byte by byte in memory).
+        all_terms.push((id, (1u32 << (8 * f as u32)).to_le_bytes()));
     }
 }
 
