@@ -72,3 +72,65 @@ fn empty_and_punctuation() {
     assert!(toks("... --- ___ !!!").is_empty());
     assert_eq!(toks("_private_"), ["privat"]);
 }
+
+/// The words of an ASCII text by the recipe, byte by byte (the reference for the splitter).
+fn words_by_the_recipe(text: &[u8]) -> Vec<Vec<u8>> {
+    let (mut words, mut word, mut joiner) = (Vec::new(), Vec::new(), None);
+    for &b in text {
+        if b.is_ascii_alphanumeric() {
+            if let Some(j) = joiner.take() {
+                word.push(j);
+            }
+            word.push(b);
+        } else if matches!(b, b'_' | b'.' | b'-') && !word.is_empty() {
+            joiner = Some(b);
+        } else {
+            joiner = None;
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn ascii_words_split_as_the_recipe_says() {
+    // Every text of up to 6 bytes over an alphabet of each class, then longer random ones.
+    let alphabet = b"a1_.- ,";
+    let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+    for len in 1..=6 {
+        let mut t = vec![0usize; len];
+        loop {
+            texts.push(t.iter().map(|&i| alphabet[i]).collect());
+            let Some(k) = (0..len).rev().find(|&k| t[k] + 1 < alphabet.len()) else {
+                break;
+            };
+            t[k] += 1;
+            t[k + 1..].iter_mut().for_each(|x| *x = 0);
+        }
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..2000 {
+        let len = (x % 40) as usize;
+        texts.push(
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x % alphabet.len() as u64) as usize]
+                })
+                .collect(),
+        );
+    }
+    let mut buf = Vec::new();
+    for text in &texts {
+        let mut got = Vec::new();
+        split_ascii_words(text, &mut buf, |w| got.push(w.to_vec()));
+        assert_eq!(got, words_by_the_recipe(text), "{:?}", String::from_utf8_lossy(text));
+    }
+}
