@@ -17,6 +17,7 @@ use crate::tokenize::{is_stemmable, is_stopword, split_ascii_words, Kind, Tokeni
 use super::short_keys::ShortKeys;
 use super::stage::{Staged, SEEN, UNNUMBERED};
 use super::vocab::Vocab;
+use crate::prefetch::prefetch;
 
 /// A part that is a stopword.
 const STOP: u32 = u32::MAX;
@@ -129,7 +130,13 @@ impl Pass1 {
                     // Every id met is interned: below the vocabulary's length.
                     seen.resize(vocab.len().next_power_of_two(), Seen::default());
                 }
-                for &id in terms {
+                // The entry of the term AHEAD ids on is fetched while this one is counted
+                // (`seen` is far bigger than a cache).
+                const AHEAD: usize = 4;
+                for (k, &id) in terms.iter().enumerate() {
+                    if let Some(&next) = terms.get(k + AHEAD) {
+                        prefetch(&seen[next as usize]);
+                    }
                     count(seen, all_terms, tool_no, id, f);
                 }
             }

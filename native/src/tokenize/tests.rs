@@ -131,6 +131,11 @@ fn ascii_words_split_as_the_recipe_says() {
     for text in &texts {
         let mut got = Vec::new();
         split_ascii_words(text, &mut buf, |w| got.push(w.to_vec()));
-        assert_eq!(got, words_by_the_recipe(text), "{:?}", String::from_utf8_lossy(text));
+        assert_eq!(
+            got,
+            words_by_the_recipe(text),
+            "{:?}",
+            String::from_utf8_lossy(text)
+        );
     }
 }
