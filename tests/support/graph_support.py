@@ -14,7 +14,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
-from algenta_graph.graph import create_governed_agent
+from algenta_graph.graph import aclose_governed_agent, create_governed_agent
 from algenta_graph.testing import ScriptedChatModel
 
 
@@ -96,13 +96,17 @@ async def agent(
     replies: Sequence[Any],
     **options: Any,
 ) -> AsyncIterator[tuple[Any, ScriptedChatModel]]:
-    """A compiled governed graph over ``conn`` with a SQLite file checkpointer."""
+    """A compiled governed graph over ``conn`` with a SQLite file checkpointer, its ledger in
+    the same file (as every process on that file shares it)."""
     model = ScriptedChatModel(replies=list(replies))
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         graph = await create_governed_agent(
             model, connection=conn, checkpointer=saver, ledger=str(db), **options
         )
-        yield graph, model
+        try:
+            yield graph, model
+        finally:
+            await aclose_governed_agent(graph)
 
 
 async def nodes_run(graph: Any, payload: Any, cfg: Any) -> list[str]:
