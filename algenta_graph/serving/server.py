@@ -352,8 +352,8 @@ async def _ledger(cache: _LoopCache, spec: str | Ledger) -> Ledger:
         return spec
     found = cache.ledgers.get(spec)
     if found is None:
-        if spec.startswith(DEV_STATE_DIR + os.sep):
-            os.makedirs(DEV_STATE_DIR, exist_ok=True)  # the runtime makes it too, maybe later
+        if spec.startswith(DEV_STATE_DIR + os.sep):  # the runtime makes it too, maybe later
+            await asyncio.to_thread(os.makedirs, DEV_STATE_DIR, exist_ok=True)
         found, opened = await connect_ledger(spec)
         if opened:
             cache.opened.push_async_callback(found.aclose)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,9 @@ class CrmServer:
     """When set to an event: the next ``delete_customer`` records its call, sets ``entered``
     and waits for the event (a call in flight, for a test to kill its caller meanwhile)."""
     entered: threading.Event = field(default_factory=threading.Event)
+    delays: dict[str, float] = field(default_factory=dict)
+    """Seconds a tool takes after recording its call (a call in flight, for a test to cancel or
+    kill its caller meanwhile)."""
 
     def count(self, tool: str) -> int:
         """How many times ``tool`` really ran."""
@@ -58,6 +62,7 @@ def crm_app(server: CrmServer, label: str) -> Any:
     def delete_customer(account_id: str, reason: str = "") -> dict[str, Any]:
         """Delete a customer and all of its records from the CRM."""
         server.calls.append(("delete_customer", {"account_id": account_id, "reason": reason}))
+        time.sleep(server.delays.get("delete_customer", 0.0))
         hold, server.hold = server.hold, None
         if hold is not None:
             server.entered.set()
@@ -68,6 +73,7 @@ def crm_app(server: CrmServer, label: str) -> Any:
     def refund(account_id: str, amount: float) -> dict[str, Any]:
         """Refund an amount of money to a customer's card."""
         server.calls.append(("refund", {"account_id": account_id, "amount": amount}))
+        time.sleep(server.delays.get("refund", 0.0))
         return {"refunded": amount, "account": account_id}
 
     @mcp.tool(name="customers.delete")
