@@ -39,9 +39,10 @@ from starlette.staticfiles import StaticFiles
 from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox import answering, reading
 from algenta_graph.inbox.engine_reads import close_engines
+from algenta_graph.inbox.form_tokens import LoginForms
 from algenta_graph.inbox.headers import SecurityHeaders
 from algenta_graph.inbox.rendering import HERE, PREFIX
-from algenta_graph.inbox.session import SessionSigner
+from algenta_graph.inbox.session import SessionStore
 from algenta_graph.inbox.signin import Handler, Page, SignIn
 from algenta_graph.inbox.startup import check_startup
 
@@ -50,14 +51,18 @@ __all__ = ["app", "create_app"]
 _log = logging.getLogger("algenta_graph.inbox")
 
 
-def create_app(signer: SessionSigner | None = None) -> Starlette:
+def create_app(
+    sessions: SessionStore | None = None, login_forms: LoginForms | None = None
+) -> Starlette:
     """The LangGraph server's custom app: the inbox mounted at ``/inbox``.
 
     Args:
-        signer: signs the session cookie (default: ``ALGENTA_INBOX_SECRET``, see
+        sessions: where sessions are kept (default: the LangGraph server's own store, see
             :mod:`algenta_graph.inbox.session`).
+        login_forms: the sign-in form's token (default: signed with ``ALGENTA_INBOX_SECRET``,
+            see :mod:`algenta_graph.inbox.form_tokens`).
     """
-    sign = SignIn(signer or SessionSigner())
+    sign = SignIn(sessions or SessionStore(), login_forms or LoginForms())
 
     def operators(page: Page) -> Handler:
         return sign.guarded(page, answer=True)
@@ -71,7 +76,8 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
             Route("/login", sign.login, methods=["GET", "POST"]),
             Route("/logout", sign.logout, methods=["POST"]),
             Route("/queue", operators(reading.queue_page)),
-            Route("/queue/rows", operators(reading.queue_rows)),
+            # the queue's own refresh, every few seconds: not the operator's activity
+            Route("/queue/rows", sign.guarded(reading.queue_rows, answer=True, touch=False)),
             Route("/escalations/{thread}/{escalation}", operators(answering.escalation_page)),
             Route(
                 "/escalations/{thread}/{escalation}/answer",
