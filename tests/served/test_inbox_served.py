@@ -12,15 +12,13 @@ inbox), an auth file and the reference engine. What is proven here:
 - **The queue is the operator's gates only.** ``operator:risk_floor`` does not see a confidence
   escalation in its queue, even on a thread it may read (its own).
 
-The same in a real browser: ``tests/browser/test_inbox.py``; in process: ``tests/unit/test_inbox.py``.
+The same in a real browser: ``tests/browser/test_inbox.py``; in process:
+``tests/unit/test_inbox.py``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from inbox_support import COOKIE, cookie_decodings
 from served_support import (
     CONFIG,
     bearer,
@@ -50,7 +49,6 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "tok-gus": ("gus", ["operator:risk_floor"]),
     "tok-audrey": ("audrey", ["auditor"]),
 }
-COOKIE = "algenta_inbox"
 
 
 def _field(html: str, name: str) -> str:
@@ -83,27 +81,8 @@ def _replay(url: str, cookie: str) -> httpx.Response:
         return other.get("/inbox/queue")
 
 
-def _decodings(cookie: str) -> list[bytes]:
-    """``cookie`` and every part of it decoded as a signed cookie's payload decodes (base64url,
-    then zlib when compressed): what anyone holding the cookie reads without a key."""
-    seen = [cookie.encode()]
-    for part in cookie.lstrip(".").split("."):
-        try:
-            raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-        except (binascii.Error, ValueError):
-            continue
-        seen.append(raw)
-        try:
-            seen.append(zlib.decompress(raw))
-        except zlib.error:
-            pass
-    return seen
-
-
 def _signed_out(response: httpx.Response) -> bool:
-    return response.status_code == 303 and response.headers["location"].startswith(
-        "/inbox/login"
-    )
+    return response.status_code == 303 and response.headers["location"].startswith("/inbox/login")
 
 
 async def _escalate(client: Any, webhook: WebhookReceiver) -> tuple[str, str, dict[str, Any]]:
@@ -172,7 +151,7 @@ async def test_inbox_sessions_end_on_the_server_stale_forms_and_other_gates_are_
         # the cookie is an opaque id: no token in it, however it is decoded
         with _browser(url) as ana:
             cookie = _sign_in(ana, "tok-ana")
-            for decoded in _decodings(cookie):
+            for decoded in cookie_decodings(cookie):
                 assert b"tok-ana" not in decoded, decoded
             assert ana.get("/inbox/queue").status_code == 200
             assert _replay(url, cookie).status_code == 200  # the live session, elsewhere
