@@ -31,9 +31,9 @@ from repo_paths import REPO
 from served_support import (
     CONFIG,
     bearer,
+    escalate,
     interrupt_value,
     langgraph_dev,
-    log_shaky_decision,
     user_turn,
     write_auth_file,
 )
@@ -97,20 +97,6 @@ def served(
     }
     with langgraph_dev(path, workdir=tmp_path / "server", env=env) as server:
         yield server, db
-
-
-async def escalate(client: Any, url: str) -> tuple[str, str, dict[str, Any]]:
-    """A new thread of alice's waiting on the confidence gate: (thread, decision, interrupt)."""
-    thread = (await client.threads.create())["thread_id"]
-    decision = await log_shaky_decision(client, thread)
-    await client.runs.wait(
-        thread,
-        "governed_agent",
-        input=user_turn(f"execute_decision decision_id={decision} webhook_url={url}"),
-    )
-    state = await client.threads.get_state(thread)
-    assert state["next"] == ["denial_handler_confidence"], state["next"]
-    return thread, decision, interrupt_value(state)
 
 
 def by_id(driver: Any, element_id: str) -> Any:

@@ -27,15 +27,7 @@ from typing import Any
 import httpx
 import pytest
 from inbox_support import COOKIE, cookie_decodings
-from served_support import (
-    CONFIG,
-    bearer,
-    interrupt_value,
-    langgraph_dev,
-    log_shaky_decision,
-    user_turn,
-    write_auth_file,
-)
+from served_support import CONFIG, bearer, escalate, interrupt_value, langgraph_dev, write_auth_file
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.auth import ENV_AUTH_FILE
@@ -85,20 +77,6 @@ def _signed_out(response: httpx.Response) -> bool:
     return response.status_code == 303 and response.headers["location"].startswith("/inbox/login")
 
 
-async def _escalate(client: Any, webhook: WebhookReceiver) -> tuple[str, str, dict[str, Any]]:
-    """A new thread of the caller's, waiting on the confidence gate: (thread, decision, ask)."""
-    thread = (await client.threads.create())["thread_id"]
-    decision = await log_shaky_decision(client, thread)
-    await client.runs.wait(
-        thread,
-        "governed_agent",
-        input=user_turn(f"execute_decision decision_id={decision} webhook_url={webhook.url}"),
-    )
-    state = await client.threads.get_state(thread)
-    assert state["next"] == ["denial_handler_confidence"], state["next"]
-    return thread, decision, interrupt_value(state)
-
-
 async def test_inbox_sessions_end_on_the_server_stale_forms_and_other_gates_are_refused(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
@@ -118,7 +96,7 @@ async def test_inbox_sessions_end_on_the_server_stale_forms_and_other_gates_are_
         # an answer form with its digest removed: refused as stale, nothing sent
         alice: Any = get_client(url=url, headers=bearer("tok-alice"))
         auditor: Any = get_client(url=url, headers=bearer("tok-audrey"))
-        thread, decision, asked = await _escalate(alice, webhook)
+        thread, decision, asked = await escalate(alice, webhook.url)
         escalation = asked["escalation_id"]
         with _browser(url) as ana:
             _sign_in(ana, "tok-ana")
@@ -138,7 +116,7 @@ async def test_inbox_sessions_end_on_the_server_stale_forms_and_other_gates_are_
 
         # operator:risk_floor reads its own thread waiting on confidence: not in its queue
         gus: Any = get_client(url=url, headers=bearer("tok-gus"))
-        own, _, waiting = await _escalate(gus, webhook)
+        own, _, waiting = await escalate(gus, webhook.url)
         [item] = interrupt_value(await gus.threads.get_state(own))["escalations"]
         assert item["gate"] == "confidence"  # on a thread gus reads: the API shows it to him
         with _browser(url) as browser:
