@@ -33,6 +33,8 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -49,6 +51,10 @@ from algenta_graph.inbox.startup import check_startup
 __all__ = ["app", "create_app"]
 
 _log = logging.getLogger("algenta_graph.inbox")
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    return PlainTextResponse(str(exc), status_code=503)
 
 
 def create_app(
@@ -90,6 +96,8 @@ def create_app(
             Route("/decided", readers(reading.decided_page)),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
+        # no store to keep sessions in: every page says why, nobody is signed in
+        exception_handlers={InboxConfigError: _unavailable},
     )
 
     @contextlib.asynccontextmanager

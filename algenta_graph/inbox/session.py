@@ -35,7 +35,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
@@ -119,7 +119,7 @@ def _sealer(session_id: str) -> Fernet:
     return Fernet(base64.urlsafe_b64encode(key))
 
 
-def _plausible_id(value: str | None) -> bool:
+def _plausible_id(value: str | None) -> TypeGuard[str]:
     return bool(value) and len(value or "") <= 2 * _ID_BYTES and (value or "").isascii()
 
 
@@ -162,11 +162,12 @@ class SessionStore:
             )
         return found  # type: ignore[no-any-return]
 
-    def _ended(self, record: Mapping[str, Any], seen: float | None, now: float) -> bool:
+    def _ended(self, record: Mapping[str, Any], seen: Any, now: float) -> bool:
+        """Whether a session is past its age (``seen``: its last activity, if any)."""
         created = record.get("created")
         if not isinstance(created, int | float) or now >= created + self.max_age:
             return True
-        last = seen if seen is not None else created
+        last = seen if isinstance(seen, int | float) else created
         return now >= last + self.idle
 
     async def create(
@@ -201,7 +202,6 @@ class SessionStore:
         """
         if not _plausible_id(session_id):
             return None
-        assert session_id is not None
         store = await self._store()
         key = _record_key(session_id)
         item = await store.aget(NAMESPACE, key)
@@ -212,7 +212,7 @@ class SessionStore:
         now = self._clock()
         record = item.value
         try:
-            if self._ended(record, seen if isinstance(seen, int | float) else None, now):
+            if self._ended(record, seen, now):
                 raise LookupError("expired")
             token = _sealer(session_id).decrypt(str(record["token"]).encode()).decode()
             session = Session(
@@ -252,6 +252,5 @@ class SessionStore:
                 if key[: -len(_SEEN)] not in items:
                     await store.adelete(NAMESPACE, key)
                 continue
-            seen = (items.get(key + _SEEN) or {}).get("at")
-            if self._ended(value, seen if isinstance(seen, int | float) else None, now):
+            if self._ended(value, (items.get(key + _SEEN) or {}).get("at"), now):
                 await self._delete(store, key)

@@ -20,7 +20,6 @@ from langgraph_sdk import Auth
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox import queries
 from algenta_graph.inbox.form_tokens import LOGIN_COOKIE, LOGIN_SECONDS, LoginForms, same_token
 from algenta_graph.inbox.rendering import PREFIX, is_secure, refuse, render, safe_next, url
@@ -55,6 +54,9 @@ class SignIn:
         Args:
             request: the request, its cookie naming the session.
             touch: whether the request is the operator's doing (it restarts the idle clock).
+
+        Raises:
+            InboxConfigError: no store to keep sessions in (the app answers 503 with why).
         """
         return await self.sessions.open(request.cookies.get(COOKIE), touch=touch)
 
@@ -77,10 +79,7 @@ class SignIn:
             problem = startup_problem()
             if problem is not None:
                 return PlainTextResponse(problem, status_code=503)
-            try:
-                session = await self.current(request, touch=touch)
-            except InboxConfigError as exc:
-                return PlainTextResponse(str(exc), status_code=503)
+            session = await self.current(request, touch=touch)
             if session is None:
                 if request.method == "GET":
                     target = request.url.path + (
@@ -178,13 +177,10 @@ class SignIn:
                 ),
                 status_code=403,
             )
-        try:
-            earlier = await self.current(request, touch=False)
-            if earlier is not None:  # signing in again (as anyone) ends the earlier session
-                await self.sessions.end(earlier)
-            session_id, _ = await self.sessions.create(api_token, identity, roles)
-        except InboxConfigError as exc:
-            return PlainTextResponse(str(exc), status_code=503)
+        earlier = await self.current(request, touch=False)
+        if earlier is not None:  # signing in again (as anyone) ends the earlier session
+            await self.sessions.end(earlier)
+        session_id, _ = await self.sessions.create(api_token, identity, roles)
         home = "queue" if is_operator(roles) else "threads"
         target = safe_next(form.get("next")) or url(home)
         response = RedirectResponse(target, status_code=303)
@@ -202,10 +198,7 @@ class SignIn:
 
     async def logout(self, request: Request) -> Response:
         """``/logout``: the session ended on the server (a forged form token keeps it)."""
-        try:
-            session = await self.current(request)
-        except InboxConfigError as exc:
-            return PlainTextResponse(str(exc), status_code=503)
+        session = await self.current(request)
         form = await request.form()
         if session is not None:
             if not same_token(form.get("csrf"), session.csrf):
@@ -217,10 +210,7 @@ class SignIn:
 
     async def home(self, request: Request) -> Response:
         """``/``: the queue for an operator, the timelines for an auditor, else sign-in."""
-        try:
-            session = await self.current(request, touch=False)
-        except InboxConfigError as exc:
-            return PlainTextResponse(str(exc), status_code=503)
+        session = await self.current(request, touch=False)
         if session is None:
             return RedirectResponse(url("login"), status_code=303)
         return RedirectResponse(
