@@ -43,6 +43,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from algenta_graph.governance.gates import GateName
+from algenta_graph.governance.notice_signing import signing_key
 
 __all__ = [
     "ALL_DECISIONS",
@@ -90,24 +91,34 @@ the rule that held it; ``null`` for an engine decision)."""
 
 
 class WebhookNotify(BaseModel):
-    """A notification URL: a JSON ``POST`` per escalation raised, signed with HMAC-SHA256.
+    """A notification URL: a JSON ``POST`` per escalation raised, signed the Standard Webhooks way.
 
-    The request carries ``X-Algenta-Signature: sha256=<hex>`` (the HMAC-SHA256 of the raw body
-    with ``secret``), ``X-Algenta-Escalation-Id`` (the same for every retry of one escalation's
-    notice, so a receiver can drop a duplicate) and ``X-Algenta-Timestamp``.
+    The request carries ``webhook-id`` (the escalation's id, the same on every attempt, so a
+    receiver can drop a duplicate), ``webhook-timestamp`` (when this attempt was sent) and
+    ``webhook-signature`` (``v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``): a
+    receiver that refuses a timestamp outside its tolerance refuses an old notice replayed
+    (:mod:`algenta_graph.governance.notice_signing`).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # an invalid secret is named in the error, never shown
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     url: AnyHttpUrl
     """Where the notice is posted."""
     secret: SecretStr
-    """The HMAC key (never logged or shown)."""
+    """The signing secret: ``whsec_`` and the base64 of 24 to 64 random bytes (Standard Webhooks'
+    format; ``notice_signing.new_secret()`` makes one); never logged or shown."""
     timeout_seconds: PositiveFloat = 5.0
     """How long one attempt may take; a timed-out attempt may have been delivered, so it is not
     repeated."""
     attempts: PositiveInt = 3
     """How many attempts one notice gets while the receiver fails (5xx, refused connection)."""
+
+    @field_validator("secret")
+    @classmethod
+    def _standard_secret(cls, value: SecretStr) -> SecretStr:
+        signing_key(value.get_secret_value())  # says what is wrong, never the secret
+        return value
 
 
 class EscalationSettings(BaseModel):
@@ -121,11 +132,12 @@ class EscalationSettings(BaseModel):
         EscalationSettings(
             require_reason=True,
             expires_after={"confidence": "PT4H", "risk_floor": 3600},
-            notify_url={"url": "https://ops.example/hooks/algenta", "secret": "..."},
+            notify_url={"url": "https://ops.example/hooks/algenta", "secret": "whsec_..."},
         )
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # its notification secret, refused, is named in the error and never shown
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     require_reason: bool = False
     """Whether every answer must give a reason; the interrupt's ``response_schema`` then says
