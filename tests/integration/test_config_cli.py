@@ -94,3 +94,27 @@ def test_an_unreachable_extra_server_is_a_warning_not_an_error(cli: Run, tmp_pat
     assert f"warning: {path}: extra_servers.crm: unreachable at {dead}" in err
     code, _, err = cli("config", "check", "--no-connect", str(path))
     assert code == 0 and err == ""
+
+
+def test_check_refuses_a_rule_that_names_no_tool_naming_the_nearest(
+    cli: Run, engine: ReferenceEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``require_approval = ["crm.delete_custmer"]``: check connects to the engine and the CRM,
+    and refuses the rule (exit 2), naming the tool meant; nothing on stdout."""
+    from crm_support import TOKEN, running_crm
+
+    monkeypatch.setenv("CRM_TOKEN", TOKEN)
+    with running_crm() as crm:
+        path = tmp_path / "agent.toml"
+        path.write_text(
+            f'base_url = "{engine.url}"\nprofile = "execute"\n'
+            f'[extra_servers.crm]\ntransport = "streamable_http"\nurl = "{crm.url}"\n'
+            'headers = { Authorization = { env = "CRM_TOKEN", prefix = "Bearer " } }\n'
+            '[tool_gates]\nrequire_approval = ["crm.delete_custmer"]\n'
+        )
+        code, out, err = cli("config", "check", str(path))
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"algenta-graph config check: error: {path}: tool_gates.")
+    assert "'crm.delete_custmer' names no tool" in line
+    assert "crm.delete_customer" in line.partition("nearest:")[2]

@@ -620,3 +620,31 @@ def test_check_budgets_is_the_budget_part_of_check_alone() -> None:
     assert spent is not None and spent.gate == "budget"
     assert spent == gates.check(tool, {}, CallCounts(thread={"crm.*": 2}))
     assert gates.check_budgets(ToolRef("other", "delete_customer"), CallCounts()) is None
+
+
+# ------------------------------------------------------------------ rules check what runs
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad", "good"),
+    [
+        ("email", "not an email; rm -rf /", "ana@example.com"),
+        ("uri", "::not a uri::", "https://crm.example/hooks/1"),
+        ("date-time", "yesterday", "2030-01-01T00:00:00Z"),
+    ],
+)
+def test_a_format_is_checked_not_only_annotated(fmt: str, bad: str, good: str) -> None:
+    rule = ArgumentRule(
+        name="fmt", tool="crm.*", schema={"properties": {"to": {"type": "string", "format": fmt}}}
+    )
+    rules = ToolGates(argument_rules=[rule]).compile()
+    broken = rules.check(REFUND, {"to": bad}, CallCounts())
+    assert broken is not None and broken.rule == "fmt" and f"is not a '{fmt}'" in broken.message
+    assert rules.check(REFUND, {"to": good}, CallCounts()) is None
+
+
+def test_a_constraint_a_differently_typed_value_would_slip_past_is_refused_naming_type() -> None:
+    """The module docstring's old example: ``maximum`` without ``type`` passes ``"5000"``, which a
+    FastMCP server converts to 5000.0 and runs."""
+    with pytest.raises(ValidationError, match=r"(?s)properties/amount.*maximum.*\"type\""):
+        ArgumentRule(name="small", tool="refund", schema={"properties": {"amount": {"maximum": 10}}})

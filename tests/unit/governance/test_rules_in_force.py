@@ -1,0 +1,171 @@
+"""Rules that mean what they say, through the compiled graph over a CRM's tools
+(``gated_stub.CrmStub``; the real CRM over MCP is ``tests/integration/test_tool_gates.py``):
+
+- every rule resolves against the live catalog when the graph is built, or the build is refused
+  naming the rule and the nearest tool names; a server's posture for the tools no approval rule
+  lists, and tools a server marks ``destructiveHint`` held by default;
+- an operator's edit, and an approval, of any escalation (a held call or an engine gate's) meets
+  every argument rule in force for the tool, on its real MCP name;
+- an answer is bound to the rules in force: after the graph is rebuilt with a changed rule (same
+  name) an answer carrying the digest shown under the old one is refused as stale, naming why.
+
+(``docs/ARCHITECTURE.md``, "Graph-side gates", invariant 19.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from gated_stub import CrmStub
+from governed_stub import denial_body, receipt_body
+from governed_stub import answer as engine_answer
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+from pydantic import ValidationError
+
+from algenta_graph import build_governed_graph
+from algenta_graph.connection.outcomes import ExecutionReceipt
+from algenta_graph.errors import ConfigError
+from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates
+from algenta_graph.testing import ScriptedChatModel
+
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def calls(*batch: tuple[str, dict[str, Any]], n: int = 0) -> dict[str, Any]:
+    """One model turn calling these tools."""
+    return {
+        "content": "",
+        "tool_calls": [
+            {"name": name, "args": args, "id": f"c{n}_{i}"} for i, (name, args) in enumerate(batch)
+        ],
+    }
+
+
+def at_most(limit: int, name: str = "refund_limit") -> ArgumentRule:
+    return ArgumentRule(
+        name=name,
+        tool="crm.refund",
+        schema={"properties": {"amount": {"type": "number", "maximum": limit}}},
+    )
+
+
+class Agent:
+    """The governed graph over a :class:`CrmStub`, on a checkpointer it may share."""
+
+    def __init__(
+        self,
+        replies: list[Any],
+        *,
+        conn: CrmStub | None = None,
+        saver: InMemorySaver | None = None,
+        **options: Any,
+    ) -> None:
+        self.conn = conn or CrmStub()
+        self.model = ScriptedChatModel(replies=replies)
+        self.graph = build_governed_graph(self.conn, self.model, **options).compile(
+            checkpointer=saver or InMemorySaver()
+        )
+
+    def run(self, value: Any, thread: str = "t") -> Any:
+        return asyncio.run(self.graph.ainvoke(value, {"configurable": {"thread_id": thread}}))
+
+    def say(self, text: str, thread: str = "t") -> Any:
+        return self.run({"messages": [("user", text)]}, thread)
+
+    def state(self, thread: str = "t") -> Any:
+        return self.graph.get_state({"configurable": {"thread_id": thread}})
+
+
+# --------------------------------------------------------------------------- every rule resolves
+
+
+@pytest.mark.parametrize(
+    ("gates", "named", "nearest"),
+    [
+        (ToolGates(require_approval=["crm.delete_custmer"]), "crm.delete_custmer", "delete_customer"),
+        (
+            ToolGates(budgets=[Budget(tool="crm.lookup_custmer", thread_limit=1)]),
+            "crm.lookup_custmer",
+            "lookup_customer",
+        ),
+        (
+            ToolGates(
+                argument_rules=[
+                    ArgumentRule(
+                        name="r",
+                        tool="crm.refnd",
+                        schema={"properties": {"amount": {"type": "number", "maximum": 1}}},
+                    )
+                ]
+            ),
+            "crm.refnd",
+            "refund",
+        ),
+    ],
+)
+def test_a_rule_that_names_no_tool_refuses_the_build_naming_the_nearest_tools(
+    gates: ToolGates, named: str, nearest: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Agent([], tool_gates=gates)
+    message = str(refused.value)
+    assert f"'{named}' names no tool" in message
+    assert f"crm.{nearest}" in message.partition("nearest:")[2]
+
+
+# --------------------------------------------------------------------------- every edit, every rule
+
+
+def test_an_edit_of_an_engine_gate_escalation_meets_the_argument_rules_of_execute_decision() -> None:
+    """An operator's edit of a ``confidence`` escalation of ``execute_decision`` may not send the
+    decision to a webhook an argument rule forbids (the escalation has no held tool)."""
+    internal_only = ArgumentRule(
+        name="internal_hooks",
+        tool="algenta.execute_decision",
+        schema={
+            "properties": {"webhook_url": {"type": "string", "pattern": r"^http://127\.0\.0\.1:9/"}}
+        },
+    )
+    a = Agent(
+        [calls(("execute_decision", {"decision_id": "d1", "webhook_url": HOOK})), "asked"],
+        tool_gates=ToolGates(argument_rules=[internal_only]),
+    )
+    a.conn.answers.append(engine_answer(denial_body("confidence")))
+    a.conn.operator_answers.append(ExecutionReceipt.model_validate(receipt_body("d1")))
+    a.say("execute d1")
+    assert a.state().next == ("denial_handler_confidence",)
+    evil = {"decision_id": "d1", "webhook_url": "https://evil.example/steal"}
+    edit = {"type": "edit", "edited_action": {"name": "execute_decision", "args": evil}}
+    with pytest.raises(ValidationError, match="internal_hooks"):
+        a.run(Command(resume={"decisions": [edit], "operator": "ana"}))
+    assert a.conn.operator_calls == [] and a.state().next == ("denial_handler_confidence",)
+
+
+# --------------------------------------------------------------------------- bound to the rules
+
+
+def test_an_answer_given_under_a_rule_since_changed_is_refused_as_stale_after_a_rebuild() -> None:
+    """The graph is rebuilt on the same checkpoints with the rule that passed a held call changed
+    (same name, a lower limit): the approval the operator gave for what was shown under the old
+    rule is refused as stale, naming the rule, and nothing runs."""
+    saver, conn = InMemorySaver(), CrmStub()
+    before = ToolGates(require_approval=["crm.refund"], argument_rules=[at_most(1000)])
+    first = Agent(
+        [calls(("refund", {"account_id": "a1", "amount": 500})), "held"],
+        conn=conn,
+        saver=saver,
+        tool_gates=before,
+    )
+    first.say("refund 500")
+    [shown] = first.state().interrupts
+    digest = shown.value["digest"]
+    after = ToolGates(require_approval=["crm.refund"], argument_rules=[at_most(100)])
+    rebuilt = Agent(["refunded"], conn=conn, saver=saver, tool_gates=after)
+    approve = {"decisions": [{"type": "approve"}], "operator": "ana", "digest": digest}
+    with pytest.raises(ValidationError, match=r"(?s)stale.*refund_limit"):
+        rebuilt.run(Command(resume=approve))
+    assert conn.crm_calls == [] and rebuilt.state().next == ("denial_handler_approval",)
+
