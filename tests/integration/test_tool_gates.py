@@ -496,8 +496,9 @@ async def test_a_string_amount_cannot_slip_past_a_numeric_limit(
     replies = [calls(("refund", {"account_id": "a1", "amount": "5000"})), "refused"]
     async with (
         connection(engine, crm) as conn,
-        agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=ToolGates(argument_rules=[rule]))
-        as (graph, _),
+        agent(
+            conn, tmp_path / "cp.sqlite", replies, tool_gates=ToolGates(argument_rules=[rule])
+        ) as (graph, _),
     ):
         out = await graph.ainvoke({"messages": [("user", "refund 5000")]}, config("t"))
     assert crm.calls == []

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from gated_stub import CrmStub
-from governed_stub import denial_body, receipt_body
 from governed_stub import answer as engine_answer
+from governed_stub import denial_body, receipt_body
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import ValidationError
@@ -85,7 +85,11 @@ class Agent:
 @pytest.mark.parametrize(
     ("gates", "named", "nearest"),
     [
-        (ToolGates(require_approval=["crm.delete_custmer"]), "crm.delete_custmer", "delete_customer"),
+        (
+            ToolGates(require_approval=["crm.delete_custmer"]),
+            "crm.delete_custmer",
+            "delete_customer",
+        ),
         (
             ToolGates(budgets=[Budget(tool="crm.lookup_custmer", thread_limit=1)]),
             "crm.lookup_custmer",
@@ -119,7 +123,7 @@ def test_a_rule_that_names_no_tool_refuses_the_build_naming_the_nearest_tools(
 # --------------------------------------------------------------------------- every edit, every rule
 
 
-def test_an_edit_of_an_engine_gate_escalation_meets_the_argument_rules_of_execute_decision() -> None:
+def test_an_edit_of_an_engine_gate_escalation_meets_execute_decisions_argument_rules() -> None:
     """An operator's edit of a ``confidence`` escalation of ``execute_decision`` may not send the
     decision to a webhook an argument rule forbids (the escalation has no held tool)."""
     internal_only = ArgumentRule(
@@ -168,4 +172,3 @@ def test_an_answer_given_under_a_rule_since_changed_is_refused_as_stale_after_a_
     with pytest.raises(ValidationError, match=r"(?s)stale.*refund_limit"):
         rebuilt.run(Command(resume=approve))
     assert conn.crm_calls == [] and rebuilt.state().next == ("denial_handler_approval",)
-
