@@ -9,7 +9,7 @@ constraints means what it says (:func:`schema_problems`, when the rule is made):
 
 - every keyword is one JSON Schema draft 2020-12 defines and the validator enforces (the
   ``content*`` keywords are annotations only, refused; so are ``$dynamicRef`` and references
-  outside the rule's own schema);
+  outside the rule's own schema, or naming nothing in it);
 - every ``format`` is one the installed format checker checks (:data:`FORMATS`: with
   ``jsonschema[format-nongpl]``, ``date``, ``date-time``, ``time``, ``duration``, ``email``,
   ``idn-email``, ``hostname``, ``idn-hostname``, ``ipv4``, ``ipv6``, ``uri``,
@@ -167,7 +167,36 @@ def schema_problems(schema: Any) -> list[str]:
     """
     problems: list[str] = []
     _walk(schema, "", frozenset({_OBJECT}), False, problems)
+    for where, ref in _refs(schema, ""):
+        if ref.startswith("#") and _pointer(schema, ref) is None:
+            problems.append(f"{where}: $ref {ref!r} names nothing in the rule's schema")
     return problems
+
+
+def _refs(schema: Any, path: str) -> Iterable[tuple[str, str]]:
+    """Every ``$ref`` in ``schema``, with where it is."""
+    if isinstance(schema, Mapping):
+        if isinstance(schema.get("$ref"), str):
+            yield path or "(arguments)", schema["$ref"]
+        for key, value in schema.items():
+            yield from _refs(value, _join(path, str(key)))
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            yield from _refs(value, _join(path, str(index)))
+
+
+def _pointer(root: Any, ref: str) -> Any:
+    """What a local reference (``#``, ``#/$defs/x``) points at, or ``None``."""
+    target = root
+    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            return None
+    return target
 
 
 def _walk(
@@ -239,11 +268,17 @@ def _typed_problems(
     typed = [k for k in schema if k in _TYPED]
     equal = [k for k in ("enum", "const") if k in schema] if negated else []
     if effective is None:
-        for key in typed[:1] or equal[:1]:
-            example = _CONVERTED.get(_TYPED.get(key, _NUMBER), _CONVERTED[_NUMBER])
+        if typed:
+            example = _CONVERTED[_TYPED[typed[0]]]
             out.append(
-                f'{where}: add "type" next to {key}: a value of another type passes {key} '
-                f"unchecked, and the tool may convert it ({example})"
+                f'{where}: add "type" next to {typed[0]}: a value of another type passes '
+                f"{typed[0]} unchecked, and the tool may convert it ({example})"
+            )
+        elif equal:
+            out.append(
+                f'{where}: add "type" next to {equal[0]} under a negation: a value of another '
+                f'type never equals it, so it passes, and the tool may convert it ("5000" for '
+                "5000)"
             )
         return
     rest = effective - {"null"}
@@ -283,11 +318,8 @@ def _admitted(schema: Any, root: Mapping[str, Any], depth: int = 0) -> frozenset
     if isinstance(schema.get("enum"), list):
         return frozenset(_family_of(v) for v in schema["enum"])
     ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        return _admitted(target, root, depth + 1)
+    if isinstance(ref, str) and ref.startswith("#"):
+        return _admitted(_pointer(root, ref), root, depth + 1)
     for key in ("anyOf", "oneOf"):
         members = schema.get(key)
         if isinstance(members, list) and members:

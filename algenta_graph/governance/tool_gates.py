@@ -452,7 +452,8 @@ def _nearest(pattern: str, refs: Sequence[ToolRef]) -> list[str]:
         )
         for ref in refs
     )
-    return [name for score, name in scored[:3] if -score >= 0.6]
+    best = -scored[0][0] if scored else 0.0
+    return [name for score, name in scored[:3] if -score >= max(0.6, best - 0.15)]
 
 
 def _resolve(
@@ -474,6 +475,16 @@ def _resolve(
             note = f"only tools outside the connection's profile: {', '.join(hidden)}"
         elif server in catalog.unreachable and gates.servers.get(server, ServerRules()).optional:
             note = f"server {server!r} is unreachable and optional: kept for its return"
+        elif server in catalog.unreachable:
+            problems.append(
+                (
+                    key,
+                    f"{pattern!r} names no tool: server {server!r} is unreachable; to start "
+                    f"without it, mark it optional ([tool_gates.servers.{server}] optional = "
+                    "true)",
+                )
+            )
+            return []
         else:
             near = _nearest(pattern, [*refs, *catalog.hidden])
             where = f"nearest: {', '.join(near)}" if near else (
@@ -630,7 +641,7 @@ class CompiledGates:
         """Whether any rule decides ``tool``'s calls (they are then recorded)."""
         g = self.gates
         return (
-            any(matches(p, tool) for p in g.require_approval)
+            self._listed(tool)
             or any(matches(b.tool, tool) for b in g.budgets)
             or any(matches(r.tool, tool) for r in g.argument_rules)
             or self._posture(tool) != "allow"

@@ -28,7 +28,8 @@ from pydantic import ValidationError
 from algenta_graph import build_governed_graph
 from algenta_graph.connection.outcomes import ExecutionReceipt
 from algenta_graph.errors import ConfigError
-from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates
+from algenta_graph.governance.escalations import EscalationSettings
+from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ServerRules, ToolGates
 from algenta_graph.testing import ScriptedChatModel
 
 HOOK = "http://127.0.0.1:9/hook"
@@ -172,3 +173,128 @@ def test_an_answer_given_under_a_rule_since_changed_is_refused_as_stale_after_a_
     with pytest.raises(ValidationError, match=r"(?s)stale.*refund_limit"):
         rebuilt.run(Command(resume=approve))
     assert conn.crm_calls == [] and rebuilt.state().next == ("denial_handler_approval",)
+
+
+def test_an_approval_after_a_rule_changed_is_checked_against_the_rule_in_force() -> None:
+    """Without a digest the answer is for the question asked now, and the approval of a held call
+    whose arguments break the rule now in force is refused: reject, or edit within it."""
+    saver, conn = InMemorySaver(), CrmStub()
+    before = ToolGates(require_approval=["crm.refund"], argument_rules=[at_most(1000)])
+    Agent(
+        [calls(("refund", {"account_id": "a1", "amount": 500})), "held"],
+        conn=conn,
+        saver=saver,
+        tool_gates=before,
+    ).say("refund 500")
+    after = ToolGates(require_approval=["crm.refund"], argument_rules=[at_most(100)])
+    rebuilt = Agent(["refunded", "done"], conn=conn, saver=saver, tool_gates=after)
+    approve = {"decisions": [{"type": "approve"}], "operator": "ana"}
+    with pytest.raises(ValidationError, match="approve: the arguments of crm.refund break rule"):
+        rebuilt.run(Command(resume=approve))
+    assert conn.crm_calls == []
+    edited = {"name": "refund", "args": {"account_id": "a1", "amount": 100}}
+    edit = {"type": "edit", "edited_action": edited}
+    rebuilt.run(Command(resume={"decisions": [edit], "operator": "ana"}))
+    assert conn.crm_calls == [("refund", {"account_id": "a1", "amount": 100})]
+
+
+def test_approving_an_arguments_escalation_overrides_its_rule_and_no_other() -> None:
+    """A call breaking two rules is escalated under the first; the operator's approval overrides
+    that one, and is refused while the call breaks the second."""
+    second = ArgumentRule(
+        name="known_accounts",
+        tool="crm.refund",
+        schema={"properties": {"account_id": {"type": "string", "pattern": "^a"}}},
+    )
+    a = Agent(
+        [calls(("refund", {"account_id": "z9", "amount": 5000})), "asked", "done"],
+        tool_gates=ToolGates(argument_rules=[at_most(1000), second]),
+        on_denial={"arguments": "escalate"},
+    )
+    a.say("refund 5000 to z9")
+    [held] = a.state().values["denials"]
+    assert (held["gate"], held["rule"]) == ("arguments", "refund_limit")
+    with pytest.raises(ValidationError, match="break rule 'known_accounts'"):
+        a.run(Command(resume={"decisions": [{"type": "approve"}], "operator": "ana"}))
+    assert a.conn.crm_calls == []
+    edited = {"name": "refund", "args": {"account_id": "a9", "amount": 5000}}
+    edit = {"decisions": [{"type": "edit", "edited_action": edited}], "operator": "ana"}
+    with pytest.raises(ValidationError, match="break rule 'refund_limit'"):  # an edit meets all
+        a.run(Command(resume=edit))
+    a.conn.crm_calls.clear()
+    b = Agent(
+        [calls(("refund", {"account_id": "a1", "amount": 5000})), "asked", "done"],
+        tool_gates=ToolGates(argument_rules=[at_most(1000), second]),
+        on_denial={"arguments": "escalate"},
+    )
+    b.say("refund 5000 to a1")
+    b.run(Command(resume={"decisions": [{"type": "approve"}], "operator": "ana"}))
+    assert b.conn.crm_calls == [("refund", {"account_id": "a1", "amount": 5000})]
+
+
+def test_per_call_answers_meet_the_rules_in_force_too() -> None:
+    a = Agent(
+        [calls(("refund", {"account_id": "a1", "amount": 10})), "held", "done"],
+        tool_gates=ToolGates(require_approval=["crm.refund"], argument_rules=[at_most(1000)]),
+        escalation=EscalationSettings(interrupt_mode="per_call"),
+    )
+    a.say("refund 10")
+    [asked] = a.state().interrupts
+    edited = {"name": "refund", "args": {"account_id": "a1", "amount": 5000}}
+    edit = {"type": "edit", "edited_action": edited, "operator": "ana"}
+    with pytest.raises(ValidationError, match="break rule 'refund_limit'"):
+        a.run(Command(resume={asked.id: edit}))
+    a.run(Command(resume={asked.id: {"type": "approve", "operator": "ana"}}))
+    assert a.conn.crm_calls == [("refund", {"account_id": "a1", "amount": 10})]
+
+
+# --------------------------------------------------------------------------- postures
+
+
+def test_a_servers_approve_posture_holds_what_no_rule_lists_and_allow_lets_through() -> None:
+    gates = ToolGates(
+        allow=["crm.lookup_customer"], servers={"crm": ServerRules(unlisted="approve")}
+    )
+    a = Agent(
+        [
+            calls(
+                ("lookup_customer", {"account_id": "a1"}),
+                ("refund", {"account_id": "a1", "amount": 5}),
+                ("shadow_delete_customer", {"account_id": "a1"}),
+            ),
+            "one held",
+        ],
+        tool_gates=gates,
+    )
+    out = a.say("look up, refund, and delete in the shadow crm")
+    assert a.conn.crm_calls == [
+        ("lookup_customer", {"account_id": "a1"}),
+        ("shadow_delete_customer", {"account_id": "a1"}),
+    ]
+    [held] = out["denials"]
+    assert (held["gate"], held["rule"], held["tool"]) == ("approval", "unlisted:crm", "refund")
+    assert a.state().next == ("denial_handler_approval",)
+    # the run lists the calls its rules decided: the allowed lookup, not the other server's
+    assert [(c["server"], c["tool"]) for c in out["tool_calls"]] == [("crm", "lookup_customer")]
+
+
+def test_a_servers_deny_posture_refuses_what_no_rule_lists() -> None:
+    gates = ToolGates(
+        require_approval=["crm.delete_customer"], servers={"crm": ServerRules(unlisted="deny")}
+    )
+    a = Agent(
+        [
+            calls(
+                ("refund", {"account_id": "a1", "amount": 5}),
+                ("delete_customer", {"account_id": "a1"}),
+            ),
+            "refused",
+        ],
+        tool_gates=gates,
+    )
+    out = a.say("refund and delete a1")
+    assert a.conn.crm_calls == []
+    assert [(d["gate"], d["rule"], d["code"], d["policy"]) for d in out["denials"]] == [
+        ("arguments", "unlisted:crm", "tool_not_listed", "report"),
+        ("approval", "require_approval:crm.delete_customer", "tool_approval_required", "escalate"),
+    ]
