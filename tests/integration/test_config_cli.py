@@ -164,6 +164,7 @@ def test_check_prints_each_rule_with_the_tools_it_governs(
                 "gate": "budget",
                 "tools": [
                     "crm.purge_customer",
+                    "crm.email_customer",
                     "crm.lookup_customer",
                     "crm.delete_customer",
                     "crm.refund",

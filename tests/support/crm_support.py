@@ -3,7 +3,8 @@
 :func:`running_crm` serves ``lookup_customer``, ``delete_customer`` and ``refund`` (and, as a
 second server, the same names again: a look-alike) on a free port, and counts every call each
 tool really received, so a test can prove what ran and how often. ``destructive=True`` adds
-``purge_customer``, which the server marks ``destructiveHint: true`` (MCP tool annotations).
+``purge_customer``, which the server marks ``destructiveHint: true`` (MCP tool annotations), and
+``email_customer`` (an address and a body).
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def crm_app(server: CrmServer, label: str, destructive: bool = False) -> Any:
             """Erase every record of a customer, irreversibly."""
             server.calls.append(("purge_customer", {"account_id": account_id}))
             return {"purged": account_id}
+
+        @mcp.tool()
+        def email_customer(address: str, body: str) -> dict[str, Any]:
+            """Send an email to a customer's address."""
+            server.calls.append(("email_customer", {"address": address, "body": body}))
+            return {"sent": address}
 
     @mcp.tool()
     def lookup_customer(account_id: str) -> dict[str, Any]:

@@ -189,7 +189,7 @@ def test_an_approval_after_a_rule_changed_is_checked_against_the_rule_in_force()
     after = ToolGates(require_approval=["crm.refund"], argument_rules=[at_most(100)])
     rebuilt = Agent(["refunded", "done"], conn=conn, saver=saver, tool_gates=after)
     approve = {"decisions": [{"type": "approve"}], "operator": "ana"}
-    with pytest.raises(ValidationError, match="approve: the arguments of crm.refund break rule"):
+    with pytest.raises(ValidationError, match=r"approve: the arguments of crm\.refund break rule"):
         rebuilt.run(Command(resume=approve))
     assert conn.crm_calls == []
     edited = {"name": "refund", "args": {"account_id": "a1", "amount": 100}}

@@ -711,7 +711,7 @@ def test_a_schema_that_cannot_be_checked_denies_the_call() -> None:
         def iter_errors(self, _: Any) -> Any:
             raise RuntimeError("unreadable")
 
-    rules.validators["r"] = Broken()  # type: ignore[assignment]
+    rules.validators["r"] = Broken()
     found = rules.check(REFUND, {"a": 1}, CallCounts())
     assert found is not None and found.message.endswith(
         "its schema could not be checked (RuntimeError: unreadable)"
