@@ -512,7 +512,7 @@ def _which(items: Sequence[EscalationItem]) -> str:
 
 def _under(item: EscalationItem) -> str:
     """The rules an escalation is asked under, for a stale answer's message (none: ``""``)."""
-    rules = item["rules"]
+    rules = item.get("rules")
     if not rules:
         return ""
     said = [f"policy {rules.get('policy')}"]
