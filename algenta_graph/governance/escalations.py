@@ -9,7 +9,8 @@ and the operator", invariant 15):
   include it as a section;
 - :func:`escalation_digest`: the digest of what an operator is shown (thread, tool call, gate,
   decision, arguments, the denial, the engine's policy snapshot; a held call's tool, argument
-  digest and rule), which an answer may carry: an answer is bound to what was reviewed;
+  digest and rule; the graph's rules in force for the tool and the gate's policy), which an
+  answer may carry: an answer is bound to what was reviewed, under the rules it was asked under;
 - :func:`deadline` and :func:`is_overdue`: an escalation past its gate's ``expires_after`` can
   only be declined (recorded ``expired``, never executed), whatever answer arrives.
 
@@ -44,6 +45,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from algenta_graph.governance.gates import GateName
 from algenta_graph.governance.notice_signing import signing_key
+from algenta_graph.governance.tool_gates import ToolRef
 
 __all__ = [
     "ALL_DECISIONS",
@@ -52,6 +54,7 @@ __all__ = [
     "EscalationSettings",
     "InterruptMode",
     "NotifyHook",
+    "RulesInForce",
     "WebhookNotify",
     "deadline",
     "escalation_digest",
@@ -73,6 +76,11 @@ NotifyHook = Callable[[Mapping[str, Any]], Awaitable[None] | None]
 ``message``, ``digest``, ``asked_at``, ``expires_at``); sync or async; its exception is logged,
 never raised (:mod:`algenta_graph.governance.notifications`)."""
 
+RulesInForce = Callable[[str, ToolRef], Mapping[str, Any]]
+"""``(gate, tool) -> the graph's rules in force`` for an escalated call of ``tool`` under
+``gate`` (:meth:`~algenta_graph.governance.tool_gates.CompiledGates.in_force` with the gate's
+policy): plain data, bound by the escalation's digest."""
+
 DIGEST_FIELDS: tuple[str, ...] = (
     "thread_id",
     "tool_call_id",
@@ -84,10 +92,12 @@ DIGEST_FIELDS: tuple[str, ...] = (
     "tool",
     "args_digest",
     "rule",
+    "rules",
 )
 """What an escalation's digest binds: everything the operator is shown that decides what an
 approval does (for a held call also its tool, ``server.tool``, the digest of its arguments and
-the rule that held it; ``null`` for an engine decision)."""
+the rule that held it; ``null`` for an engine decision), and the graph's rules in force for the
+tool with the gate's policy (``rules``: an answer given under other rules is stale)."""
 
 
 class WebhookNotify(BaseModel):
@@ -155,6 +165,9 @@ class EscalationSettings(BaseModel):
     """A URL notified once per escalation raised (see :class:`WebhookNotify`)."""
     hook: SkipJsonSchema[NotifyHook | None] = Field(default=None, exclude=True)
     """A Python callable notified once per escalation raised (:data:`NotifyHook`)."""
+    rules_in_force: SkipJsonSchema[RulesInForce | None] = Field(default=None, exclude=True)
+    """Set by the graph builder, not a setting: the graph's rules in force for an escalated
+    call (:data:`RulesInForce`), which its question shows and its digest binds."""
 
     @field_validator("allowed_decisions")
     @classmethod

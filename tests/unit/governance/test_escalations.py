@@ -34,6 +34,8 @@ SHOWN: dict[str, Any] = {
     "tool": "crm.delete_customer",
     "args_digest": "sha256:" + "0" * 64,
     "rule": "require_approval:crm.*",
+    # the graph's rules in force for the tool, with the gate's policy
+    "rules": {"tool": "crm.delete_customer", "policy": "escalate", "require_approval": ["crm.*"]},
 }
 
 
