@@ -159,7 +159,7 @@ def refused_by(end: Any, operator: str) -> str:
     return str(error["message"])
 
 
-def the_decision(values: Mapping[str, Any]) -> Mapping[str, Any]:
+def the_decision(values: Mapping[str, Any]) -> Any:
     [decided] = values["operator_decisions"]
     return decided
 
