@@ -10,15 +10,15 @@ thread), driven through ``langgraph_sdk`` and raw HTTP:
 
 1. a waiting escalation, its thread copied: one operator rejects on the original, another
    approves on the copy; and a held ``delete_customer`` approved on the original and on the
-   copy. One answer takes effect (nothing delivered; the delete runs once), the copy's records
-   complete it, and the second operator's run ends in ``EscalationAlreadyDecided`` naming the
-   first (each run sees a new adapter object of langgraph-api's own class: the ledger is chosen
-   from the configuration, never from it);
+   copy: one answer takes effect (nothing delivered; the delete runs once) and the copy's
+   records complete it (each run sees a new adapter object of langgraph-api's own class: the
+   ledger is chosen from the configuration, never from it);
 2. a budgeted ``refund`` cut off while the CRM executes it (``cancel?action=interrupt``), then a
    new message: the call is not sent again; it is recorded ``unknown`` and counted, and the
    next ``refund`` meets the budget;
-3. an answer to a thread where nothing waits any more is refused by name before anything is
-   written.
+3. the second operator's run ends in ``EscalationAlreadyDecided`` naming the first, where and
+   when; an answer to a thread where nothing waits any more is refused by name before anything
+   is written.
 """
 
 from __future__ import annotations
@@ -164,16 +164,22 @@ def the_decision(values: Mapping[str, Any]) -> Any:
     return decided
 
 
-async def test_one_ledger_written_ahead_and_the_loser_told_under_the_server_checkpointer(
-    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
-) -> None:
+@contextmanager
+def served_api(engine: ReferenceEngine, tmp_path: Path) -> Iterator[tuple[Api, CrmServer]]:
     with (
         running_crm() as crm,
         server_checkpointer_served(engine, crm, tmp_path) as server,
     ):
-        api = Api(server)
+        yield Api(server), crm
 
-        # 1a. a waiting escalation, copied: rejected on the original, approved on the copy
+
+async def test_copies_answered_both_ways_take_one_answer_under_the_server_checkpointer(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Case 1: a copy answered the other way, a held call approved on the original and on the
+    copy: one answer takes effect (nothing delivered; the delete runs once)."""
+    with served_api(engine, tmp_path) as (api, crm):
+        # a waiting escalation, copied: rejected on the original, approved on the copy
         original = (await api.alice.threads.create())["thread_id"]
         decision = await log_shaky_decision(api.alice, original)
         await api.say(
@@ -184,21 +190,20 @@ async def test_one_ledger_written_ahead_and_the_loser_told_under_the_server_chec
         ]
         copy = api.copy(original)
         assert "__error__" not in api.answer(original, "tok-ana", REJECT)
-        told = refused_by(api.answer(copy, "tok-olga", APPROVE), "ana")
-        assert f"in thread {original}" in told
+        api.answer(copy, "tok-olga", APPROVE)
         assert engine.executions(decision) == [] and webhook.received == []
         declined = the_decision(await api.values(copy))  # the copy's records: ana's answer
         assert (declined["operator"], declined["action"]) == ("ana", "decline")
         assert declined["answered_in_thread"] == original
 
-        # 1b. a held delete, copied: approved on the original and on the copy
+        # a held delete, copied: approved on the original and on the copy
         held = (await api.alice.threads.create())["thread_id"]
         await api.say(held, "delete the crm customer account_id=a1")
         waiting = (await api.alice.threads.get_state(held))["next"]
         assert waiting == ["denial_handler_approval"], waiting
         held_copy = api.copy(held)
         assert "__error__" not in api.answer(held, "tok-ana", APPROVE)
-        refused_by(api.answer(held_copy, "tok-olga", APPROVE), "ana")
+        api.answer(held_copy, "tok-olga", APPROVE)
         assert crm.count("delete_customer") == 1
         for thread in (held, held_copy):
             approved = the_decision(await api.values(thread))
@@ -208,15 +213,14 @@ async def test_one_ledger_written_ahead_and_the_loser_told_under_the_server_chec
                 "executed",
             )
 
-        # 3. an answer to a thread where nothing waits: refused before anything is written
-        # (by ana, who may read the thread she decided; olga may not read it any more, so the
-        # server cannot show her a run's end there: serving/auth's to answer)
-        before = await api.checkpoints(held)
-        refused_by(api.answer(held, "tok-ana", REJECT), "ana")
-        assert await api.checkpoints(held) == before
-        assert crm.count("delete_customer") == 1
 
-        # 2. a budgeted refund cut off while the CRM runs it, then a new message
+async def test_a_budgeted_call_cut_off_mid_run_is_never_sent_again_and_counts(
+    engine: ReferenceEngine, tmp_path: Path
+) -> None:
+    """Case 2: a budgeted refund cut off while the CRM runs it (the run cancelled), then a new
+    message: not sent again, recorded ``unknown`` and counted; the next refund meets the
+    budget."""
+    with served_api(engine, tmp_path) as (api, crm):
         crm.delays["refund"] = 4.0
         budgeted = (await api.alice.threads.create())["thread_id"]
         run = await api.alice.runs.create(
@@ -239,3 +243,39 @@ async def test_one_ledger_written_ahead_and_the_loser_told_under_the_server_chec
         assert crm.count("refund") == 1  # the budget counts the unknown one
         values = await api.values(budgeted)
         assert [d["gate"] for d in values["denials"]] == ["budget"]
+
+
+async def test_the_loser_is_told_who_decided_and_when_every_time(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Case 3: an answer to an escalation another answer decided (in a copy) ends in
+    ``EscalationAlreadyDecided`` naming the winner, where and when, once the copy's records
+    hold the winning answer; an answer to a thread where nothing waits is refused before
+    anything is written."""
+    with served_api(engine, tmp_path) as (api, crm):
+        original = (await api.alice.threads.create())["thread_id"]
+        decision = await log_shaky_decision(api.alice, original)
+        await api.say(
+            original, f"execute_decision decision_id={decision} webhook_url={webhook.url}"
+        )
+        copy = api.copy(original)
+        assert "__error__" not in api.answer(original, "tok-ana", REJECT)
+        told = refused_by(api.answer(copy, "tok-olga", APPROVE), "ana")
+        decided = the_decision(await api.values(original))
+        assert f"(decline in thread {original} at {decided['decided_at']})" in told
+        assert the_decision(await api.values(copy))["operator"] == "ana"  # records end true
+
+        held = (await api.alice.threads.create())["thread_id"]
+        await api.say(held, "delete the crm customer account_id=a1")
+        held_copy = api.copy(held)
+        assert "__error__" not in api.answer(held, "tok-ana", APPROVE)
+        refused_by(api.answer(held_copy, "tok-olga", APPROVE), "ana")
+        assert crm.count("delete_customer") == 1
+
+        # an answer to a thread where nothing waits: refused before anything is written
+        # (by ana, who may read the thread she decided; olga may not read it any more, so the
+        # server cannot show her a run's end there: serving/auth's to answer)
+        before = await api.checkpoints(held)
+        refused_by(api.answer(held, "tok-ana", REJECT), "ana")
+        assert await api.checkpoints(held) == before
+        assert crm.count("delete_customer") == 1
