@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,27 @@ async def log_decision(
         tool_call_id="setup",
     )
     return str(tool_json(message)["decision_id"])
+
+
+async def copy_thread(saver: Any, source: str, target: str) -> None:
+    """Copy every checkpoint of ``source`` (and its pending writes) to ``target``, as the
+    LangGraph server's ``POST /threads/{id}/copy`` does."""
+    tuples = [t async for t in saver.alist(config(source))]
+    for saved in reversed(tuples):  # oldest first, each under its parent
+        parent = (
+            saved.parent_config["configurable"]["checkpoint_id"] if saved.parent_config else None
+        )
+        cfg = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
+        if parent:
+            cfg["configurable"]["checkpoint_id"] = parent
+        stored = await saver.aput(
+            cfg, saved.checkpoint, saved.metadata, saved.checkpoint["channel_versions"]
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for task_id, channel, value in saved.pending_writes or []:
+            by_task[task_id].append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(stored, writes, task_id)
 
 
 def tool_json(message: ToolMessage) -> dict[str, Any]:
