@@ -279,3 +279,43 @@ async def test_the_loser_is_told_who_decided_and_when_every_time(
         refused_by(api.answer(held, "tok-ana", REJECT), "ana")
         assert await api.checkpoints(held) == before
         assert crm.count("delete_customer") == 1
+
+
+CUSTOM_CHECKPOINTER = "served_savers.subclass_checkpointer"  # tests/served/served_savers.py
+
+
+async def test_a_custom_server_checkpointer_refuses_to_start_without_a_ledger_and_holds_with_one(
+    engine: ReferenceEngine, tmp_path: Path
+) -> None:
+    """A custom checkpointer (a class the project does not know) and no ledger: the server does
+    not start, and its log names ``ALGENTA_LEDGER``. With ``ALGENTA_LEDGER`` set, a held call
+    approved on the original and on a copy runs once, and the second operator is told."""
+    config = served_config(tmp_path / "config", checkpointer={"path": CUSTOM_CHECKPOINTER})
+    here = str(Path(__file__).resolve().parent)
+    with running_crm() as crm:
+        env = served_env(
+            engine,
+            crm,
+            tmp_path,
+            PYTHONPATH=here,
+            SERVED_SAVER_DB=str(tmp_path / "cp.sqlite"),
+        )
+        with (
+            pytest.raises(AssertionError, match="exited") as refused,
+            langgraph_dev(config, workdir=tmp_path / "refused", env=env, startup_timeout=180),
+        ):
+            pass
+        assert "LedgerRequired" in str(refused.value), str(refused.value)[-2000:]
+        assert f"the custom checkpointer {CUSTOM_CHECKPOINTER!r}" in str(refused.value)
+        assert "ALGENTA_LEDGER" in str(refused.value)
+
+        env["ALGENTA_LEDGER"] = str(tmp_path / "ledger.sqlite")
+        with langgraph_dev(config, workdir=tmp_path / "server", env=env) as server:
+            api = Api(server)
+            held = (await api.alice.threads.create())["thread_id"]
+            await api.say(held, "delete the crm customer account_id=a1")
+            held_copy = api.copy(held)
+            assert "__error__" not in api.answer(held, "tok-ana", APPROVE)
+            refused_by(api.answer(held_copy, "tok-olga", APPROVE), "ana")
+            assert crm.count("delete_customer") == 1
+            assert the_decision(await api.values(held_copy))["result"] == "executed"
