@@ -35,6 +35,7 @@ import pytest
 from guarantee_support import async_wait_until, figure
 from served_support import (
     CONFIG,
+    OPERATOR_TOKENS,
     bearer,
     interrupt_value,
     langgraph_dev,
@@ -48,12 +49,7 @@ from algenta_graph.serving.auth import ENV_AUTH_FILE
 
 pytestmark = pytest.mark.timeout(900)
 
-TOKENS: dict[str, tuple[str, list[str]]] = {
-    "tok-alice": ("alice", ["agent"]),
-    "tok-ana": ("ana", ["operator"]),
-    "tok-olga": ("olga", ["operator"]),
-    "tok-audrey": ("audrey", ["auditor"]),
-}
+TOKENS = OPERATOR_TOKENS
 ROUNDS = 2
 APPROVE = {"decisions": [{"type": "approve", "message": "signed off"}]}
 REJECT = {"decisions": [{"type": "reject", "message": "not this one"}]}

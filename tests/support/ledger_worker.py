@@ -27,8 +27,6 @@ import sys
 import traceback
 from typing import Any
 
-TOKEN = "crm-s3cret"
-
 
 def _write(path: str, event: dict[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as handle:
@@ -38,6 +36,7 @@ def _write(path: str, event: dict[str, Any]) -> None:
 
 async def run(job: dict[str, Any]) -> None:
     """Run the job (see the module docs)."""
+    from crm_support import crm_connection
     from langgraph.types import Command
 
     from algenta_graph.connection.engine import EngineConnection
@@ -47,13 +46,7 @@ async def run(job: dict[str, Any]) -> None:
     from algenta_graph.serving.checkpointer import open_checkpointer
     from algenta_graph.testing import ScriptedChatModel
 
-    servers = {
-        "crm": {
-            "transport": "streamable_http",
-            "url": job["crm_url"],
-            "headers": {"Authorization": f"Bearer {TOKEN}"},
-        }
-    }
+    servers = {"crm": crm_connection(job["crm_url"])}
     gates = ToolGates(
         require_approval=["crm.delete_customer"],
         budgets=[Budget(tool="crm.refund", thread_limit=1)],
