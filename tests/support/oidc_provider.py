@@ -233,8 +233,10 @@ class TestProvider:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         verifier = form.get("code_verifier", "")
         challenge = _b64(hashlib.sha256(verifier.encode()).digest())
-        if challenge != grant["code_challenge"] or form.get("redirect_uri") != grant["redirect_uri"]:
-            return JSONResponse({"error": "invalid_grant", "why": "pkce"}, status_code=400)
+        if challenge != grant["code_challenge"]:
+            return JSONResponse({"error": "invalid_grant", "why": "PKCE"}, status_code=400)
+        if form.get("redirect_uri") != grant["redirect_uri"]:
+            return JSONResponse({"error": "invalid_grant", "why": "redirect_uri"}, status_code=400)
         user = grant["user"]
         now = int(time.time())
         access = self.mint(**user, exp=now + self.access_seconds)
