@@ -216,12 +216,12 @@ class OIDCConfigError(AlgentaGraphError, ValueError):
 
 
 class IdentityProviderError(AlgentaGraphError, RuntimeError):
-    """The identity provider could not be read: its discovery document, its keys (JWKS) or its
-    token endpoint is unreachable, answers an error, or says something malformed.
+    """The identity provider could not be read (its discovery document, keys or token endpoint).
 
-    Raised while verifying a JWT (the request is refused: no token is accepted on keys that
-    cannot be read) and during the inbox's sign-in with the provider; the message names the URL
-    and the problem (:mod:`algenta_graph.serving.identity_provider`).
+    Unreachable, answering an error, or saying something malformed. Raised while verifying a
+    JWT (the request is refused: no token is accepted on keys that cannot be read) and during the
+    inbox's sign-in with the provider; the message names the URL and the problem
+    (:mod:`algenta_graph.serving.identity_provider`).
     """
 
 

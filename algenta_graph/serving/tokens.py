@@ -253,10 +253,11 @@ def startup_check() -> None:
     if not auth_configured():
         message = (
             f"\n{'!' * 78}\n"
-            f"algenta-graph: neither {ENV_AUTH_FILE} nor {ENV_ISSUER} is set: the server runs\n"
-            "OPEN. Anyone who can reach this port can start runs, read every thread and answer\n"
-            f"escalations under any name. Set {ENV_AUTH_FILE} to a token file, or\n"
-            f"{ENV_ISSUER} (and the other ALGENTA_OIDC_* settings) to an identity provider.\n"
+            f"algenta-graph: {ENV_AUTH_FILE} is not set: the server runs OPEN, with no identity\n"
+            f"provider either ({ENV_ISSUER} is not set). Anyone who can reach this port can\n"
+            "start runs, read every thread and answer escalations under any name. Set\n"
+            f"{ENV_AUTH_FILE} to a token file, or {ENV_ISSUER} (and the other\n"
+            "ALGENTA_OIDC_* settings) to an identity provider.\n"
             f"{'!' * 78}"
         )
         print(message, file=sys.stderr, flush=True)

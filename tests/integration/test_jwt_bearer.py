@@ -269,9 +269,9 @@ async def test_both_sources_at_once_and_neither_accepts_the_others_token(
     monkeypatch.setenv("ALGENTA_OIDC_ROLE_MAP", json.dumps({"algenta-operators": "operator"}))
     monkeypatch.delenv(ENV_AUTH_FILE)
     assert (await authenticate(f"Bearer {jwt_token}"))["identity"] == "olivia"
-    for header in ("Bearer tok-alice", None):
+    for absent_or_file in ("Bearer tok-alice", None):
         with pytest.raises(Auth.exceptions.HTTPException) as caught:
-            await authenticate(header)
+            await authenticate(absent_or_file)
         assert caught.value.status_code == 401
 
 
