@@ -114,6 +114,12 @@ class TestProvider:
         self.authorize_requests: list[dict[str, str]] = []
         self.token_requests: list[dict[str, str]] = []
         self.user: dict[str, Any] = {"sub": "olivia", "groups": ["algenta-operators"]}
+        """Who is at the keyboard when the authorization endpoint is asked (the access token's
+        claims)."""
+        self.id_token_overrides: dict[str, Any] = {}
+        """Claims of the next ID tokens changed by the test (a wrong ``nonce``, ``aud``...)."""
+        self.redirects: list[str] = []
+        """Every redirect back to the client (its code and state), in order."""
         self.access_seconds = 3600
         self._codes: dict[str, dict[str, Any]] = {}
         app = Starlette(
@@ -219,6 +225,7 @@ class TestProvider:
         code = secrets.token_urlsafe(24)
         self._codes[code] = {**q, "user": dict(self.user)}
         target = q["redirect_uri"] + "?" + urlencode({"code": code, "state": q["state"]})
+        self.redirects.append(target)
         return RedirectResponse(target, status_code=302)
 
     async def _token(self, request: Request) -> Response:
@@ -242,9 +249,14 @@ class TestProvider:
         access = self.mint(**user, exp=now + self.access_seconds)
         id_token = jwt.encode(
             self.claims(
-                **{"sub": user["sub"], "aud": CLIENT_ID, "nonce": grant["nonce"]},
-                groups=None,
-                exp=now + self.access_seconds,
+                **{
+                    "sub": user["sub"],
+                    "aud": CLIENT_ID,
+                    "nonce": grant["nonce"],
+                    "groups": None,
+                    "exp": now + self.access_seconds,
+                    **self.id_token_overrides,
+                }
             ),
             self.signer.private,
             algorithm=self.signer.alg,
