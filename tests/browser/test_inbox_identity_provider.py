@@ -19,6 +19,8 @@ receiver; headless Chromium driven by Selenium, and raw HTTP for what a browser 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,6 @@ from oidc_provider import CLIENT_ID, CLIENT_SECRET, TestProvider, oidc_env, rsa_
 from served_support import CONFIG, bearer, escalate, langgraph_dev, write_auth_file
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.inbox.provider_signin import code_challenge
 from algenta_graph.serving.tokens import ENV_AUTH_FILE
 
 pytestmark = pytest.mark.timeout(900)
@@ -106,7 +107,10 @@ async def test_the_inbox_signs_in_with_the_identity_provider(
                 assert asked_provider["state"] and asked_provider["nonce"]
                 assert asked_provider["scope"] == "openid profile"
                 [exchange] = provider.token_requests
-                assert code_challenge(exchange["code_verifier"]) == asked_provider["code_challenge"]
+                # RFC 7636 S256, computed here: base64url(SHA-256(verifier)), unpadded
+                digest = hashlib.sha256(exchange["code_verifier"].encode()).digest()
+                challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+                assert challenge == asked_provider["code_challenge"]
                 assert "client_secret" not in exchange  # sent as HTTP Basic
                 cookie = olivia.get_cookie(COOKIE)
                 assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
