@@ -22,14 +22,7 @@ from typing import Any
 
 import httpx
 from guarantee_support import figure
-from oidc_provider import (
-    TestProvider,
-    ec_key,
-    hmac_with_public_key,
-    oidc_env,
-    rsa_key,
-    unsigned_token,
-)
+from oidc_provider import TestProvider, ec_key, hostile_tokens, oidc_env, rsa_key
 from served_support import CONFIG, bearer, escalate, langgraph_dev, user_turn, write_auth_file
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
@@ -119,49 +112,8 @@ async def test_served_graph_takes_provider_jwts_next_to_the_tokens_file(
             assert [b["decision_id"] for b in webhook.received] == [decision]
 
             # every forged, foreign or stale token: refused, saying why
-            now = int(time.time())
-            attempts: dict[str, tuple[str, int, str]] = {
-                "expired": (provider.mint(exp=now - 3600), 401, "the token expired at "),
-                "not yet valid": (
-                    provider.mint(nbf=now + 3600),
-                    401,
-                    "the token is not valid yet",
-                ),
-                "wrong audience": (
-                    provider.mint(aud="another-app"),
-                    401,
-                    "not for this server (algenta-api)",
-                ),
-                "wrong issuer": (
-                    provider.mint(iss="https://evil.example"),
-                    401,
-                    "is not the configured identity provider",
-                ),
-                "unknown kid": (
-                    provider.mint(kid="k-unknown"),
-                    401,
-                    "signing key 'k-unknown' is not among the identity provider's keys",
-                ),
-                "alg=none": (
-                    unsigned_token(provider.claims(sub="olivia"), "k1"),
-                    401,
-                    "algorithm 'none' is not accepted",
-                ),
-                "HS256 signed with the public key": (
-                    hmac_with_public_key(provider.claims(sub="olivia"), k1),
-                    401,
-                    "algorithm 'HS256' is not accepted",
-                ),
-                "another key under the provider's kid": (
-                    provider.mint(rsa_key("k1"), sub="olivia"),
-                    401,
-                    "signature does not verify",
-                ),
-                "no roles claim": (
-                    provider.mint(groups=None),
-                    403,
-                    "the token carries no 'groups' claim",
-                ),
+            attempts = {
+                **hostile_tokens(provider),
                 "an identity of the tokens file": (
                     provider.mint(sub="alice", groups=["algenta-operators"]),
                     401,
@@ -211,7 +163,7 @@ async def test_served_graph_takes_provider_jwts_next_to_the_tokens_file(
     figure(
         "identity provider",
         tokens_refused=refused,
-        kinds=len(attempts) + 3,
+        kinds=len(attempts) + 2,  # + made-up kids, the removed key
         accepted_forged=0,
         made_up_kids=len(made_up),
         jwks_fetches_for_them=fetched,

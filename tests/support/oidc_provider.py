@@ -272,6 +272,56 @@ class TestProvider:
         )
 
 
+def hostile_tokens(provider: TestProvider) -> dict[str, tuple[str, int, str]]:
+    """Forged, foreign and stale tokens against ``provider``'s server: ``{what: (token, the
+    status it must get, what its refusal must say)}``, each for an operator (sub ``olivia``)."""
+    now = int(time.time())
+    signer = provider.signer
+    olivia: dict[str, Any] = {"sub": "olivia", "groups": ["algenta-operators"]}
+    # another key pair of the same kind, under the provider's kid
+    stranger = (rsa_key if signer.alg == "RS256" else ec_key)(signer.kid)
+    return {
+        "expired": (provider.mint(exp=now - 3600), 401, "the token expired at "),
+        "not yet valid": (provider.mint(nbf=now + 3600), 401, "the token is not valid yet"),
+        "wrong audience": (
+            provider.mint(aud="another-app", **olivia),
+            401,
+            "the token is for 'another-app', not for this server (algenta-api)",
+        ),
+        "wrong issuer": (
+            provider.mint(iss="https://evil.example", **olivia),
+            401,
+            "the token's issuer 'https://evil.example' is not the configured identity provider",
+        ),
+        "unknown kid": (
+            provider.mint(kid="k-unknown", **olivia),
+            401,
+            "the token's signing key 'k-unknown' is not among the identity provider's keys",
+        ),
+        "alg=none": (
+            unsigned_token(provider.claims(**olivia), signer.kid),
+            401,
+            "the token's algorithm 'none' is not accepted",
+        ),
+        "HS256 signed with the public key": (
+            hmac_with_public_key(provider.claims(**olivia), signer),
+            401,
+            "the token's algorithm 'HS256' is not accepted",
+        ),
+        "another key under the provider's kid": (
+            provider.mint(stranger, **olivia),
+            401,
+            f"the token's signature does not verify with the identity provider's key "
+            f"'{signer.kid}'",
+        ),
+        "no roles claim": (
+            provider.mint(groups=None),
+            403,
+            "the token carries no 'groups' claim",
+        ),
+    }
+
+
 def oidc_env(provider: TestProvider, **more: str) -> dict[str, str]:
     """The ``ALGENTA_OIDC_*`` settings of a server trusting ``provider``."""
     return {
