@@ -238,3 +238,39 @@ def test_only_a_jws_compact_token_looks_like_a_jwt() -> None:
         base64.urlsafe_b64encode(b"[" * 5000).decode().rstrip("=") + ".e30.x",
     ):
         assert not looks_like_jwt(token), token
+
+
+def test_a_provider_that_cannot_be_read_refuses_every_token_naming_why(
+    provider: TestProvider,
+) -> None:
+    from algenta_graph._net import free_port
+    from algenta_graph.errors import IdentityProviderError
+
+    token = provider.mint()
+    # keys that cannot be fetched: refused, never accepted on trust
+    closed = f"http://127.0.0.1:{free_port()}/jwks"
+    with pytest.raises(IdentityProviderError) as caught:
+        _verifier(provider, ALGENTA_OIDC_JWKS_URL=closed).principal(token)
+    assert f"the identity provider's keys cannot be fetched from {closed}" in str(caught.value)
+    # a discovery document of another issuer: its keys are not taken
+    foreign = _verifier(
+        provider,
+        ALGENTA_OIDC_ISSUER=provider.issuer + "/another-realm",
+        ALGENTA_OIDC_DISCOVERY_URL=provider.issuer + "/.well-known/openid-configuration",
+    )
+    with pytest.raises(IdentityProviderError) as caught:
+        foreign.principal(provider.mint(iss=provider.issuer + "/another-realm"))
+    assert f"names the issuer {provider.issuer!r}, not the configured" in str(caught.value)
+
+
+def test_the_server_does_not_start_on_malformed_provider_settings(
+    provider: TestProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from algenta_graph.serving import tokens
+
+    for name, value in oidc_env(provider, ALGENTA_OIDC_ROLE_MAP='{"ops": "root"}').items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(ENV_AUTH_FILE, raising=False)
+    monkeypatch.setattr(tokens, "_STARTED", False)
+    with pytest.raises(OIDCConfigError, match="unknown role 'root'"):
+        tokens.startup_check()
