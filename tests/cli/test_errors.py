@@ -59,7 +59,7 @@ def test_help_shows_every_default_and_choice() -> None:
 def test_every_subcommand_is_registered() -> None:
     """The console script lists (and runs) every subcommand, ``config check`` included."""
     listed = cli("--help").stdout
-    for name in ("demo", "run", "receipts", "escalations", "config", "engine"):
+    for name in ("demo", "run", "receipts", "escalations", "config", "engine", "init", "tokens"):
         assert f"    {name}" in listed, (name, listed)
     check = cli("config", "check", "--help")
     assert check.returncode == 0 and "secret masked" in " ".join(check.stdout.split())
