@@ -52,7 +52,8 @@ async def test_the_scaffold_serves_a_turn_with_a_new_token(
         app / "langgraph.json", workdir=app, env={"ALGENTA_BASE_URL": engine.url}
     ) as server:
         assert "runs OPEN" not in server.log()
-        assert httpx.get(f"{server.url}/threads/search", timeout=30).status_code in (401, 403)
+        refused = httpx.post(f"{server.url}/threads/search", json={}, timeout=30)
+        assert refused.status_code in (401, 403), refused.status_code
         inbox = httpx.get(f"{server.url}/inbox/", timeout=30)
         assert inbox.status_code in (200, 303), (inbox.status_code, inbox.text[:500])
 
