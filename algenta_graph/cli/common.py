@@ -143,14 +143,19 @@ _JOURNALS = ("-wal", "-shm", "-journal")
 
 
 def _holds_no_thread(path: Path) -> bool:
+    """Whether a store this command created holds no thread (nothing in it, or no checkpoint)."""
     from algenta_graph.errors import RecordsFileError
-    from algenta_graph.serving.checkpoint_reader import read_latest
+    from algenta_graph.serving.checkpoint_reader import open_sqlite_read_only, read_latest
 
-    if not path.exists() or path.stat().st_size == 0:
-        return True
     try:
-        return not read_latest(path, fields=())
-    except (RecordsFileError, OSError, sqlite3.Error):  # not ours to judge: keep it
+        if not path.exists() or path.stat().st_size == 0:
+            return True
+        try:
+            return not read_latest(path, fields=())
+        except RecordsFileError:  # no checkpoint table yet: the saver never set it up
+            with open_sqlite_read_only(path) as conn:
+                return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+    except (OSError, sqlite3.Error):  # cannot tell: keep it
         return False
 
 
