@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 __all__ = [
     "AlgentaGraphError",
     "AuthFileError",
+    "BearerTokenRefused",
     "CheckpointerError",
     "CheckpointerURLError",
     "CommandError",
@@ -30,6 +31,7 @@ __all__ = [
     "EngineConnectionError",
     "EngineTimeoutError",
     "EscalationAlreadyDecided",
+    "IdentityProviderError",
     "InboxAPIError",
     "InboxConfigError",
     "LedgerError",
@@ -37,6 +39,7 @@ __all__ = [
     "ModelPackageMissingError",
     "ModelSetupError",
     "NoEscalationPending",
+    "OIDCConfigError",
     "RecordsFileError",
     "RecordsWriteRefused",
     "ToolGatesError",
@@ -269,6 +272,44 @@ class AuthFileError(AlgentaGraphError, ValueError):
     Raised when the server starts (it does not start) and on every request while the file stays
     broken (each is refused); the message names the file and the problem.
     """
+
+
+class OIDCConfigError(AlgentaGraphError, ValueError):
+    """The identity provider's settings (``ALGENTA_OIDC_*``) are missing or malformed.
+
+    Raised when the server starts (it does not start) and on every request while they stay
+    broken (each is refused); the message names the variable and the problem
+    (:mod:`algenta_graph.serving.oidc_settings`).
+    """
+
+
+class IdentityProviderError(AlgentaGraphError, RuntimeError):
+    """The identity provider could not be read (its discovery document, keys or token endpoint).
+
+    Unreachable, answering an error, or saying something malformed. Raised while verifying a
+    JWT (the request is refused: no token is accepted on keys that cannot be read) and during the
+    inbox's sign-in with the provider; the message names the URL and the problem
+    (:mod:`algenta_graph.serving.identity_provider`).
+    """
+
+
+class BearerTokenRefused(AlgentaGraphError, PermissionError):
+    """A bearer token presented to the served graph is refused, saying why.
+
+    Raised by the JWT verifier (:mod:`algenta_graph.serving.jwt_bearer`): an expired, not yet
+    valid, wrongly signed, foreign (issuer, audience), unknown-key or disallowed-algorithm token
+    (``status`` 401), or a valid token that grants no role here (``status`` 403). The server
+    answers with ``status`` and the message.
+
+    Args:
+        status: 401 (who the token is cannot be trusted) or 403 (it can, and may do nothing).
+        detail: why (the message).
+    """
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
 
 
 # --------------------------------------------------------------------------- models

@@ -13,17 +13,20 @@ asset in the wheel, no CDN):
 - ``/inbox/decided``: the decided escalations, filtered by operator, gate and outcome.
 
 Who sees what is the API's answer to the operator's own token (:mod:`.queries`): sign in once
-with a token of ``ALGENTA_AUTH_FILE``; an unknown token is refused (401), a token without an
-operator or auditor role too (403); an auditor reads timelines and decisions and answers
-nothing; ``operator:<gate>`` sees and answers only that gate. Without ``ALGENTA_AUTH_FILE`` the
-inbox refuses to start unless ``ALGENTA_INBOX_ALLOW_OPEN=1`` (then anyone who reaches it answers
-under the name they type, as on the open API): the server still starts (it may run open on
-purpose, with its own warning), the inbox says at start-up that it is off and why, and answers
-every request with 503 and that message.
+with a token of ``ALGENTA_AUTH_FILE`` or of the identity provider (pasted, or through the
+provider's own sign-in at ``/inbox/oidc/start``, :mod:`.provider_signin`); an unknown token is
+refused (401), a token without an operator or auditor role too (403); an auditor reads
+timelines and decisions and answers nothing; ``operator:<gate>`` sees and answers only that
+gate. Without ``ALGENTA_AUTH_FILE`` or an identity provider the inbox refuses to start unless
+``ALGENTA_INBOX_ALLOW_OPEN=1`` (then anyone who reaches it answers under the name they type, as
+on the open API): the server still starts (it may run open on purpose, with its own warning),
+the inbox says at start-up that it is off and why, and answers every request with 503 and that
+message.
 
 This module is the routes and the app's start (the refusal to start: :mod:`.startup`); the
-pages are :mod:`.signin` (sign-in and the role check), :mod:`.reading` and :mod:`.answering`,
-rendered by :mod:`.rendering`, behind :mod:`.headers`.
+pages are :mod:`.signin` (sign-in and the role check), :mod:`.provider_signin` (the provider's
+sign-in), :mod:`.reading` and :mod:`.answering`, rendered by :mod:`.rendering`, behind
+:mod:`.headers`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from algenta_graph.inbox import answering, reading
 from algenta_graph.inbox.engine_reads import close_engines
 from algenta_graph.inbox.form_tokens import LoginForms
 from algenta_graph.inbox.headers import SecurityHeaders
+from algenta_graph.inbox.provider_signin import ProviderSignIn
 from algenta_graph.inbox.rendering import HERE, PREFIX
 from algenta_graph.inbox.session import SessionStore
 from algenta_graph.inbox.signin import Handler, Page, SignIn
@@ -68,7 +72,9 @@ def create_app(
         login_forms: the sign-in form's token (default: signed with ``ALGENTA_INBOX_SECRET``,
             see :mod:`algenta_graph.inbox.form_tokens`).
     """
-    sign = SignIn(sessions or SessionStore(), login_forms or LoginForms())
+    forms = login_forms or LoginForms()
+    sign = SignIn(sessions or SessionStore(), forms)
+    provider = ProviderSignIn(sign, forms)
 
     def operators(page: Page) -> Handler:
         return sign.guarded(page, answer=True)
@@ -81,6 +87,9 @@ def create_app(
             Route("/", sign.home),
             Route("/login", sign.login, methods=["GET", "POST"]),
             Route("/logout", sign.logout, methods=["POST"]),
+            # the identity provider's sign-in (authorization code with PKCE)
+            Route("/oidc/start", provider.start),
+            Route("/oidc/callback", provider.callback),
             Route("/queue", operators(reading.queue_page)),
             # the queue's own refresh, every few seconds: not the operator's activity
             Route("/queue/rows", sign.guarded(reading.queue_rows, answer=True, touch=False)),

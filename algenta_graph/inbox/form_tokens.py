@@ -46,8 +46,9 @@ class LoginForms:
     """
 
     def __init__(self, secret: str | None = None) -> None:
-        key = secret or os.environ.get(ENV_SECRET) or _PROCESS_SECRET
-        self._login = URLSafeTimedSerializer(key, salt="algenta-inbox-login")
+        self.key = secret or os.environ.get(ENV_SECRET) or _PROCESS_SECRET
+        """The signing key (what else the inbox signs before a session exists uses it too)."""
+        self._login = URLSafeTimedSerializer(self.key, salt="algenta-inbox-login")
 
     def issue(self) -> tuple[str, str]:
         """``(form token, cookie value)`` of a sign-in form."""

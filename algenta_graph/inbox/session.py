@@ -1,7 +1,8 @@
 """The inbox's sessions: kept on the server, named by an opaque random id in the browser's cookie.
 
-An operator signs in once with a token of the server's tokens file (``ALGENTA_AUTH_FILE``), and
-every page then calls the API **as that operator**, with that token. The browser holds only a
+An operator signs in once with a token of the server's tokens file (``ALGENTA_AUTH_FILE``) or of
+its identity provider (a pasted JWT, or the provider's sign-in), and every page then calls the
+API **as that operator**, with that token. The browser holds only a
 random session id (the cookie :data:`COOKIE`: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` when
 the inbox is reached over HTTPS); the rest is the session record, kept by :class:`SessionStore`
 in the LangGraph server's own store (the store of its ``/store`` API): the one store every
@@ -21,7 +22,10 @@ graph's own namespace, which no API request may read or write
   not count), OWASP ASVS's limits for a session (12 hours, 30 minutes idle) or tighter.
 - **A session ends with its token**: every page re-reads the token in the tokens file
   (:mod:`algenta_graph.inbox.signin`); a revoked token, or one now naming someone else, deletes
-  the record (bringing the token back does not bring the session back).
+  the record (bringing the token back does not bring the session back). A session of the
+  identity provider's JWT ends at the token's ``exp`` too (kept in the record: the session ends
+  then whatever clock skew the API allows); signing in again, with a fresh token, is a new
+  session.
 
 Expired records are deleted when met, and swept at each sign-in.
 """
@@ -86,6 +90,8 @@ class Session:
     """The CSRF token every form of this session carries."""
     key: str = field(default="", repr=False)
     """The record's key in the store (a digest of the session id)."""
+    expires_at: float | None = None
+    """When the token stops being accepted (a JWT's ``exp``), and the session with it."""
 
 
 def session_seconds(environ: Any = None) -> int:
@@ -163,17 +169,37 @@ class SessionStore:
         return found  # type: ignore[no-any-return]
 
     def _ended(self, record: Mapping[str, Any], seen: Any, now: float) -> bool:
-        """Whether a session is past its age (``seen``: its last activity, if any)."""
+        """Whether a session is past its age or its token's (``seen``: its last activity)."""
         created = record.get("created")
         if not isinstance(created, int | float) or now >= created + self.max_age:
+            return True
+        expires = record.get("expires")
+        if expires is not None and (not isinstance(expires, int | float) or now >= expires):
             return True
         last = seen if isinstance(seen, int | float) else created
         return now >= last + self.idle
 
+    def seconds_left(self, expires_at: float | None) -> int:
+        """How long a session created now lasts at most (its cookie's ``max_age``)."""
+        if expires_at is None:
+            return self.max_age
+        return max(0, min(self.max_age, int(expires_at - self._clock())))
+
     async def create(
-        self, token: str, identity: str, roles: tuple[str, ...]
+        self,
+        token: str,
+        identity: str,
+        roles: tuple[str, ...],
+        expires_at: float | None = None,
     ) -> tuple[str, Session]:
-        """A new session: ``(the id the cookie carries, the session)``."""
+        """A new session: ``(the id the cookie carries, the session)``.
+
+        Args:
+            token: the bearer token the inbox calls the API with (sealed in the record).
+            identity: who it is.
+            roles: its roles now.
+            expires_at: when the token expires (a JWT's ``exp``): the session ends then.
+        """
         store = await self._store()
         now = self._clock()
         await self._sweep(store, now)
@@ -186,9 +212,10 @@ class SessionStore:
             "csrf": csrf,
             "token": _sealer(session_id).encrypt(token.encode()).decode("ascii"),
             "created": now,
+            "expires": expires_at,
         }
         await store.aput(NAMESPACE, key, record, index=False)
-        return session_id, Session(token, identity, tuple(roles), csrf, key)
+        return session_id, Session(token, identity, tuple(roles), csrf, key, expires_at)
 
     async def open(self, session_id: str | None, *, touch: bool = True) -> Session | None:
         """The session a cookie names; ``None`` when absent, unknown, ended or expired.
@@ -221,6 +248,7 @@ class SessionStore:
                 tuple(str(r) for r in record["roles"]),
                 str(record["csrf"]),
                 key,
+                record.get("expires"),
             )
         except (LookupError, InvalidToken, TypeError, ValueError):
             await self._delete(store, key)

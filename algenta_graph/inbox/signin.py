@@ -1,12 +1,16 @@
 """Who is asking the inbox: sign-in, sign-out, and the role check in front of every page.
 
-An operator signs in once with a token of ``ALGENTA_AUTH_FILE`` (checked by the server's own
-:func:`~algenta_graph.serving.auth.authenticate`); the session is kept on the server
-(:mod:`algenta_graph.inbox.session`), its cookie an opaque id. Every page then re-reads the
-token's roles (a revoked token, or one now naming someone else, ends the session at once),
-refuses a reader the page's role (403) and turns an API refusal into a page. Signing out ends
-the session on the server. This module renders no page of its own beyond the sign-in form and
-reads no thread (:mod:`~algenta_graph.inbox.answering`, :mod:`~algenta_graph.inbox.reading`).
+An operator signs in once with a token of ``ALGENTA_AUTH_FILE`` or a JWT of the identity
+provider, pasted (checked by the server's own
+:func:`~algenta_graph.serving.auth.authenticated_principal`, the API's one rule), or through the
+provider's own sign-in (:mod:`algenta_graph.inbox.provider_signin`, which ends in
+:meth:`SignIn.start_session` too); the session is kept on the server
+(:mod:`algenta_graph.inbox.session`), its cookie an opaque id, and ends at a JWT's ``exp``.
+Every page then re-reads the token's roles (a revoked or expired token, or one now naming
+someone else, ends the session at once), refuses a reader the page's role (403) and turns an
+API refusal into a page. Signing out ends the session on the server. This module renders no
+page of its own beyond the sign-in form and reads no thread
+(:mod:`~algenta_graph.inbox.answering`, :mod:`~algenta_graph.inbox.reading`).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from algenta_graph.inbox.form_tokens import LOGIN_COOKIE, LOGIN_SECONDS, LoginFo
 from algenta_graph.inbox.rendering import PREFIX, is_secure, refuse, render, safe_next, url
 from algenta_graph.inbox.session import COOKIE, Session, SessionStore
 from algenta_graph.inbox.startup import startup_problem
-from algenta_graph.serving.auth import authenticate
-from algenta_graph.serving.tokens import AUDITOR, OPERATOR, auth_configured, is_operator
+from algenta_graph.serving.auth import authenticated_principal
+from algenta_graph.serving.oidc_settings import oidc_settings
+from algenta_graph.serving.roles import AUDITOR, OPERATOR, Principal, is_operator
+from algenta_graph.serving.tokens import auth_configured
 
 __all__ = ["Handler", "Page", "SignIn", "current_roles", "operator_client"]
 
@@ -118,8 +124,13 @@ class SignIn:
         return response
 
     def login_page(self, request: Request, status: int = 200, error: str | None = None) -> Response:
-        """The sign-in form, with its own CSRF token and cookie."""
+        """The sign-in form (and the provider's sign-in, if set up), with its CSRF token."""
         token, cookie = self.login_forms.issue()
+        try:
+            provider = oidc_settings()
+        except ValueError:  # (the settings' error is on every API answer and the start-up log)
+            provider = None
+        target = safe_next(request.query_params.get("next"))
         response = render(
             request,
             "login.html",
@@ -127,7 +138,11 @@ class SignIn:
             status,
             error=error,
             login_csrf=token,
-            next=safe_next(request.query_params.get("next")),
+            next=target,
+            identity_provider=provider is not None,
+            provider_sign_in=url("oidc", "start", next=target)
+            if provider is not None and provider.sign_in_with_provider
+            else None,
         )
         response.set_cookie(
             LOGIN_COOKIE,
@@ -157,14 +172,34 @@ class SignIn:
             return self.login_page(request, 401, "enter your token")
         if auth_configured():
             try:
-                user = await authenticate(f"Bearer {token}", None, PREFIX)
+                principal = await authenticated_principal(token)
             except Auth.exceptions.HTTPException as exc:
                 return self.login_page(request, exc.status_code, f"sign-in refused: {exc.detail}")
-            identity = str(user["identity"])
-            roles = tuple(str(r) for r in user.get("permissions") or ())
+            if principal is None:  # (the settings changed under the form)
+                return self.login_page(request, 503, "the server's authentication changed: retry")
             api_token = token
         else:  # served open on purpose: the name typed, as on the open API
-            identity, roles, api_token = token, (OPERATOR,), ""
+            principal, api_token = Principal(token, (OPERATOR,)), ""
+        return await self.start_session(request, api_token, principal, form.get("next"))
+
+    async def start_session(
+        self,
+        request: Request,
+        api_token: str,
+        principal: Principal,
+        target: Any,
+        *,
+        via_page: bool = False,
+    ) -> Response:
+        """Sign ``principal`` in (its API token kept in a new session) and go to ``target``.
+
+        The operator inbox is for operators and auditors: anyone else gets a 403 page. An
+        earlier session of this browser ends first; the session ends at the token's expiry.
+        ``via_page``: go on from a page of the inbox rather than by a redirect (after the
+        identity provider's redirect, a cross-site navigation, a browser would not send the
+        new ``SameSite=Strict`` cookie along a redirect).
+        """
+        identity, roles = principal.identity, principal.roles
         if not (is_operator(roles) or AUDITOR in roles):
             return render(
                 request,
@@ -180,14 +215,18 @@ class SignIn:
         earlier = await self.current(request, touch=False)
         if earlier is not None:  # signing in again (as anyone) ends the earlier session
             await self.sessions.end(earlier)
-        session_id, _ = await self.sessions.create(api_token, identity, roles)
+        session_id, _ = await self.sessions.create(api_token, identity, roles, principal.expires_at)
         home = "queue" if is_operator(roles) else "threads"
-        target = safe_next(form.get("next")) or url(home)
-        response = RedirectResponse(target, status_code=303)
+        going = safe_next(target) or url(home)
+        response: Response = (
+            render(request, "signed_in.html", None, target=going, identity=identity)
+            if via_page
+            else RedirectResponse(going, status_code=303)
+        )
         response.set_cookie(
             COOKIE,
             session_id,
-            max_age=self.sessions.max_age,
+            max_age=self.sessions.seconds_left(principal.expires_at),
             httponly=True,
             samesite="strict",
             secure=is_secure(request),
@@ -219,25 +258,29 @@ class SignIn:
 
 
 async def current_roles(session: Session) -> Session:
-    """``session`` with its token's roles as the tokens file says now.
+    """``session`` with its token's roles as the server says now (its tokens file, its provider).
 
     Raises:
-        Auth.exceptions.HTTPException: the token is no longer accepted (401), or it now names
-            someone other than who signed in (401: the session was theirs).
+        Auth.exceptions.HTTPException: the token is no longer accepted (401: revoked, expired),
+            grants no role any more (403), or now names someone other than who signed in (401:
+            the session was theirs).
     """
     if not auth_configured():
         return session
-    user = await authenticate(f"Bearer {session.token}", None, PREFIX)
-    roles = tuple(str(r) for r in user.get("permissions") or ())
-    identity = str(user["identity"])
-    if identity != session.identity:
+    principal = await authenticated_principal(session.token)
+    if principal is None:  # the server's auth was switched off under the session: it ends
+        raise Auth.exceptions.HTTPException(status_code=401, detail="authentication changed")
+    if principal.identity != session.identity:
         raise Auth.exceptions.HTTPException(
             status_code=401,
-            detail=f"the token now names {identity!r}, not {session.identity!r}: sign in again",
+            detail=(
+                f"the token now names {principal.identity!r}, not {session.identity!r}: "
+                "sign in again"
+            ),
         )
-    if roles == session.roles:
+    if principal.roles == session.roles:
         return session
-    return replace(session, roles=roles)
+    return replace(session, roles=principal.roles)
 
 
 @contextlib.asynccontextmanager
