@@ -35,6 +35,7 @@ __all__ = [
     "ModelSetupError",
     "RecordsFileError",
     "RecordsWriteRefused",
+    "ToolCallLostError",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
     "UsageStoreMissing",
@@ -77,6 +78,26 @@ class EngineTimeoutError(EngineConnectionError):
     Raised by the engine connection on opening or on a call, naming the option to raise
     (``timeout=``, ``call_timeout=``).
     """
+
+
+class ToolCallLostError(EngineConnectionError):
+    """The connection to a tool's server closed or reset while a call was in flight.
+
+    The request was sent and its answer never came (the server stopped, was killed, or ended
+    the answer without the result), so **the call may have run**: it must not be sent again
+    blindly. Raised by the engine connection as soon as the connection is gone, never after
+    waiting out ``call_timeout``; the message names the server, its URL and the tool, and says
+    what to check instead of retrying.
+
+    Args:
+        message: what was lost, and what to check.
+        url: the server's endpoint (kept as ``url``).
+        tool: the tool whose call was lost, its name on its server (kept as ``tool``).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, tool: str) -> None:
+        super().__init__(message, url=url)
+        self.tool = tool
 
 
 class ToolNotInProfileError(AlgentaGraphError):

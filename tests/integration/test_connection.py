@@ -45,6 +45,7 @@ from algenta_graph.errors import (
     EngineAuthError,
     EngineConnectionError,
     EngineTimeoutError,
+    ToolCallLostError,
     ToolNotInProfileError,
 )
 from algenta_graph.governance.contract import resolve_profile
@@ -654,6 +655,9 @@ async def test_a_slow_call_times_out_naming_the_tool_and_the_session_survives(
             await c.call_tool("slow", {"seconds": 3}, tool_call_id="s")
         text = str(info.value)
         assert "'slow'" in text and "0.5 s" in text and wire.url in text
+        # it was sent and may still run: nothing invites sending it again
+        assert "may have run" in text and "do not call it again" in text
+        assert "raise" not in text and "if it is just slow" not in text
         fast = await c.call_tool("slow", {"seconds": 0}, tool_call_id="f")
         assert fast.status == "success"
         assert c.sessions_opened == 1
@@ -825,8 +829,10 @@ async def test_an_engine_killed_mid_answer_fails_that_call_at_once(
             with pytest.raises(EngineConnectionError) as info:
                 await call
             # it failed on the lost connection, not by waiting out call_timeout
-            assert not isinstance(info.value, EngineTimeoutError)
+            assert isinstance(info.value, ToolCallLostError)
+            assert info.value.tool == "execute_decision"
             assert "lost the connection" in str(info.value) and url in str(info.value)
+            assert "may have run" in str(info.value)
             proc.wait(timeout=10)
             proc = await asyncio.to_thread(_engine_process, port, db)
             back = await c.call_tool("get_contract", {}, tool_call_id="3")
