@@ -33,6 +33,7 @@ __all__ = [
     "InboxConfigError",
     "ModelPackageMissingError",
     "ModelSetupError",
+    "OperatorCredentialMissing",
     "RecordsFileError",
     "RecordsWriteRefused",
     "ToolCallLostError",
@@ -164,6 +165,18 @@ class DecidedClaim(Protocol):
     def done(self) -> bool:
         """Whether the answer's side effects finished."""
         ...
+
+
+class OperatorCredentialMissing(AlgentaGraphError, PermissionError):
+    """An override was to be sent without an operator credential: it is refused, not sent.
+
+    Raised by :meth:`~algenta_graph.connection.engine.EngineConnection.execute_as_operator`
+    before anything is sent, when the call carries ``force`` or ``override_safety`` and the
+    connection has no operator credential of its own (``operator_api_key``) nor was told that
+    its one key is also the operator credential (``operator_key_is_agent_key=True``, for a
+    relaxed local engine). The message names both settings; the model-facing session never
+    carries an override.
+    """
 
 
 class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from cli_support import cli
 from crm_support import CrmServer, running_crm
-from graph_support import agent, config, execute, log_decision
+from graph_support import RELAXED_ENGINE, agent, config, execute, log_decision
 from langgraph.types import Command
 
 from algenta_graph.audit.chain import ENV_AUDIT_KEY
@@ -65,7 +65,9 @@ async def test_the_flows_the_graph_runs_verify_intact_through_every_checkpoint(
     db = tmp_path / "flows.sqlite"
     gates = ToolGates(require_approval=["crm.delete_customer"])
     extra = {"crm": crm.connection()}
-    async with EngineConnection(engine.url, profile="execute", extra_servers=extra) as conn:
+    async with EngineConnection(
+        engine.url, profile="execute", extra_servers=extra, **RELAXED_ENGINE
+    ) as conn:
         shaky = await log_decision(conn, confidence=0.3)
         replies = [
             execute(shaky, webhook.url, "c1"),  # escalated (answered last)
