@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -394,14 +394,25 @@ def _pg_rewrite_blob(url: str, channel: str, version: str, change: Callable[[Any
         )
 
 
+async def _pg_thread(
+    postgres_server: Any,  # noqa: F811
+    thread: Callable[[ReferenceEngine, WebhookReceiver, Any], Awaitable[None]],
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+) -> str:
+    """A new database holding ``thread``'s checkpoints; its URL."""
+    url = postgres_server.create_database()
+    async with open_checkpointer(url) as saver:
+        await thread(engine, webhook, saver)
+    return str(url)
+
+
 async def test_every_checkpoint_is_verified_in_postgres_too(
     postgres_server: Any,  # noqa: F811
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
 ) -> None:
-    url = postgres_server.create_database()
-    async with open_checkpointer(url) as saver:
-        await _governed_thread(engine, webhook, saver)
+    url = await _pg_thread(postgres_server, _governed_thread, engine, webhook)
     versions = _pg_versions(url, "receipts")
     before = _pg_snapshot(url)
     code, out = _verify(url)
@@ -421,9 +432,7 @@ async def test_every_checkpoint_is_verified_in_postgres_too(
     assert f"receipts[0] in checkpoint {first_user}" in out and "hash mismatch" in out
 
     # the receipt deleted from the latest version of the list (the one before still has it)
-    other = postgres_server.create_database()
-    async with open_checkpointer(other) as saver:
-        await _governed_thread(engine, webhook, saver)
+    other = await _pg_thread(postgres_server, _governed_thread, engine, webhook)
     receipts = _pg_versions(other, "receipts")
     last = receipts[-1][1]
     assert last is not None and _has_receipt(other, last)
@@ -439,9 +448,7 @@ async def test_a_record_deleted_where_it_first_appears_is_named_in_postgres_too(
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
 ) -> None:
-    url = postgres_server.create_database()
-    async with open_checkpointer(url) as saver:
-        await _declined_thread(engine, webhook, saver)
+    url = await _pg_thread(postgres_server, _declined_thread, engine, webhook)
     code, out = _verify(url)
     assert code == 0 and "t1: ok: 2 record(s)" in out, out
     denials = _pg_versions(url, "denials")
@@ -467,9 +474,7 @@ async def test_what_the_history_cannot_show_a_kept_head_does(
     it too): the step's writes, which the store keeps, still show it. The documented limit:
     with those writes deleted too, the history is one in which it was never written; only a
     head exported before shows it (a truncated tail)."""
-    url = postgres_server.create_database()
-    async with open_checkpointer(url) as saver:
-        await _governed_thread(engine, webhook, saver)
+    url = await _pg_thread(postgres_server, _governed_thread, engine, webhook)
     exported = cli("receipts", "--db", url, "--jsonl", timeout=120)
     assert exported.returncode == 0, exported.stderr
     heads = tmp_path / "heads.jsonl"

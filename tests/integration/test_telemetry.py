@@ -580,7 +580,7 @@ async def test_no_token_key_or_url_credential_reaches_a_trace(
                 meter_provider=telemetry.meter_provider,
                 capture_content=capture,
             )
-            cfg = {**config("t"), "callbacks": [recorder]}
+            cfg: Any = {**config("t"), "callbacks": [recorder]}
             await graph.ainvoke({"messages": [("user", "go")]}, cfg)
             out = await graph.ainvoke(OVERRIDE, cfg)
     assert out["receipts"][-1]["safety_overridden"] is True  # sent with the operator key
