@@ -2,7 +2,9 @@
 
 :func:`running_crm` serves ``lookup_customer``, ``delete_customer`` and ``refund`` (and, as a
 second server, the same names again: a look-alike) on a free port, and counts every call each
-tool really received, so a test can prove what ran and how often.
+tool really received, so a test can prove what ran and how often. ``destructive=True`` adds
+``purge_customer``, which the server marks ``destructiveHint: true`` (MCP tool annotations), and
+``email_customer`` (an address and a body).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
 
 from algenta_graph._serve import BackgroundServer
 
@@ -44,9 +47,23 @@ class CrmServer:
         }
 
 
-def crm_app(server: CrmServer, label: str) -> Any:
+def crm_app(server: CrmServer, label: str, destructive: bool = False) -> Any:
     """The CRM's ASGI app (refuses a request without the bearer token)."""
     mcp = FastMCP(label, stateless_http=True, json_response=True, log_level="WARNING")
+
+    if destructive:
+
+        @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+        def purge_customer(account_id: str) -> dict[str, Any]:
+            """Erase every record of a customer, irreversibly."""
+            server.calls.append(("purge_customer", {"account_id": account_id}))
+            return {"purged": account_id}
+
+        @mcp.tool()
+        def email_customer(address: str, body: str) -> dict[str, Any]:
+            """Send an email to a customer's address."""
+            server.calls.append(("email_customer", {"address": address, "body": body}))
+            return {"sent": address}
 
     @mcp.tool()
     def lookup_customer(account_id: str) -> dict[str, Any]:
@@ -91,10 +108,10 @@ def crm_app(server: CrmServer, label: str) -> Any:
 
 
 @contextlib.contextmanager
-def running_crm(label: str = "crm") -> Iterator[CrmServer]:
+def running_crm(label: str = "crm", *, destructive: bool = False) -> Iterator[CrmServer]:
     """Serve a CRM on a free port; stop it afterwards."""
     server = CrmServer(url="")
-    background = BackgroundServer(crm_app(server, label), name=f"{label}-fastmcp")
+    background = BackgroundServer(crm_app(server, label, destructive), name=f"{label}-fastmcp")
     background.start()
     server.url = f"http://127.0.0.1:{background.port}/mcp"
     try:
