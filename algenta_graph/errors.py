@@ -40,8 +40,10 @@ __all__ = [
     "ModelSetupError",
     "NoEscalationPending",
     "OIDCConfigError",
+    "OperatorCredentialMissing",
     "RecordsFileError",
     "RecordsWriteRefused",
+    "ToolCallLostError",
     "ToolGatesError",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
@@ -85,6 +87,26 @@ class EngineTimeoutError(EngineConnectionError):
     Raised by the engine connection on opening or on a call, naming the option to raise
     (``timeout=``, ``call_timeout=``).
     """
+
+
+class ToolCallLostError(EngineConnectionError):
+    """The connection to a tool's server closed or reset while a call was in flight.
+
+    The request was sent and its answer never came (the server stopped, was killed, or ended
+    the answer without the result), so **the call may have run**: it must not be sent again
+    blindly. Raised by the engine connection as soon as the connection is gone, never after
+    waiting out ``call_timeout``; the message names the server, its URL and the tool, and says
+    what to check instead of retrying.
+
+    Args:
+        message: what was lost, and what to check.
+        url: the server's endpoint (kept as ``url``).
+        tool: the tool whose call was lost, its name on its server (kept as ``tool``).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, tool: str) -> None:
+        super().__init__(message, url=url)
+        self.tool = tool
 
 
 class ToolNotInProfileError(AlgentaGraphError):
@@ -165,6 +187,18 @@ class DecidedClaim(Protocol):
     def done(self) -> bool:
         """Whether the answer's side effects finished."""
         ...
+
+
+class OperatorCredentialMissing(AlgentaGraphError, PermissionError):
+    """An override was to be sent without an operator credential: it is refused, not sent.
+
+    Raised by :meth:`~algenta_graph.connection.engine.EngineConnection.execute_as_operator`
+    before anything is sent, when the call carries ``force`` or ``override_safety`` and the
+    connection has no operator credential of its own (``operator_api_key``) nor was told that
+    its one key is also the operator credential (``operator_key_is_agent_key=True``, for a
+    relaxed local engine). The message names both settings; the model-facing session never
+    carries an override.
+    """
 
 
 class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):

@@ -277,6 +277,7 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
             engine.url,
             profile="execute",
             extra_servers={"shadow": {"transport": "streamable_http", "url": shadow_url}},
+            operator_key_is_agent_key=True,  # the reference engine here has no keys
         )
         async with (
             connection as conn,

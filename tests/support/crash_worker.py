@@ -62,6 +62,7 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.types import Command
 
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
@@ -79,10 +80,13 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
 
     async with (
         aiosqlite.connect(job["db"], timeout=BUSY_TIMEOUT_SECONDS) as db,
+        # the reference engine has no keys: its one (absent) key is the operator credential too
+        EngineConnection(
+            job["engine_url"], profile="execute", operator_key_is_agent_key=True
+        ) as conn,
         governed_agent(
             DemoChatModel(),
-            base_url=job["engine_url"],
-            profile="execute",
+            connection=conn,
             checkpointer=AsyncSqliteSaver(db),
             ledger=job["db"],  # the processes that crash and resume share it
         ) as graph,

@@ -103,11 +103,17 @@ def tool_messages(values: Mapping[str, Any]) -> list[ToolMessage]:
     return [m for m in values["messages"] if isinstance(m, ToolMessage)]
 
 
+RELAXED_ENGINE: dict[str, Any] = {"operator_key_is_agent_key": True}
+"""How the tests connect to a reference engine without keys (a relaxed local engine): its one
+credential (none) is also the operator credential, said explicitly; without it an override is
+refused before it is sent (``OperatorCredentialMissing``)."""
+
+
 @contextlib.asynccontextmanager
 async def open_connection(
     engine: ReferenceEngine, profile: str = "execute"
 ) -> AsyncIterator[EngineConnection]:
-    async with EngineConnection(engine.url, profile=profile) as conn:
+    async with EngineConnection(engine.url, profile=profile, **RELAXED_ENGINE) as conn:
         yield conn
 
 
