@@ -64,6 +64,10 @@ class AgentConfig(ConfigTable):
     operator_api_key: SecretSetting = None
     """The operator path's own engine credential, ``{env = "NAME"}``
     (``ALGENTA_OPERATOR_API_KEY`` wins)."""
+    operator_key_is_agent_key: bool = False
+    """Without ``operator_api_key``, whether the one ``api_key`` is also the operator credential
+    (a relaxed local engine; ``ALGENTA_OPERATOR_KEY_IS_AGENT_KEY`` wins). Off by default: an
+    override without an operator credential is then refused, never sent."""
     profile: str = DEFAULT_PROFILE
     """The tool profile: ``observe``, ``govern``, ``execute`` or ``full``; a run may only
     narrow it."""

@@ -363,3 +363,7 @@ class TelemetryTable(ConfigTable):
     """The collector's base URL (default ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
     service_name: Annotated[str, Field(min_length=1)] = "algenta-graph"
     """The ``service.name`` resource attribute (``OTEL_SERVICE_NAME`` wins)."""
+    capture_content: bool = False
+    """Record tool argument values and results on spans and runs (off: names and outcomes
+    only). ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set to ``SPAN_ONLY``,
+    ``SPAN_AND_EVENT`` or ``true`` turns it on, to ``NO_CONTENT`` or ``false`` off."""

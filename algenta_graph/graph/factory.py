@@ -85,6 +85,7 @@ async def create_governed_agent(
     base_url: str | None = None,
     api_key: str | None = None,
     operator_api_key: str | None = None,
+    operator_key_is_agent_key: bool | None = None,
     profile: str | None = None,
     top_k: int | None = None,
     on_denial: Mapping[str, str] | str | None = None,
@@ -130,6 +131,10 @@ async def create_governed_agent(
         operator_api_key: the engine credential of the operator path alone (an engine key
             with the operator role; default ``ALGENTA_OPERATOR_API_KEY``): the override flags
             are sent with it, the model's calls never are.
+        operator_key_is_agent_key: without ``operator_api_key``, ``True`` says the engine takes
+            ``api_key`` as the operator credential too (a relaxed local engine); otherwise an
+            override is refused, never sent over the model's session (default the
+            configuration's, ``False``).
         profile: the tool profile (default ``"observe"``). With ``connection=`` the
             connection's profile applies and ``profile`` may only narrow it.
         top_k: how many tools retrieval binds per turn (an int >= 1; default 5).
@@ -219,10 +224,12 @@ async def create_governed_agent(
         base_url is not None
         or api_key is not None
         or operator_api_key is not None
+        or operator_key_is_agent_key is not None
         or extra_servers is not None
     ):
         raise ValueError(
-            "pass either connection= or base_url/api_key/operator_api_key/extra_servers, not both"
+            "pass either connection= or base_url/api_key/operator_api_key/"
+            "operator_key_is_agent_key/extra_servers, not both"
         )
     if usage is None and cfg.usage is not None:
         from algenta_graph.retrieval.usage import UsageSignal
@@ -266,6 +273,11 @@ async def create_governed_agent(
                 api_key=api_key if api_key is not None else resolved.api_key,
                 operator_api_key=(
                     operator_api_key if operator_api_key is not None else resolved.operator_api_key
+                ),
+                operator_key_is_agent_key=(
+                    cfg.operator_key_is_agent_key
+                    if operator_key_is_agent_key is None
+                    else operator_key_is_agent_key
                 ),
                 profile=profile or cfg.profile,
                 extra_servers=extra_servers
@@ -318,7 +330,7 @@ async def create_governed_agent(
             from algenta_graph.telemetry.otlp import configure_otlp_once
 
             configure_otlp_once(cfg.telemetry.endpoint, service_name=cfg.telemetry.service_name)
-        compiled = instrument(compiled)
+        compiled = instrument(compiled, capture_content=cfg.telemetry.capture_content)
     except BaseException:
         await stack.aclose()
         raise

@@ -16,7 +16,9 @@ which win over the file (the server's process environment, or the ``env`` file n
 - ``ALGENTA_API_KEY``: bearer token for the engine (default: none).
 - ``ALGENTA_OPERATOR_API_KEY``: the engine credential of the operator path alone (a key with the
   engine's operator role): overrides are sent with it after an operator's answer, never the
-  model's calls (default: none; the operator path then uses ``ALGENTA_API_KEY``).
+  model's calls (default: none; an override is then refused, unless
+  ``ALGENTA_OPERATOR_KEY_IS_AGENT_KEY=1`` says ``ALGENTA_API_KEY`` is the operator credential
+  too, for a relaxed local engine).
 - ``ALGENTA_PROFILE``: ``observe`` (default), ``govern``, ``execute`` or ``full``.
 - ``ALGENTA_MODEL``: an ``init_chat_model`` string (``"openai:gpt-5"``), or ``demo`` (default)
   for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
@@ -214,7 +216,15 @@ class ServerSettings:
             c.profile,
             c.connect_timeout,
             c.call_timeout,
-            c.model_dump(mode="json", include={"api_key", "operator_api_key", "extra_servers"}),
+            c.model_dump(
+                mode="json",
+                include={
+                    "api_key",
+                    "operator_api_key",
+                    "operator_key_is_agent_key",
+                    "extra_servers",
+                },
+            ),
             self.secrets,
         ]
         return json.dumps(parts, sort_keys=True, default=str)
@@ -339,6 +349,7 @@ async def _connection(
             api_key=resolved.api_key or "",
             # "": no operator credential of its own (never the process environment again)
             operator_api_key=resolved.operator_api_key or "",
+            operator_key_is_agent_key=config.operator_key_is_agent_key,
             profile=config.profile,
             extra_servers=resolved.extra_servers,
         )  # EngineConnectionError naming the URL; nothing is cached then
