@@ -15,7 +15,8 @@ never an in-memory fallback without saying so):
 Each must refuse before it serves anything (the server exits at start-up, or the graph is not
 built), with one error that names ``ALGENTA_LEDGER`` (served) or ``ledger=`` (library). The
 served ones then start with ``ALGENTA_LEDGER`` set and run a turn, so the refusal is the
-missing ledger's and nothing else's.
+missing ledger's and nothing else's; and a deployment that declares itself one process
+(``ALGENTA_SINGLE_PROCESS=1``, ``single_process=True``) starts on the same saver.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from algenta_graph.errors import AlgentaGraphError
 pytestmark = pytest.mark.timeout(600)
 
 ENV_LEDGER = "ALGENTA_LEDGER"
+ENV_SINGLE_PROCESS = "ALGENTA_SINGLE_PROCESS"
 SERVED_SAVERS = {
     "served-sqlite-subclass": "deployment_savers.unknown_sqlite_checkpointer",
     "served-postgres-wrapper": "deployment_savers.delegating_postgres_checkpointer",
@@ -93,6 +95,7 @@ def test_a_served_graph_on_an_unknown_saver_refuses_to_start_without_a_ledger(
     name, database = served
     without = _start(name, parts, database)
     ledger = _start(name, parts, database, **{ENV_LEDGER: database})
+    one = _start(name, parts, database, **{ENV_SINGLE_PROCESS: "1"}) if "sqlite" in name else None
     figure(
         "deployment_refusal",
         shape=name,
@@ -100,10 +103,12 @@ def test_a_served_graph_on_an_unknown_saver_refuses_to_start_without_a_ledger(
         at_startup=int(without.at_startup),
         names_the_setting=int(ENV_LEDGER in without.said),
         serves_with_ledger=int(not ledger.refused),
+        serves_declared_one_process="-" if one is None else int(not one.refused),
     )
     assert without.refused, f"{name} served a run without a shared ledger:\n{without.said[-3000:]}"
     assert ENV_LEDGER in without.said, without.said[-3000:]
     assert not ledger.refused, f"{name} with {ENV_LEDGER} set:\n{ledger.said[-3000:]}"
+    assert one is None or not one.refused, f"{name} declared one process:\n{one.said[-3000:]}"
 
 
 @pytest.mark.parametrize("shape", ["library-subclass", "library-wrapper"])
@@ -113,7 +118,7 @@ async def test_the_library_on_an_unknown_saver_refuses_to_build_without_a_ledger
     import aiosqlite
 
     from algenta_graph.connection.engine import EngineConnection
-    from algenta_graph.graph import create_governed_agent
+    from algenta_graph.graph import aclose_governed_agent, create_governed_agent
     from algenta_graph.models import DemoChatModel
 
     async with (
@@ -123,5 +128,10 @@ async def test_the_library_on_an_unknown_saver_refuses_to_build_without_a_ledger
         saver = library_saver(shape, conn)
         with pytest.raises(AlgentaGraphError) as refused:
             await create_governed_agent(DemoChatModel(), connection=engine, checkpointer=saver)
-    figure("deployment_refusal", shape=shape, refused_without_ledger=1)
-    assert "ledger=" in str(refused.value), refused.value
+        assert "ledger=" in str(refused.value), refused.value
+        # declared one process, the same saver builds (its ledger: this process's memory)
+        declared = await create_governed_agent(
+            DemoChatModel(), connection=engine, checkpointer=saver, single_process=True
+        )
+        await aclose_governed_agent(declared)
+    figure("deployment_refusal", shape=shape, refused_without_ledger=1, builds_declared=1)
