@@ -118,6 +118,11 @@ async def _hold(dep: Deployment, worker: Worker, thread: str, account: str) -> s
     return str(asked["escalation_id"])
 
 
+def _account() -> str:
+    """A new CRM account: each round's calls are counted by theirs."""
+    return f"acct-{uuid.uuid4().hex[:10]}"
+
+
 def _decided(values: dict[str, Any], escalation: str) -> list[dict[str, Any]]:
     return [
         d for d in values.get("operator_decisions") or [] if d.get("escalation_id") == escalation
@@ -256,7 +261,7 @@ async def test_a_cancelled_budgeted_call_is_never_sent_again_and_counts_against_
         first, second = dep.workers
         for _ in range(2):
             tally.rounds += 1
-            account = f"acct-{uuid.uuid4().hex[:10]}"
+            account = _account()
             ask = f"refund account_id={account} amount=5"
             thread = await first.new_thread()
             crm.hold("refund")
@@ -301,7 +306,7 @@ async def test_a_held_call_approved_on_the_original_and_a_copy_runs_once(
         first, second = dep.workers
         for copy_first in (False, True):
             tally.rounds += 1
-            account = f"acct-{uuid.uuid4().hex[:10]}"
+            account = _account()
             thread = await first.new_thread()
             escalation = await _hold(dep, first, thread, account)
             copy = await dep.copy(thread)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -43,7 +43,8 @@ class UnknownSqliteSaver(AsyncSqliteSaver):
 
 
 class DelegatingSaver(BaseCheckpointSaver[Any]):
-    """A thin wrapper: every call goes to ``inner`` unchanged.
+    """A thin wrapper: every async call goes to ``inner`` unchanged (an async graph makes no
+    other).
 
     Args:
         inner: the saver that really keeps the checkpoints.
@@ -61,41 +62,6 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
     def get_next_version(self, current: Any, channel: None) -> Any:
         """The inner saver's versions."""
         return self.inner.get_next_version(current, channel)
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Delegated."""
-        return self.inner.get_tuple(config)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Delegated."""
-        return self.inner.list(config, filter=filter, before=before, limit=limit)
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Delegated."""
-        return self.inner.put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Delegated."""
-        self.inner.put_writes(config, writes, task_id, task_path)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Delegated."""

@@ -42,7 +42,6 @@ from typing import Any, Protocol
 import httpx
 from deployment_savers import DelegatingSaver, UnknownSqliteSaver
 from guarantee_support import figure
-from inflight_crm import TOKEN as CRM_TOKEN
 from inflight_crm import InflightCrm
 from served_support import CONFIG, bearer, langgraph_dev, user_turn, write_auth_file
 
@@ -93,7 +92,6 @@ class Parts:
         path.write_text(
             f'base_url = "{self.engine.url}"\nprofile = "execute"\nmodel = "demo"\n\n'
             f'[extra_servers.crm]\ntransport = "streamable_http"\nurl = "{self.crm.url}"\n'
-            'headers = { Authorization = { env = "DEPLOYMENT_CRM_TOKEN", prefix = "Bearer " } }\n'
             f"\n[tool_gates]\nrequire_approval = {json.dumps(TOOL_GATES['require_approval'])}\n"
             + budgets
         )
@@ -208,13 +206,12 @@ def served_config(checkpointer: str | None) -> dict[str, Any]:
 
 
 def served_env(parts: Parts, **extra: str) -> dict[str, str]:
-    """A served shape's environment: its configuration file, the auth file, the CRM's token,
-    this directory on the server's path (for the savers a test names), and ``extra``."""
+    """A served shape's environment: its configuration file, the auth file, this directory on
+    the server's path (for the savers a test names), and ``extra``."""
     path = os.pathsep.join(p for p in (str(SUPPORT), os.environ.get("PYTHONPATH", "")) if p)
     return {
         "ALGENTA_CONFIG": str(parts.config_file()),
         "ALGENTA_AUTH_FILE": str(write_auth_file(parts.root / "auth.json", TOKENS)),
-        "DEPLOYMENT_CRM_TOKEN": CRM_TOKEN,
         "PYTHONPATH": path,
         **extra,
     }

@@ -1,11 +1,12 @@
 """A real CRM over MCP whose calls a test can hold in flight: what a cancelled gated call meets.
 
-:func:`running_inflight_crm` serves ``refund`` and ``delete_customer`` (FastMCP, streamable HTTP,
-a bearer token) on a free port, in a thread of the test's process, so a ``langgraph dev``
-subprocess, a library graph and the test all see one CRM. It counts every call each tool really
+:func:`running_inflight_crm` serves ``refund`` and ``delete_customer`` (FastMCP, streamable
+HTTP) on a free port, in a thread of the test's process, so a ``langgraph dev`` subprocess, a
+library graph and the test all see one CRM. It counts every call each tool really
 received, per account, and :meth:`InflightCrm.hold` makes the next call of a tool wait (without
 blocking the server's event loop) until the test releases it: the call is then in flight at the
-CRM while the test cancels the run that sent it.
+CRM while the test cancels the run that sent it. (The CRM of the gate tests, ``crm_support``,
+checks a bearer token; this one does not: what it proves is how often a call ran.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from mcp.server.fastmcp import FastMCP
 
 from algenta_graph._serve import BackgroundServer
 
-TOKEN = "crm-inflight-s3cret"
 HOLD_SECONDS = 120.0
 """The longest a held call waits for its release (then it answers anyway)."""
 
@@ -67,12 +67,8 @@ class InflightCrm:
             held.released.set()
 
     def connection(self) -> dict[str, Any]:
-        """Its ``extra_servers`` entry for a library graph (the token given literally)."""
-        return {
-            "transport": "streamable_http",
-            "url": self.url,
-            "headers": {"Authorization": f"Bearer {TOKEN}"},
-        }
+        """Its ``extra_servers`` entry."""
+        return {"transport": "streamable_http", "url": self.url}
 
     async def _arrive(self, tool: str, args: dict[str, Any]) -> None:
         with self._lock:
@@ -99,18 +95,7 @@ def _app(crm: InflightCrm) -> Any:
         await crm._arrive("delete_customer", {"account_id": account_id, "reason": reason})
         return {"deleted": account_id}
 
-    inner = mcp.streamable_http_app()
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = dict(scope["headers"]).get(b"authorization", b"").decode()
-            if given != f"Bearer {TOKEN}":
-                await send({"type": "http.response.start", "status": 401, "headers": []})
-                await send({"type": "http.response.body", "body": b"unauthorized"})
-                return
-        await inner(scope, receive, send)
-
-    return app
+    return mcp.streamable_http_app()
 
 
 @contextlib.contextmanager
