@@ -134,9 +134,20 @@ def _env_overrides(
         raw = text(key)
         if raw is not None:
             values[key] = raw
-    for key in ("api_key", "operator_api_key"):
+    for key in ("api_key", "operator_api_key", "ledger"):
         if text(key) is not None:
             values[key] = {"env": ENV_VARIABLES[key]}
+    raw = text("single_process")
+    if raw is not None:
+        flag = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+        if raw.lower() in flag:
+            values["single_process"] = flag[raw.lower()]
+        else:
+            problems.append(
+                ConfigProblem(
+                    sources["single_process"], "single_process", f"must be 1 or 0, not {raw!r}"
+                )
+            )
     raw = text("top_k")
     if raw is not None:
         try:

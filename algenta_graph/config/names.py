@@ -21,6 +21,14 @@ ENV_PROFILE = "ALGENTA_PROFILE"
 ENV_MODEL = "ALGENTA_MODEL"
 ENV_TOP_K = "ALGENTA_TOP_K"
 ENV_ON_DENIAL = "ALGENTA_ON_DENIAL"
+ENV_LEDGER = "ALGENTA_LEDGER"
+"""The ledger every process serving the graph shares: ``memory``, a SQLite file, a
+``postgresql://`` URL."""
+ENV_SINGLE_PROCESS = "ALGENTA_SINGLE_PROCESS"
+"""``1`` / ``true``: the deployment declares itself one process (its ledger is in memory)."""
+ENV_CHECKPOINTER = "ALGENTA_CHECKPOINTER"
+"""The served graph's checkpoint store (``server_checkpointer``): a ``postgresql://`` URL or a
+SQLite file."""
 ENV_VARIABLES: Mapping[str, str] = {
     "base_url": ENV_BASE_URL,
     "api_key": ENV_API_KEY,
@@ -29,6 +37,8 @@ ENV_VARIABLES: Mapping[str, str] = {
     "model": ENV_MODEL,
     "top_k": ENV_TOP_K,
     "on_denial": ENV_ON_DENIAL,
+    "ledger": ENV_LEDGER,
+    "single_process": ENV_SINGLE_PROCESS,
 }
 """``{key: the environment variable that wins over the file for it}``."""
 

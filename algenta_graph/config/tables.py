@@ -132,6 +132,29 @@ def _check_url(url: str) -> str:
 Url = Annotated[str, AfterValidator(_check_url)]
 
 
+def _ledger(value: Any) -> Any:
+    """A ledger: ``"memory"``, a SQLite path, a ``postgresql://`` URL, or ``{env = "NAME"}``."""
+    if value is None or isinstance(value, EnvSecret):
+        return value
+    if isinstance(value, Mapping):
+        return EnvSecret.model_validate(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            'must be "memory", a SQLite file path, a postgresql:// URL or {env = "NAME"}'
+        )
+    parts = urlsplit(value.strip()) if "://" in value else None
+    if parts is not None and parts.password:
+        raise ValueError(
+            'a password in the URL is a secret: use {env = "NAME"} (or ALGENTA_LEDGER) instead'
+        )
+    return value.strip()
+
+
+LedgerSetting = Annotated[str | EnvSecret | None, BeforeValidator(_ledger)]
+"""Where the ledger lives (:mod:`algenta_graph.ledger`); a URL with a password from the
+environment."""
+
+
 class HttpServer(ConfigTable):
     """An extra MCP server over streamable HTTP or SSE (``langchain-mcp-adapters``'s shape)."""
 

@@ -61,8 +61,12 @@ async def _governed_thread(engine: ReferenceEngine, webhook: WebhookReceiver, sa
         model = ScriptedChatModel(
             replies=[execute(ok, webhook.url, "c1"), "sent", execute(low, webhook.url, "c2"), "no"]
         )
-        graph = await create_governed_agent(
-            model, connection=conn, checkpointer=saver, on_denial={"confidence": "report"}
+        graph = await create_governed_agent(  # one process: its ledger may be in memory
+            model,
+            connection=conn,
+            checkpointer=saver,
+            on_denial={"confidence": "report"},
+            single_process=True,
         )
         await graph.ainvoke({"messages": [("user", "one")]}, config("t1"))
         await graph.ainvoke({"messages": [("user", "two")]}, config("t1"))
@@ -274,7 +278,9 @@ async def test_a_branched_history_verifies_along_each_branch(
         async with open_connection(engine) as conn:
             other = await log_decision(conn)
             model = ScriptedChatModel(replies=[execute(other, webhook.url, "c3"), "again"])
-            graph = await create_governed_agent(model, connection=conn, checkpointer=saver)
+            graph = await create_governed_agent(
+                model, connection=conn, checkpointer=saver, ledger=str(db)
+            )
             history = [s async for s in graph.aget_state_history(config("t1"))]
             end_of_turn_one = next(
                 s

@@ -293,7 +293,11 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
             for n, case in enumerate(cases):
                 model = ScriptedChatModel(replies=_replies(case["calls"]))
                 graph = await create_governed_agent(
-                    model, connection=conn, checkpointer=saver, on_denial=REPORT_ALL
+                    model,
+                    connection=conn,
+                    checkpointer=saver,
+                    ledger=str(tmp_path / "cp.sqlite"),
+                    on_denial=REPORT_ALL,
                 )
                 out = await graph.ainvoke(
                     {"messages": [("user", f"attempt {case['label']}")]},

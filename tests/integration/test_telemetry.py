@@ -144,7 +144,10 @@ async def test_one_trace_from_retrieval_to_the_receipt(
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    ledger=str(tmp_path / "cp.sqlite"),
                 )
             )
             first = await graph.ainvoke({"messages": [("user", "execute both")]}, config("t"))
@@ -310,7 +313,10 @@ async def test_a_crash_and_resume_keep_the_deliverys_trace_id(
         async with CrashBeforeReceiptIsSaved.from_conn_string(db) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    ledger=db,
                 )
             )
             with pytest.raises(RuntimeError, match="process died"):
@@ -321,7 +327,10 @@ async def test_a_crash_and_resume_keep_the_deliverys_trace_id(
     async with open_connection(engine) as conn2, AsyncSqliteSaver.from_conn_string(db) as saver2:
         graph2 = telemetry.instrument(
             await create_governed_agent(
-                ScriptedChatModel(replies=["delivered"]), connection=conn2, checkpointer=saver2
+                ScriptedChatModel(replies=["delivered"]),
+                connection=conn2,
+                checkpointer=saver2,
+                ledger=db,
             )
         )
         out = await graph2.ainvoke(None, config("t"))
@@ -388,7 +397,10 @@ async def test_langchain_runs_carry_the_governance(
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    ledger=str(tmp_path / "cp.sqlite"),
                 )
             )
             cfg = {**config("t"), "callbacks": [recorder]}
@@ -463,7 +475,10 @@ async def test_the_receipts_command_shows_each_receipts_trace_id(
         async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    ledger=str(db),
                 )
             )
             out = await graph.ainvoke({"messages": [("user", "go")]}, config("t1"))

@@ -65,7 +65,7 @@ async def wired(
             AsyncSqliteSaver.from_conn_string(str(db)) as saver,
         ):
             graph = await create_governed_agent(
-                standin.chat_model(), connection=conn, checkpointer=saver, **options
+                standin.chat_model(), connection=conn, checkpointer=saver, ledger=str(db), **options
             )
             yield graph, standin, conn
 

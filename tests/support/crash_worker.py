@@ -82,6 +82,7 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
             base_url=job["engine_url"],
             profile="execute",
             checkpointer=AsyncSqliteSaver(db),
+            ledger=job["db"],  # the processes that crash and resume share it
         ) as graph,
     ):
         saver = graph.checkpointer

@@ -99,7 +99,9 @@ async def agent(
     """A compiled governed graph over ``conn`` with a SQLite file checkpointer."""
     model = ScriptedChatModel(replies=list(replies))
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
-        graph = await create_governed_agent(model, connection=conn, checkpointer=saver, **options)
+        graph = await create_governed_agent(
+            model, connection=conn, checkpointer=saver, ledger=str(db), **options
+        )
         yield graph, model
 
 

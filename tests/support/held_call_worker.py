@@ -52,10 +52,10 @@ async def run(job: dict[str, Any]) -> None:
     from algenta_graph.testing import ScriptedChatModel
 
     point, progress = job.get("kill_at"), job["progress"]
-    # the name apply_held calls run_held by (applying re-exports it): replaced there
-    original = handler_module.run_held
+    # the name apply_held calls run_once by (applying re-exports it): replaced there
+    original = handler_module.run_once
 
-    async def run_held(*args: Any, **kwargs: Any) -> Any:
+    async def run_once(*args: Any, **kwargs: Any) -> Any:
         if point == "claimed":
             _hold(progress, point)
         outcome = await original(*args, **kwargs)
@@ -63,7 +63,7 @@ async def run(job: dict[str, Any]) -> None:
             _hold(progress, point)
         return outcome
 
-    handler_module.run_held = run_held
+    handler_module.run_once = run_once
     if point == "started":
         send = EngineConnection.call_tool
 
@@ -96,6 +96,7 @@ async def run(job: dict[str, Any]) -> None:
             ScriptedChatModel(replies=replies),
             connection=engine,
             checkpointer=saver,
+            ledger=job["db"],  # the processes that crash and complete share it
             tool_gates=ToolGates(require_approval=["crm.delete_customer"]),
         )
         cfg: RunnableConfig = {"configurable": {"thread_id": job["thread_id"]}}

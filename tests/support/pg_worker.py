@@ -131,7 +131,7 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
                 )
             except EscalationAlreadyDecided as exc:
                 # another worker's answer to this escalation took effect first: not a failure
-                mark("lost", thread=name, winner=exc.claim.operator, error=str(exc))
+                mark("lost", thread=name, winner=exc.claim.value.operator, error=str(exc))
             except Exception:
                 failures += 1
                 mark("error", thread=name, error=traceback.format_exc())

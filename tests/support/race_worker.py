@@ -35,7 +35,7 @@ async def main(url: str, db: str, schedule: list[dict[str, Any]]) -> None:
                 await graph.ainvoke(Command(resume=entry["answer"]), cfg)
                 line: dict[str, Any] = {"thread": entry["thread"], "ok": True}
             except EscalationAlreadyDecided as exc:
-                line = {"thread": entry["thread"], "already_decided_by": exc.claim.operator}
+                line = {"thread": entry["thread"], "already_decided_by": exc.claim.value.operator}
             except Exception as exc:  # reported to the test, which fails on it
                 line = {"thread": entry["thread"], "error": f"{type(exc).__name__}: {exc}"}
             print(json.dumps(line), flush=True)
