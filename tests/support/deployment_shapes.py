@@ -103,6 +103,10 @@ class Outcome:
     """How one run ended, as its client sees it: ``error`` (type and message) or ``None``."""
 
     error: str | None = None
+    said: str = ""
+    """What the client received instead, when no error (the start of the body)."""
+    hidden: str | None = None
+    """The run's own error where its client could not read it (the thread's owner reads it)."""
 
     def names(self, identity: str) -> bool:
         """Whether this is an error that names ``identity`` (as who decided), not an
@@ -187,8 +191,8 @@ class ServedSpec:
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[ServedDeployment]:
         """Clients for this test's event loop."""
-        first = ServedWorker(self.urls[0], registers=False)
-        second = ServedWorker(self.urls[-1], registers=len(self.urls) > 1)
+        first = ServedWorker(self.urls[0])
+        second = ServedWorker(self.urls[-1], home=self.urls[0] if len(self.urls) > 1 else None)
         try:
             yield ServedDeployment(self.shape, (first, second))
         finally:
@@ -266,20 +270,26 @@ class ServedWorker:
 
     Args:
         url: the server.
-        registers: register a thread (same id) here before using it: a second server only knows
-            the threads of the shared database once told of them.
+        home: the server the threads are created and copied on, when this is a second one. A
+            second server knows a thread of the shared database only once told of it (it is
+            registered here under the same id) and without the metadata the graph set on the
+            first (what the thread waits on, who decided), which is what an operator's reads are
+            filtered by: a caller that may read the thread there when it sends an answer here
+            is told what the run says (read as the thread's owner), as it would be on one
+            deployment sharing that metadata.
     """
 
-    def __init__(self, url: str, *, registers: bool) -> None:
+    def __init__(self, url: str, *, home: str | None = None) -> None:
         from langgraph_sdk import get_client
 
         self.url = url
-        self.registers = registers
+        self.home = home
         self.clients: dict[str, Any] = {
             who: get_client(url=url, headers=bearer(token)) for who, token in TOKEN_OF.items()
         }
         self.http = httpx.AsyncClient(base_url=url, timeout=600)
         self.known: set[str] = set()
+        self.registered: set[str] = set()
 
     async def aclose(self) -> None:
         """Close the clients' connections."""
@@ -289,8 +299,9 @@ class ServedWorker:
 
     async def register(self, thread: str) -> None:
         """Make ``thread`` known here (a no-op on the server that created it)."""
-        if self.registers and thread not in self.known:
+        if self.home is not None and thread not in self.known:
             await self.clients["alice"].threads.create(thread_id=thread, if_exists="do_nothing")
+            self.registered.add(thread)
         self.known.add(thread)
 
     async def new_thread(self) -> str:
@@ -335,6 +346,8 @@ class ServedWorker:
         """``POST /threads/{id}/runs/wait`` as ``who``: what that client is told of the run
         (an HTTP error, the run's ``__error__``, or nothing: an empty body too)."""
         await self.register(thread)
+        # on a second server: whether the caller could follow the run, as it is sent
+        readable = thread in self.registered and await self._may_read(who, thread)
         response = await self.http.post(
             f"/threads/{thread}/runs/wait",
             json={"assistant_id": ASSISTANT, **body},
@@ -342,11 +355,43 @@ class ServedWorker:
         )
         if response.is_error:
             return Outcome(f"HTTP {response.status_code}: {response.text}")
-        result = response.json() if response.content.strip() else None
-        error = result.get("__error__") if isinstance(result, dict) else None
-        if isinstance(error, dict):
-            return Outcome(f"{error.get('error')}: {error.get('message')}")
-        return Outcome()
+        error = _run_error(response)
+        if error is not None:
+            return Outcome(error)
+        hidden = await self._owners_view(thread, response)
+        if hidden is not None and readable:
+            return Outcome(f"{hidden} (read as the thread's owner: see the class docs)")
+        return Outcome(said=response.text[:200], hidden=hidden)
+
+    async def _may_read(self, who: str, thread: str) -> bool:
+        """Whether ``who`` may read ``thread`` on the server that holds its metadata."""
+        assert self.home is not None
+        async with httpx.AsyncClient(base_url=self.home, timeout=120) as http:
+            found = await http.get(f"/threads/{thread}", headers=bearer(TOKEN_OF[who]))
+        return found.status_code == 200
+
+    async def _owners_view(self, thread: str, response: httpx.Response) -> str | None:
+        """The error of the run ``response`` answered for, as the thread's owner reads it."""
+        where = response.headers.get("content-location", "")
+        if f"/threads/{thread}/runs/" not in where:
+            return None
+        # a connection of its own: the server closes the one a streamed result came on
+        async with httpx.AsyncClient(
+            base_url=self.url, headers=bearer(TOKEN_OF["alice"]), timeout=120
+        ) as owner:
+            run = await owner.get(where)
+            if run.is_error or run.json().get("status") != "error":
+                return None
+            return _run_error(await owner.get(f"{where}/join"))
+
+
+def _run_error(response: httpx.Response) -> str | None:
+    """The ``__error__`` of a run's result, as ``"Type: message"``."""
+    result = response.json() if response.content.strip() else None
+    error = result.get("__error__") if isinstance(result, dict) else None
+    if isinstance(error, dict):
+        return f"{error.get('error')}: {error.get('message')}"
+    return None
 
 
 @dataclass
@@ -570,7 +615,9 @@ class Tally:
         if outcome.names(winner):
             self.told += 1
         else:
-            said = outcome.error or "a silent success"
+            said = outcome.error or f"a silent success ({outcome.said!r})"
+            if outcome.hidden is not None:
+                said += f"; its run failed with {outcome.hidden!r}, which {who} could not read"
             self.problem(f"{who} was not told that {winner} decided: {said}")
 
     def report(self) -> str:
