@@ -8,6 +8,7 @@ guarantee. Each is exercised by the tests of the feature that needs it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -42,6 +43,7 @@ __all__ = [
     "interrupt_id",
     "node_actions",
     "rebuild_as",
+    "server_store",
     "state_checkpointer",
     "strict_resume",
 ]
@@ -132,3 +134,21 @@ def rebuild_as(graph: Any, cls: type[_Graph]) -> _Graph:
     """
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
     return cls(**attrs)
+
+
+async def server_store() -> Any:
+    """The store of the LangGraph server this process serves (its ``/store`` API's), or ``None``.
+
+    The operator inbox keeps its sessions there: the one store every worker of a deployment
+    shares (PostgreSQL under the LangGraph server; the dev server's in-memory store, persisted
+    in ``.langgraph_api/``, under ``langgraph dev``). LangGraph gives a custom route no public
+    handle on it. ``None`` outside a LangGraph server; a release that moves it raises
+    :class:`LookupError`, and the inbox refuses to sign anyone in (fails closed).
+    """
+    if "langgraph_api.server" not in sys.modules:
+        return None
+    try:
+        from langgraph_api.store import get_store
+    except ImportError as exc:  # pragma: no cover - another langgraph-api: no sessions
+        raise LookupError(f"langgraph-api has no langgraph_api.store.get_store ({exc})") from None
+    return await get_store()

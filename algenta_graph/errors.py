@@ -12,6 +12,7 @@ The reference engine (:mod:`algenta_graph.engine`) is a separate program with er
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -38,6 +39,7 @@ __all__ = [
     "NoEscalationPending",
     "RecordsFileError",
     "RecordsWriteRefused",
+    "ToolGatesError",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
     "UsageStoreMissing",
@@ -409,3 +411,19 @@ class ConfigError(AlgentaGraphError, ValueError):
     def __init__(self, problems: Sequence[ConfigProblem]) -> None:
         self.problems: tuple[ConfigProblem, ...] = tuple(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class ToolGatesError(ConfigError):
+    """A tool-gate rule that would not mean what it says against the live catalog.
+
+    Raised when the graph is built (:func:`~algenta_graph.graph.build_governed_graph`, and so
+    :func:`~algenta_graph.graph.create_governed_agent` and the served graph's start) and by
+    ``algenta-graph config check``: a pattern that names no tool (the message names the
+    nearest tool names), a server posture for a server the catalog does not have, an argument
+    rule naming an argument none of its tools takes or admitting a type the tool does not take.
+    Every problem is one line (``tool_gates.<key>: ...``); nothing is built.
+    """
+
+    def located(self, source: str) -> ToolGatesError:
+        """The same problems, said to come from ``source`` (the configuration file)."""
+        return ToolGatesError([dataclasses.replace(p, source=source) for p in self.problems])

@@ -30,6 +30,7 @@ from algenta_graph.governance.escalations import (
     NotifyHook,
 )
 from algenta_graph.governance.gates import GateName
+from algenta_graph.governance.notice_signing import new_secret
 
 if TYPE_CHECKING:
     pass
@@ -257,10 +258,11 @@ _DURATION: TypeAdapter[timedelta] = TypeAdapter(timedelta)
 
 
 class NotifyTable(ConfigTable):
-    """``[escalation.notify]``: a URL posted once per escalation raised, signed with HMAC-SHA256.
+    """``[escalation.notify]``: a URL posted once per escalation raised.
 
-    The table form of :class:`~algenta_graph.governance.escalations.WebhookNotify`; its
-    ``secret`` is ``{env = "NAME"}``.
+    Each notice is signed the Standard Webhooks way with a ``whsec_`` secret. The table form
+    of :class:`~algenta_graph.governance.escalations.WebhookNotify`; its ``secret`` is
+    ``{env = "NAME"}``.
     """
 
     url: Url
@@ -332,7 +334,9 @@ class EscalationTable(ConfigTable):
         if self.notify is not None:
             data["notify_url"] = {
                 "url": self.notify.url,
-                "secret": secret or "unresolved",
+                # unresolved (the table's own validation, or a variable not set, which
+                # resolve_config reports by name): a well-formed stand-in, never sent
+                "secret": secret if secret is not None else new_secret(),
                 "timeout_seconds": self.notify.timeout_seconds,
                 "attempts": self.notify.attempts,
             }

@@ -33,15 +33,18 @@ import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox import answering, reading
 from algenta_graph.inbox.engine_reads import close_engines
+from algenta_graph.inbox.form_tokens import LoginForms
 from algenta_graph.inbox.headers import SecurityHeaders
 from algenta_graph.inbox.rendering import HERE, PREFIX
-from algenta_graph.inbox.session import SessionSigner
+from algenta_graph.inbox.session import SessionStore
 from algenta_graph.inbox.signin import Handler, Page, SignIn
 from algenta_graph.inbox.startup import check_startup
 
@@ -50,14 +53,22 @@ __all__ = ["app", "create_app"]
 _log = logging.getLogger("algenta_graph.inbox")
 
 
-def create_app(signer: SessionSigner | None = None) -> Starlette:
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    return PlainTextResponse(str(exc), status_code=503)
+
+
+def create_app(
+    sessions: SessionStore | None = None, login_forms: LoginForms | None = None
+) -> Starlette:
     """The LangGraph server's custom app: the inbox mounted at ``/inbox``.
 
     Args:
-        signer: signs the session cookie (default: ``ALGENTA_INBOX_SECRET``, see
+        sessions: where sessions are kept (default: the LangGraph server's own store, see
             :mod:`algenta_graph.inbox.session`).
+        login_forms: the sign-in form's token (default: signed with ``ALGENTA_INBOX_SECRET``,
+            see :mod:`algenta_graph.inbox.form_tokens`).
     """
-    sign = SignIn(signer or SessionSigner())
+    sign = SignIn(sessions or SessionStore(), login_forms or LoginForms())
 
     def operators(page: Page) -> Handler:
         return sign.guarded(page, answer=True)
@@ -71,7 +82,8 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
             Route("/login", sign.login, methods=["GET", "POST"]),
             Route("/logout", sign.logout, methods=["POST"]),
             Route("/queue", operators(reading.queue_page)),
-            Route("/queue/rows", operators(reading.queue_rows)),
+            # the queue's own refresh, every few seconds: not the operator's activity
+            Route("/queue/rows", sign.guarded(reading.queue_rows, answer=True, touch=False)),
             Route("/escalations/{thread}/{escalation}", operators(answering.escalation_page)),
             Route(
                 "/escalations/{thread}/{escalation}/answer",
@@ -84,6 +96,8 @@ def create_app(signer: SessionSigner | None = None) -> Starlette:
             Route("/decided", readers(reading.decided_page)),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
+        # no store to keep sessions in: every page says why, nobody is signed in
+        exception_handlers={InboxConfigError: _unavailable},
     )
 
     @contextlib.asynccontextmanager

@@ -65,10 +65,10 @@ from algenta_graph.governance.gates import (
 )
 from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
-from algenta_graph.governance.tool_gates import CompiledGates, ToolRef
+from algenta_graph.governance.tool_gates import CompiledGates
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
 from algenta_graph.ledger import ClaimAnswer, Ledger, escalation_key, process_ledger
-from algenta_graph.nodes.answers import OperatorAnswer, answer_schema
+from algenta_graph.nodes.answers import OperatorAnswer, answer_schema, check_rules
 from algenta_graph.nodes.applying import apply_held, apply_override
 from algenta_graph.nodes.claiming import (
     adopt,
@@ -411,23 +411,8 @@ class DenialHandler:
         return OperatorAnswer(first, tuple(decided), tuple(i["digest"] for i in items))
 
     def _check_edits(self, answer: OperatorAnswer, items: Sequence[EscalationItem]) -> None:
-        """Refuse an edit of a held call whose arguments break one of its tool's rules.
-
-        Raises:
-            ValueError: naming the rule (the answer is refused before it is saved; nothing ran).
-        """
-        if self.tool_gates is None:
-            return
-        for decided, item in zip(answer.decisions, items, strict=False):
-            if decided.type != "edit" or decided.edited_args is None or not item.get("tool"):
-                continue
-            server, _, name = str(item.get("tool")).partition(".")
-            broken = self.tool_gates.check_arguments(ToolRef(server, name), decided.edited_args)
-            if broken is not None:
-                raise ValueError(
-                    f"edit: {broken.message}; refused, nothing was run: edit within the rule, "
-                    "or reject"
-                )
+        """Refuse an approval or edit that breaks an argument rule in force (``check_rules``)."""
+        check_rules(answer, items, self.tool_gates)
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
         return answering_operator(answer.operator, self.gate, config, self.authorize_operator)

@@ -130,7 +130,7 @@ DEV_LEDGER_FILE = "algenta-ledger.sqlite"
 """The ledger's file beside ``langgraph dev``'s own state (:data:`DEV_STATE_DIR`)."""
 SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
 """How ``langgraph.json`` names :func:`~algenta_graph.serving.checkpointer.server_checkpointer`
-(``module.attribute`` or ``module:attribute``)."""
+(langgraph-api's dotted ``module.attribute``; any other spelling is taken for a custom one)."""
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ def _implied_ledger(runtime: ServedRuntime) -> tuple[str | None, str]:
     """The ledger the server's runtime implies (``None``: none), and what the deployment is."""
     path = runtime.checkpointer_path
     if path is not None:
-        if path.replace(":", ".") == SERVER_CHECKPOINTER:
+        if path == SERVER_CHECKPOINTER:
             return runtime.algenta_checkpointer, "the server checkpointer (ALGENTA_CHECKPOINTER)"
         return None, f"a LangGraph server with the custom checkpointer {path!r}"
     if runtime.edition is None:  # imported outside a server: compiled without a checkpointer
@@ -352,8 +352,8 @@ async def _ledger(cache: _LoopCache, spec: str | Ledger) -> Ledger:
         return spec
     found = cache.ledgers.get(spec)
     if found is None:
-        if spec.startswith(DEV_STATE_DIR + os.sep):
-            os.makedirs(DEV_STATE_DIR, exist_ok=True)  # the runtime makes it too, maybe later
+        if spec.startswith(DEV_STATE_DIR + os.sep):  # the runtime makes it too, maybe later
+            await asyncio.to_thread(os.makedirs, DEV_STATE_DIR, exist_ok=True)
         found, opened = await connect_ledger(spec)
         if opened:
             cache.opened.push_async_callback(found.aclose)

@@ -62,7 +62,7 @@ async def test_eight_threads_on_one_sqlite_file_lose_nothing_and_leak_nothing(
         AsyncSqliteSaver.from_conn_string(db) as saver,
     ):
         graph = await create_governed_agent(
-            DemoChatModel(), connection=conn, checkpointer=saver, ledger=db
+            DemoChatModel(), connection=conn, checkpointer=saver, single_process=True
         )
 
         async def own_turns(name: str) -> None:
@@ -86,7 +86,7 @@ async def test_eight_threads_on_one_sqlite_file_lose_nothing_and_leak_nothing(
         AsyncSqliteSaver.from_conn_string(db) as saver,
     ):
         graph = await create_governed_agent(
-            DemoChatModel(), connection=conn, checkpointer=saver, ledger=db
+            DemoChatModel(), connection=conn, checkpointer=saver, single_process=True
         )
         stored = {name: (await graph.aget_state(config(name))).values for name in names}
 

@@ -201,7 +201,7 @@ async def _fault_mid_run(
                     DemoChatModel(),
                     connection=conn,
                     checkpointer=saver,
-                    ledger=str(tmp_path / "cp.sqlite"),
+                    single_process=True,
                 )
                 # 1. the fault strikes after the model chose execute_decision
                 raised: BaseException | None = None
@@ -312,7 +312,7 @@ async def test_a_retry_during_a_timed_out_call_is_not_failed_by_its_late_answer(
         EngineConnection(engine.url, profile="execute", call_timeout=1.0) as conn,
     ):
         graph = await create_governed_agent(
-            DemoChatModel(), connection=conn, checkpointer=saver, ledger=str(tmp_path / "cp.sqlite")
+            DemoChatModel(), connection=conn, checkpointer=saver, single_process=True
         )
         first = await graph.ainvoke({"messages": [("user", prompt)]}, config)
         assert "did not answer within 1 s" in str(_error_messages(first)[-1].content)

@@ -296,7 +296,7 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
                     model,
                     connection=conn,
                     checkpointer=saver,
-                    ledger=str(tmp_path / "cp.sqlite"),
+                    single_process=True,
                     on_denial=REPORT_ALL,
                 )
                 out = await graph.ainvoke(

@@ -283,7 +283,7 @@ async def test_no_bypass_attempt_runs_a_gated_call_ungoverned(
                         model,
                         connection=conn,
                         checkpointer=saver,
-                        ledger=str(tmp_path / "cp.sqlite"),
+                        single_process=True,
                         tool_gates=GATES,
                     )
                     out = await graph.ainvoke(
@@ -296,7 +296,7 @@ async def test_no_bypass_attempt_runs_a_gated_call_ungoverned(
                     model,
                     connection=conn,
                     checkpointer=saver,
-                    ledger=str(tmp_path / "cp.sqlite"),
+                    single_process=True,
                     tool_gates=GATES,
                 )
                 cfg: RunnableConfig = {"configurable": {"thread_id": thread}}

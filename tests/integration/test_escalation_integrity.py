@@ -16,14 +16,13 @@ import asyncio
 import json
 import signal
 import subprocess
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import cli, cli_env, command
-from graph_support import agent, config, execute, log_decision, open_connection
+from graph_support import agent, config, copy_thread, execute, log_decision, open_connection
 from guarantee_support import async_wait_until
 from guarantee_support import log_decision as log_over_mcp
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -37,27 +36,6 @@ pytestmark = pytest.mark.timeout(240)
 
 OVERRIDE = {"action": "override", "operator": "ana", "reason": "committee approved"}
 DECLINE = {"action": "decline", "operator": "bo", "reason": "too risky"}
-
-
-async def copy_thread(saver: Any, source: str, target: str) -> None:
-    """Copy every checkpoint of ``source`` (and its pending writes) to ``target``, as the
-    LangGraph server's ``POST /threads/{id}/copy`` does."""
-    tuples = [t async for t in saver.alist(config(source))]
-    for saved in reversed(tuples):  # oldest first, each under its parent
-        parent = (
-            saved.parent_config["configurable"]["checkpoint_id"] if saved.parent_config else None
-        )
-        cfg = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
-        if parent:
-            cfg["configurable"]["checkpoint_id"] = parent
-        stored = await saver.aput(
-            cfg, saved.checkpoint, saved.metadata, saved.checkpoint["channel_versions"]
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-        for task_id, channel, value in saved.pending_writes or []:
-            by_task[task_id].append((channel, value))
-        for task_id, writes in by_task.items():
-            await saver.aput_writes(stored, writes, task_id)
 
 
 def _who(record: dict[str, Any]) -> tuple[Any, Any, Any]:

@@ -58,7 +58,7 @@ async def test_delivery_lost_between_webhook_and_checkpoint_is_recovered(
                 ScriptedChatModel(replies=replies),
                 connection=conn,
                 checkpointer=saver,
-                ledger=str(db),
+                single_process=True,
             )
             with pytest.raises(SimulatedCrash):
                 await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
@@ -73,7 +73,7 @@ async def test_delivery_lost_between_webhook_and_checkpoint_is_recovered(
             ScriptedChatModel(replies=["delivered"]),  # the tool call is already checkpointed
             connection=conn2,
             checkpointer=s2,
-            ledger=str(db),
+            single_process=True,
         )
         assert (await graph2.aget_state(config("t"))).next == ("governed_tool",)
         out = await graph2.ainvoke(None, config("t"))
@@ -98,7 +98,7 @@ async def test_another_threads_delivery_is_not_claimed(
                 ScriptedChatModel(replies=[*replies, "denied"]),
                 connection=conn,
                 checkpointer=saver,
-                ledger=str(tmp_path / "cp.sqlite"),
+                single_process=True,
             )
             await graph.ainvoke({"messages": [("user", "go")]}, config("owner"))
             out = await graph.ainvoke({"messages": [("user", "go")]}, config("other"))
@@ -123,19 +123,25 @@ async def test_override_delivered_before_a_crash_is_not_delivered_twice(
                 ScriptedChatModel(replies=replies),
                 connection=conn,
                 checkpointer=saver,
-                ledger=str(db),
+                single_process=True,
             )
             await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
         async with CrashBeforeReceiptIsSaved.from_conn_string(str(db)) as saver:
             graph = await create_governed_agent(
-                ScriptedChatModel(replies=[]), connection=conn, checkpointer=saver, ledger=str(db)
+                ScriptedChatModel(replies=[]),
+                connection=conn,
+                checkpointer=saver,
+                single_process=True,
             )
             with pytest.raises(SimulatedCrash):
                 await graph.ainvoke(resume, config("t"))
     assert len(webhook.received) == 1  # the override was delivered, its checkpoint lost
     async with open_connection(engine) as conn2, AsyncSqliteSaver.from_conn_string(str(db)) as s2:
         graph2 = await create_governed_agent(
-            ScriptedChatModel(replies=["done"]), connection=conn2, checkpointer=s2, ledger=str(db)
+            ScriptedChatModel(replies=["done"]),
+            connection=conn2,
+            checkpointer=s2,
+            single_process=True,
         )
         assert (await graph2.aget_state(config("t"))).interrupts  # still waiting
         # the answer given before the crash is completed, and its repeat told so

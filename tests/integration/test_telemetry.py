@@ -147,7 +147,7 @@ async def test_one_trace_from_retrieval_to_the_receipt(
                     ScriptedChatModel(replies=replies),
                     connection=conn,
                     checkpointer=saver,
-                    ledger=str(tmp_path / "cp.sqlite"),
+                    single_process=True,
                 )
             )
             first = await graph.ainvoke({"messages": [("user", "execute both")]}, config("t"))
@@ -316,7 +316,7 @@ async def test_a_crash_and_resume_keep_the_deliverys_trace_id(
                     ScriptedChatModel(replies=replies),
                     connection=conn,
                     checkpointer=saver,
-                    ledger=db,
+                    single_process=True,
                 )
             )
             with pytest.raises(RuntimeError, match="process died"):
@@ -330,7 +330,7 @@ async def test_a_crash_and_resume_keep_the_deliverys_trace_id(
                 ScriptedChatModel(replies=["delivered"]),
                 connection=conn2,
                 checkpointer=saver2,
-                ledger=db,
+                single_process=True,
             )
         )
         out = await graph2.ainvoke(None, config("t"))
@@ -400,7 +400,7 @@ async def test_langchain_runs_carry_the_governance(
                     ScriptedChatModel(replies=replies),
                     connection=conn,
                     checkpointer=saver,
-                    ledger=str(tmp_path / "cp.sqlite"),
+                    single_process=True,
                 )
             )
             cfg = {**config("t"), "callbacks": [recorder]}
@@ -478,7 +478,7 @@ async def test_the_receipts_command_shows_each_receipts_trace_id(
                     ScriptedChatModel(replies=replies),
                     connection=conn,
                     checkpointer=saver,
-                    ledger=str(db),
+                    single_process=True,
                 )
             )
             out = await graph.ainvoke({"messages": [("user", "go")]}, config("t1"))

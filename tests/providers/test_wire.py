@@ -65,7 +65,11 @@ async def wired(
             AsyncSqliteSaver.from_conn_string(str(db)) as saver,
         ):
             graph = await create_governed_agent(
-                standin.chat_model(), connection=conn, checkpointer=saver, ledger=str(db), **options
+                standin.chat_model(),
+                connection=conn,
+                checkpointer=saver,
+                single_process=True,
+                **options,
             )
             yield graph, standin, conn
 

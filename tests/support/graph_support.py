@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
-from algenta_graph.graph import create_governed_agent
+from algenta_graph.graph import aclose_governed_agent, create_governed_agent
 from algenta_graph.testing import ScriptedChatModel
 
 
@@ -51,6 +52,27 @@ async def log_decision(
         tool_call_id="setup",
     )
     return str(tool_json(message)["decision_id"])
+
+
+async def copy_thread(saver: Any, source: str, target: str) -> None:
+    """Copy every checkpoint of ``source`` (and its pending writes) to ``target``, as the
+    LangGraph server's ``POST /threads/{id}/copy`` does."""
+    tuples = [t async for t in saver.alist(config(source))]
+    for saved in reversed(tuples):  # oldest first, each under its parent
+        parent = (
+            saved.parent_config["configurable"]["checkpoint_id"] if saved.parent_config else None
+        )
+        cfg = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
+        if parent:
+            cfg["configurable"]["checkpoint_id"] = parent
+        stored = await saver.aput(
+            cfg, saved.checkpoint, saved.metadata, saved.checkpoint["channel_versions"]
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for task_id, channel, value in saved.pending_writes or []:
+            by_task[task_id].append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(stored, writes, task_id)
 
 
 def tool_json(message: ToolMessage) -> dict[str, Any]:
@@ -96,13 +118,17 @@ async def agent(
     replies: Sequence[Any],
     **options: Any,
 ) -> AsyncIterator[tuple[Any, ScriptedChatModel]]:
-    """A compiled governed graph over ``conn`` with a SQLite file checkpointer."""
+    """A compiled governed graph over ``conn`` with a SQLite file checkpointer, its ledger in
+    the same file (as every process on that file shares it)."""
     model = ScriptedChatModel(replies=list(replies))
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         graph = await create_governed_agent(
             model, connection=conn, checkpointer=saver, ledger=str(db), **options
         )
-        yield graph, model
+        try:
+            yield graph, model
+        finally:
+            await aclose_governed_agent(graph)
 
 
 async def nodes_run(graph: Any, payload: Any, cfg: Any) -> list[str]:

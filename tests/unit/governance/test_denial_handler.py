@@ -774,6 +774,7 @@ def test_pending_escalations_and_the_request() -> None:
             "args": {"decision_id": "d1", "webhook_url": HOOK, "override_safety": True},
             "allowed_decisions": ["approve", "edit", "reject", "respond"],
             "policy_snapshot_id": "pol_1",
+            "rules": None,  # no graph rules bound (a handler made without the graph's)
             "digest": item["digest"],
             "interrupt_id": "i1",
             "asked_at": "2030-01-01T00:00:00+00:00",
