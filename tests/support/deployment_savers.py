@@ -1,4 +1,4 @@
-"""Checkpoint savers of classes the project does not know, and a thread copy made without it.
+"""Checkpoint savers of classes the project does not know.
 
 A user's deployment may keep its checkpoints in a saver the project never heard of: a subclass
 (:class:`UnknownSqliteSaver`, an ``AsyncSqliteSaver`` under another name) or a thin wrapper
@@ -7,14 +7,9 @@ a tracing layer does; ``langgraph dev`` itself hands a graph such a wrapper). Ne
 recognised by its class: the ledger must come from the configuration, or the graph must refuse
 to start.
 
-Also here:
-
-- :func:`copy_thread`: a thread's checkpoints and pending writes replayed under a new thread id,
-  as the LangGraph server copies a thread on a saver without ``acopy_thread``
-  (``POST /threads/{id}/copy``): no ``update_state``, nothing the graph could notice;
-- :func:`unknown_sqlite_checkpointer` and :func:`delegating_postgres_checkpointer`: the same
-  savers as a ``langgraph.json`` ``"checkpointer": {"path": ...}`` names them (this directory on
-  the server's ``PYTHONPATH``), their database in :data:`ENV_DATABASE`.
+Also here, :func:`unknown_sqlite_checkpointer` and :func:`delegating_postgres_checkpointer`: the
+same savers as a ``langgraph.json`` ``"checkpointer": {"path": ...}`` names them (this directory
+on the server's ``PYTHONPATH``), their database in :data:`ENV_DATABASE`.
 """
 
 from __future__ import annotations
@@ -102,38 +97,6 @@ class DelegatingSaver(BaseCheckpointSaver[Any]):
     async def adelete_thread(self, thread_id: str) -> None:
         """Delegated."""
         await self.inner.adelete_thread(thread_id)
-
-
-async def copy_thread(saver: BaseCheckpointSaver[Any], source: str, target: str) -> None:
-    """Replay every checkpoint of ``source`` (oldest first) and its pending writes as ``target``.
-
-    The generic copy LangGraph's server makes for a saver without ``acopy_thread``: the copy
-    holds the same state, the same pending interrupt and the same records as its original.
-    """
-    found = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
-    found.sort(key=lambda t: t.config["configurable"]["checkpoint_id"])
-    for saved in found:
-        where: dict[str, Any] = {
-            "thread_id": target,
-            "checkpoint_ns": saved.config["configurable"].get("checkpoint_ns", ""),
-        }
-        parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        if parent is not None:
-            where["checkpoint_id"] = parent
-        metadata = dict(saved.metadata)
-        if "thread_id" in metadata:
-            metadata["thread_id"] = target
-        stored = await saver.aput(
-            {"configurable": where},
-            saved.checkpoint,
-            metadata,  # type: ignore[arg-type]
-            saved.checkpoint.get("channel_versions", {}),
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in saved.pending_writes or []:
-            by_task.setdefault(task_id, []).append((channel, value))
-        for task_id, writes in by_task.items():
-            await saver.aput_writes(stored, writes, task_id)
 
 
 @contextlib.asynccontextmanager

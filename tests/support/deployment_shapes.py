@@ -563,8 +563,9 @@ class LibraryDeployment:
     workers: tuple[LibraryWorker, LibraryWorker]
 
     async def copy(self, thread: str) -> str:
-        """The saver-level copy (:func:`deployment_savers.copy_thread`) through worker 1."""
-        from deployment_savers import copy_thread
+        """The saver-level copy the LangGraph server makes (``graph_support.copy_thread``: no
+        ``update_state``, nothing the graph could notice), through worker 1."""
+        from graph_support import copy_thread
 
         copied = await self.workers[0].new_thread()
         await copy_thread(self.workers[0].saver, thread, copied)
