@@ -285,8 +285,12 @@ async def test_a_cancelled_budgeted_call_is_never_sent_again_and_counts_against_
                 for c in m.get("tool_calls") or []
                 if c["name"] == "refund"
             )  # the first refund the model asked for: the one cut off
-            if not any(r.get("tool_call_id") == cut for r in values.get("tool_calls") or []):
+            counted = [r for r in values.get("tool_calls") or [] if r.get("tool_call_id") == cut]
+            if not counted:
                 tally.problem(f"the cancelled refund {cut} is not recorded against the budget")
+            elif refunds and counted[0].get("result") not in ("unknown", "executed"):
+                # it reached the CRM: only "it may have run" or "it ran" is true of it
+                tally.problem(f"the cancelled refund is recorded {counted[0].get('result')!r}")
             if not any(
                 m.get("type") == "tool" and m.get("tool_call_id") == cut for m in values["messages"]
             ):
