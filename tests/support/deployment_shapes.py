@@ -468,7 +468,7 @@ class LibrarySpec:
 
         from algenta_graph.connection.engine import EngineConnection
         from algenta_graph.governance.tool_gates import ToolGates
-        from algenta_graph.graph import create_governed_agent
+        from algenta_graph.graph import aclose_governed_agent, create_governed_agent
         from algenta_graph.models import DemoChatModel
 
         conn = await aiosqlite.connect(self.database, timeout=120)
@@ -487,7 +487,10 @@ class LibrarySpec:
                     tool_gates=ToolGates.model_validate(TOOL_GATES),
                     **self.graph_options,
                 )
-                yield LibraryWorker(graph, saver)
+                try:
+                    yield LibraryWorker(graph, saver)
+                finally:
+                    await aclose_governed_agent(graph)  # what it opened: its ledger
         finally:
             await conn.close()
 
