@@ -5,7 +5,9 @@ beside the checkpoints), never on a saver's connection. The connection is in aut
 (each statement its own transaction) with a busy timeout; the file is switched to WAL (readers
 never block the writer) when the table is first made. A "database is locked" that SQLite reports
 before a statement runs (another process switching the file's journal, a writer holding the lock
-past the timeout) is retried: nothing was written.
+past the timeout) is retried: nothing was written. Python's own ``sqlite3``, each statement in a
+worker thread: ``aiosqlite`` keeps a thread per connection that holds the interpreter open at exit
+until the connection is closed.
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ LOCKED_RETRIES = 20
 
 
 class SqliteLedger(SqlLedger):
-    """The ledger in the SQLite file ``path`` (open it with :meth:`connect`)."""
+    """The ledger in the SQLite file ``path`` (open it with :meth:`connect`).
 
-    def __init__(self, conn: Any, path: str) -> None:
+    Each statement runs in a worker thread (``asyncio.to_thread``) on the ledger's one
+    ``sqlite3`` connection, one at a time: nothing blocks the event loop, and no thread of its
+    own outlives the program (a ledger never closed does not keep the interpreter from exiting).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         super().__init__()
         self._conn = conn
         self._path = path
-        self._lock = asyncio.Lock()  # one statement and its rows at a time on the connection
+        self._lock = asyncio.Lock()  # one statement at a time on the connection
 
     @classmethod
     async def connect(cls, path: str | os.PathLike[str]) -> SqliteLedger:
@@ -43,12 +50,14 @@ class SqliteLedger(SqlLedger):
         Raises:
             LedgerError: the file cannot be opened (the message names it).
         """
-        import aiosqlite
-
         where = str(Path(path))
         try:
-            conn = await aiosqlite.connect(
-                where, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
+            conn = await asyncio.to_thread(
+                sqlite3.connect,
+                where,
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,  # autocommit: each statement its own transaction
+                check_same_thread=False,  # used from worker threads, one at a time
             )
         except (OSError, sqlite3.Error) as exc:
             raise LedgerError(f"cannot open the ledger in the SQLite file {where}: {exc}") from exc
@@ -61,16 +70,14 @@ class SqliteLedger(SqlLedger):
 
     async def aclose(self) -> None:
         """Close the connection."""
-        await self._conn.close()
+        async with self._lock:
+            await asyncio.to_thread(self._conn.close)
 
     async def _table_exists(self) -> bool:
-        async with self._lock:
-            cursor = await self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
-            )
-            found = await cursor.fetchall()
-            await cursor.close()
-        return bool(found)
+        found = await self._run(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+        )
+        return bool(found[1])
 
     async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
         for attempt in range(LOCKED_RETRIES):
@@ -83,13 +90,19 @@ class SqliteLedger(SqlLedger):
         raise AssertionError("unreachable")
 
     async def _exec_once(self, sql: str, params: tuple[Any, ...]) -> tuple[int, list[Any]]:
+        if not self._ready:
+            await self._run("PRAGMA journal_mode=WAL")
+            await self._run(DDL)
+            self._ready = True
+        return await self._run(sql, params)
+
+    async def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[int, list[Any]]:
+        def run() -> tuple[int, list[Any]]:
+            cursor = self._conn.execute(sql, params)
+            try:
+                return cursor.rowcount, list(cursor.fetchall())
+            finally:
+                cursor.close()
+
         async with self._lock:
-            if not self._ready:
-                await self._conn.execute("PRAGMA journal_mode=WAL")
-                await self._conn.execute(DDL)
-                self._ready = True
-            cursor = await self._conn.execute(sql, params)
-            rows = list(await cursor.fetchall())
-            count = cursor.rowcount
-            await cursor.close()
-        return count, rows
+            return await asyncio.to_thread(run)

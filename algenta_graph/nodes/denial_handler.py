@@ -236,7 +236,7 @@ class DenialHandler:
         earlier = await ledger.get(key, ClaimAnswer)
         if earlier is not None:
             claim = await adopt(ledger, earlier)
-            report_lost(config, ids, claim)  # a resume carrying another answer is told
+            lost = True  # a resume carrying another answer is told, once this one is applied
         else:
             items = await self._items(pending, thread, config)
             # 1. tell who must answer (once per escalation) and who may see it; both are safe to
@@ -258,8 +258,7 @@ class DenialHandler:
             )
             given["run_id"] = run_id_of(config)
             claim, mine = await claim_answer(ledger, key, ClaimAnswer.model_validate(given))
-            if not mine:  # another answer was claimed first: it takes effect, this one is told
-                report_lost(config, ids, claim)
+            lost = not mine  # another answer was claimed first: it takes effect, this is told
         # 4. side effects, in the name of the claim's operator, the claim kept alive meanwhile
         #    (:mod:`algenta_graph.nodes.applying`)
         apply: Callable[[], Awaitable[dict[str, Any]]]
@@ -281,6 +280,8 @@ class DenialHandler:
                 apply_override, self.executor, self.gate, claim, pending, state, config, policy_for
             )
         update = await apply_claimed(ledger, claim, apply)
+        if lost:
+            report_lost(config, ids, claim.finished())
         decisions = [*state.get("operator_decisions", []), *update["operator_decisions"]]
         after = {
             **state,

@@ -12,6 +12,7 @@ and completes the first answer; nothing is executed twice. The configuration's `
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,37 @@ async def test_every_governance_node_holds_the_graphs_one_ledger_never_the_saver
     finally:
         await aclose_governed_agent(graph)  # closes nothing of the caller's
     assert set(held) == set(GOVERNANCE_NODES) and all(ledger is mine for ledger in held.values())
+
+
+async def test_the_escalations_command_expires_in_the_ledger_it_is_given(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """``algenta-graph escalations --expire`` chooses its ledger as the graph does: ``--ledger``,
+    else ``ALGENTA_LEDGER``, else the store's own database; the expiry is claimed there only."""
+    from datetime import datetime, timedelta, timezone
+
+    from cli_support import cli
+    from graph_support import agent
+
+    from algenta_graph.governance.escalations import EscalationSettings
+
+    db, elsewhere = tmp_path / "cp.sqlite", tmp_path / "ledger.sqlite"
+    settings = EscalationSettings(expires_after={"confidence": timedelta(minutes=5)})
+    async with open_connection(engine) as conn:
+        decision = await log_decision(conn, confidence=0.3)
+        replies = [execute(decision, webhook.url, "c1"), "done"]
+        async with agent(conn, db, replies, escalation=settings) as (graph, _):
+            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
+    later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+
+    def states(*ledger: str) -> set[str]:
+        listed = cli("escalations", "--db", str(db), "--json", "--now", later, *ledger)
+        assert listed.returncode == 0, listed.stderr
+        return {json.loads(line)["state"] for line in listed.stdout.splitlines()}
+
+    expired = cli(
+        "escalations", "--db", str(db), "--expire", "--now", later, "--ledger", str(elsewhere)
+    )
+    assert expired.returncode == 0 and "1 escalation(s) expired now" in expired.stderr
+    assert states("--ledger", str(elsewhere)) == {"expired"}
+    assert states() == {"overdue"}  # the store's own ledger never saw it

@@ -35,6 +35,7 @@ from crm_support import TOKEN, CrmServer, running_crm
 from guarantee_support import async_wait_until
 from served_support import (
     CONFIG,
+    OPERATOR_TOKENS,
     bearer,
     langgraph_dev,
     log_shaky_decision,
@@ -47,11 +48,7 @@ from algenta_graph.serving.auth import ENV_AUTH_FILE
 
 pytestmark = pytest.mark.timeout(900)
 
-TOKENS: dict[str, tuple[str, list[str]]] = {
-    "tok-alice": ("alice", ["agent"]),
-    "tok-ana": ("ana", ["operator"]),
-    "tok-olga": ("olga", ["operator"]),
-}
+TOKENS = OPERATOR_TOKENS
 APPROVE = {"decisions": [{"type": "approve", "message": "signed off"}]}
 REJECT = {"decisions": [{"type": "reject", "message": "not this one"}]}
 SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"

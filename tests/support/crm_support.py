@@ -44,11 +44,16 @@ class CrmServer:
 
     def connection(self) -> dict[str, Any]:
         """Its ``extra_servers`` entry (the bearer token given literally)."""
-        return {
-            "transport": "streamable_http",
-            "url": self.url,
-            "headers": {"Authorization": f"Bearer {TOKEN}"},
-        }
+        return crm_connection(self.url)
+
+
+def crm_connection(url: str) -> dict[str, Any]:
+    """The ``extra_servers`` entry of the CRM at ``url`` (a worker process gets only the URL)."""
+    return {
+        "transport": "streamable_http",
+        "url": url,
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+    }
 
 
 def crm_app(server: CrmServer, label: str, destructive: bool = False) -> Any:

@@ -280,6 +280,9 @@ class Locked:
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)  # the rest of asyncio, as it is
+
 
 def locked_insert(tmp_path: Path, monkeypatch: Any, times: int, error: str) -> tuple[Any, Locked]:
     async def go() -> tuple[Any, Locked]:
