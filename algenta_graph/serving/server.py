@@ -466,11 +466,12 @@ def startup_check(environ: Mapping[str, str] | None = None) -> ServerSettings:
             resolved.extra_servers,
             no_engine=f"base_url = false ({settings.config.source_of('base_url')})",
         )
-        logger.info(
-            "algenta-graph: no engine: the engine's gates are off; the graph serves %s with its "
-            "own gates",
-            ", ".join(sorted(resolved.extra_servers)),
+        note = (
+            f"algenta-graph: no engine: the engine's gates are off; the graph serves the tools "
+            f"of {', '.join(sorted(resolved.extra_servers))} with its own gates"
         )
+        print(note, file=sys.stderr, flush=True)
+        logger.info("%s", note)
     chosen = served_ledger(settings, resolved.ledger, served_runtime(env))
     logger.info("algenta-graph: the ledger is %s", describe_ledger(chosen))
     if resolved.extra_servers:

@@ -331,3 +331,32 @@ async def test_with_an_engine_beside_the_crm_its_tools_stay_out_of_crm_prompts(
         assert "simulate" in await catalog.retrieve("simulate the price change", run)
         _, found, ok = await catalog.search({"query": "customer", "k": 20}, run)
         assert ok and "query_data" in found
+
+
+def test_the_docs_two_files_run_as_printed(tmp_path: Path) -> None:
+    """docs/OWN_TOOLS.md: ``crm.py`` and ``agent.py`` as printed, and what the page says."""
+    import re
+
+    from repo_paths import REPO
+
+    page = (REPO / "docs" / "OWN_TOOLS.md").read_text()
+    blocks = re.findall(r"```python\n(# (\w+\.py)\n.*?)```", page, re.S)
+    assert [name for _, name in blocks] == ["crm.py", "agent.py"]
+    for text, name in blocks:
+        (tmp_path / name).write_text(text)
+    env = _env()  # (no ALGENTA_* of the test run's: the snippet says what it needs)
+    done = subprocess.run(
+        [sys.executable, "agent.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = re.search(r"\$ python agent.py\n(.*?)\$ cat", page, re.S)
+    assert printed and done.stdout == printed.group(1)
+    assert (tmp_path / "deleted.log").read_text() == "b2\n"
+    assert "Traceback" not in done.stderr
+    verified = cli("receipts", "--db", str(tmp_path / "runs.sqlite"), "--verify", env=env)
+    assert "t1: ok: 6 record(s)" in verified.stdout and "all chains intact" in verified.stdout
