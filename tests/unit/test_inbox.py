@@ -182,6 +182,13 @@ def test_an_auditor_reads_timelines_and_answers_nothing(client: TestClient) -> N
     assert posted.status_code == 403
 
 
+def test_a_bare_inbox_leads_to_the_inbox_not_to_the_apis_401(client: TestClient) -> None:
+    bare = client.get("/inbox?next=x", follow_redirects=False)
+    assert (bare.status_code, bare.headers["location"]) == (307, "/inbox/?next=x")
+    assert "script-src 'self'" in bare.headers["content-security-policy"]
+    assert client.get("/inbox").url.path == "/inbox/login"
+
+
 def test_without_a_session_a_page_asks_to_sign_in_and_a_form_is_refused(
     client: TestClient,
 ) -> None:
