@@ -129,6 +129,10 @@ async def test_every_record_escalation_and_answer_reads_in_words(
             tmp_path,
             settings(crm.url),
             extra_args=("--n-jobs-per-worker", "2"),
+            # the dev server's own checkpoints: under the SQLite server checkpointer the server
+            # hands each run a checkpointer of its own, and with it a claim store of its own, so
+            # an answer given in a copy took effect as well (a fault of the claims, not the inbox)
+            checkpoints_file=False,
             CRM_TOKEN=CRM_TOKEN,
         ) as (server, _),
     ):
@@ -186,8 +190,10 @@ async def test_every_record_escalation_and_answer_reads_in_words(
                 ("denials", HELD),
             ]
             happened = [r[2] for r in records(ana, "thread-records")]
-            assert happened[0].startswith("let through to run"), happened
-            assert happened[1].startswith("held by the approval gate"), happened
+            assert happened == [
+                "let through to run: no gate held it",
+                f"held by the approval gate: {held['message']}; an operator was asked",
+            ], happened
 
             # approved: the page shows what the tool answered
             message = submit(ana, decision="approve", reason="customer asked to be forgotten")
@@ -240,10 +246,14 @@ async def test_every_record_escalation_and_answer_reads_in_words(
             ana.get(f"{base}/inbox/threads/{held_thread}/timeline")
             seen(ana)
             assert records(ana, "timeline") == [
-                ("tool_calls", "crm.refund", "let through to run (no rule held it)"),
-                ("denials", HELD, f"held by the approval gate: {held['message']}"),
+                ("tool_calls", "crm.refund", "let through to run: no gate held it"),
+                (
+                    "denials",
+                    HELD,
+                    f"held by the approval gate: {held['message']}; an operator was asked",
+                ),
                 ("operator_decisions", HELD, "ana approved: it ran once and answered"),
-                ("tool_calls", "crm.delete_customer", "let through to run (no rule held it)"),
+                ("tool_calls", "crm.delete_customer", "ran on ana's approval"),
             ]
             ana.get(f"{base}/inbox/threads/{engine_thread}/timeline")
             seen(ana)
@@ -283,7 +293,9 @@ async def test_every_record_escalation_and_answer_reads_in_words(
                 ),
             }
 
-        # a refusal: olga answers a copy of a thread while ana's answer is being applied
+        # a refusal: olga answers a copy of a thread while ana's answer is being applied. The
+        # copy is made before its denial handler asks (so it asks there under the copy's own
+        # thread, as a copy made while waiting could not be answered with the digest shown)
         raced = (await alice.threads.create())["thread_id"]
         slow = await log_shaky_decision(alice, raced)
         await alice.runs.wait(
@@ -292,9 +304,14 @@ async def test_every_record_escalation_and_answer_reads_in_words(
             input=user_turn(
                 f"execute_decision decision_id={slow} webhook_url={webhook.url_for_delay(6)}"
             ),
+            interrupt_before=["denial_handler_confidence"],
         )
-        [race] = interrupt_value(await alice.threads.get_state(raced))["escalations"]
         copy = copy_thread(base, raced)
+        for thread in (raced, copy):
+            await alice.runs.wait(thread, "governed_agent", input=None)
+        [race] = interrupt_value(await alice.threads.get_state(raced))["escalations"]
+        [same] = interrupt_value(await alice.threads.get_state(copy))["escalations"]
+        assert same["escalation_id"] == race["escalation_id"]
         approve = {"decisions": [{"type": "approve", "message": "ana first"}]}
         run = await ana_api.runs.create(raced, "governed_agent", command={"resume": approve})
         await async_wait_until(
@@ -305,8 +322,8 @@ async def test_every_record_escalation_and_answer_reads_in_words(
             wait_for(olga, lambda d: "/inbox/queue" in d.current_url)
             olga.get(f"{base}/inbox/escalations/{copy}/{race['escalation_id']}")
             refused = submit(olga, decision="reject", reason="olga says no")
+            assert refused.startswith("refused: another operator decided first: "), refused
             assert "already decided by ana" in refused, refused
-            assert refused.startswith("refused: another operator's answer takes effect"), refused
             seen(olga)
             await ana_api.runs.join(raced, run["run_id"])
             # the copy answered again: ana's answer is completed there, and olga is told so
