@@ -17,17 +17,23 @@ from langchain_core.runnables import RunnableConfig
 from algenta_graph.errors import AlgentaGraphError
 
 try:
-    # A node's checkpointer: the escalation claims live next to the checkpoints (invariant 12),
-    # and LangGraph puts the saver only in the run's configurable, under this private key.
-    # The durability key sets a compiled graph's default checkpoint durability ("sync": a
-    # step's checkpoint is written before the next step, which crash recovery relies on);
-    # ``durability=`` on invoke has no "default for this graph" form.
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
+    # A run's checkpointer: a resume is checked against the thread's state before it runs (what
+    # waits for an answer), and LangGraph puts the server's saver only in the run's
+    # configurable, under this private key. The durability key sets a compiled graph's default
+    # checkpoint durability ("sync": a step's checkpoint is written before the next step, which
+    # crash recovery relies on); ``durability=`` on invoke has no "default for this graph" form.
+    # The strict-resume key makes LangGraph refuse a resume map naming an interrupt that no
+    # longer waits, before it is saved (it checks maps keyed by interrupt id only).
+    from langgraph._internal._constants import (
+        CONFIG_KEY_CHECKPOINTER,
+        CONFIG_KEY_DURABILITY,
+        CONFIG_KEY_STRICT_RESUME,
+    )
 except ImportError as exc:  # pragma: no cover - a LangGraph without them: do not start
     raise AlgentaGraphError(
-        "this LangGraph version has no CONFIG_KEY_CHECKPOINTER / CONFIG_KEY_DURABILITY "
-        f"({exc}); algenta-graph needs them for one answer per escalation and for its "
-        "durability default: install a langgraph version algenta-graph supports"
+        "this LangGraph version has no CONFIG_KEY_CHECKPOINTER / CONFIG_KEY_DURABILITY / "
+        f"CONFIG_KEY_STRICT_RESUME ({exc}); algenta-graph needs them to check every resume and "
+        "for its durability default: install a langgraph version algenta-graph supports"
     ) from None
 
 __all__ = [
@@ -35,9 +41,11 @@ __all__ = [
     "default_durability",
     "infer_as_node",
     "interrupt_id",
+    "node_actions",
     "rebuild_as",
     "server_store",
     "state_checkpointer",
+    "strict_resume",
 ]
 
 _Graph = TypeVar("_Graph")
@@ -67,6 +75,28 @@ def interrupt_id(config: RunnableConfig | None, answered: int) -> str | None:
 def default_durability(durability: str) -> dict[str, Any]:
     """The ``configurable`` entry that makes ``durability`` a compiled graph's default."""
     return {CONFIG_KEY_DURABILITY: durability}
+
+
+def strict_resume() -> dict[str, Any]:
+    """The ``configurable`` entry that makes a run's resume strict (a stale resume map refused)."""
+    return {CONFIG_KEY_STRICT_RESUME: True}
+
+
+def node_actions(graph: Any) -> dict[str, Any]:
+    """The callables an uncompiled ``StateGraph``'s nodes run, by node name.
+
+    LangGraph wraps each in a private ``RunnableCallable`` (``afunc`` for a coroutine callable,
+    ``func`` otherwise). A node LangGraph stores otherwise is left out; a caller that must reach
+    every node of a kind (the factory giving each governance node the graph's ledger) checks
+    that it found them all, and refuses to build the graph when not (fails closed).
+    """
+    found: dict[str, Any] = {}
+    for name, spec in getattr(graph, "nodes", {}).items():
+        runnable = getattr(spec, "runnable", None)
+        action = getattr(runnable, "afunc", None) or getattr(runnable, "func", None)
+        if action is not None:
+            found[name] = action
+    return found
 
 
 def infer_as_node(graph: Any, versions_seen: Mapping[str, Any]) -> str | None:

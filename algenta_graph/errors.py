@@ -34,11 +34,16 @@ __all__ = [
     "IdentityProviderError",
     "InboxAPIError",
     "InboxConfigError",
+    "LedgerError",
+    "LedgerRequired",
     "ModelPackageMissingError",
     "ModelSetupError",
+    "NoEscalationPending",
     "OIDCConfigError",
+    "OperatorCredentialMissing",
     "RecordsFileError",
     "RecordsWriteRefused",
+    "ToolCallLostError",
     "ToolGatesError",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
@@ -84,6 +89,26 @@ class EngineTimeoutError(EngineConnectionError):
     """
 
 
+class ToolCallLostError(EngineConnectionError):
+    """The connection to a tool's server closed or reset while a call was in flight.
+
+    The request was sent and its answer never came (the server stopped, was killed, or ended
+    the answer without the result), so **the call may have run**: it must not be sent again
+    blindly. Raised by the engine connection as soon as the connection is gone, never after
+    waiting out ``call_timeout``; the message names the server, its URL and the tool, and says
+    what to check instead of retrying.
+
+    Args:
+        message: what was lost, and what to check.
+        url: the server's endpoint (kept as ``url``).
+        tool: the tool whose call was lost, its name on its server (kept as ``tool``).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, tool: str) -> None:
+        super().__init__(message, url=url)
+        self.tool = tool
+
+
 class ToolNotInProfileError(AlgentaGraphError):
     """A tool outside the active profile was called; the engine was not contacted.
 
@@ -122,11 +147,11 @@ class UsageStoreMissing(AlgentaGraphError, ValueError):
 # --------------------------------------------------------------------------- the operator
 
 
-class DecidedClaim(Protocol):
-    """What :class:`EscalationAlreadyDecided` reads of the claim in force.
+class DecidedAnswer(Protocol):
+    """What :class:`EscalationAlreadyDecided` reads of the answer that took effect.
 
-    :class:`algenta_graph.governance.claims.Claim` is one; the protocol keeps this module free of
-    the governance core's imports (errors sit below every layer).
+    :class:`algenta_graph.ledger.ClaimAnswer` is one; the protocol keeps this module free of the
+    ledger's imports (errors sit below every layer).
     """
 
     @property
@@ -140,8 +165,22 @@ class DecidedClaim(Protocol):
         ...
 
     @property
+    def decided_at(self) -> str | None:
+        """When it was given (ISO 8601)."""
+        ...
+
+    @property
     def summary(self) -> str:
         """How: the answer's actions."""
+        ...
+
+
+class DecidedClaim(Protocol):
+    """The claim in force, as :class:`EscalationAlreadyDecided` reads it (a ledger entry)."""
+
+    @property
+    def value(self) -> DecidedAnswer:
+        """The answer."""
         ...
 
     @property
@@ -150,26 +189,89 @@ class DecidedClaim(Protocol):
         ...
 
 
+class OperatorCredentialMissing(AlgentaGraphError, PermissionError):
+    """An override was to be sent without an operator credential: it is refused, not sent.
+
+    Raised by :meth:`~algenta_graph.connection.engine.EngineConnection.execute_as_operator`
+    before anything is sent, when the call carries ``force`` or ``override_safety`` and the
+    connection has no operator credential of its own (``operator_api_key``) nor was told that
+    its one key is also the operator credential (``operator_key_is_agent_key=True``, for a
+    relaxed local engine). The message names both settings; the model-facing session never
+    carries an override.
+    """
+
+
 class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
-    """Another operator's answer to this escalation took effect (or is taking effect) first.
+    """An answer to an escalation another answer already decided: it is refused, by name.
 
     Raised by a denial handler when a resume (or a new turn) meets an escalation whose answer is
-    being applied by a live claimant (:mod:`algenta_graph.governance.claims`). The message names
-    who decided, how, and where; nothing was done or recorded in this run's name. (A
-    ``RuntimeError`` too, so the LangGraph server shows the message to the API client instead of
-    "An internal error occurred".)
+    being applied by a live claimant (:mod:`algenta_graph.nodes.claiming`), and by the compiled
+    graph when a resume answers an escalation that was decided before it (in this thread, a
+    copy, another worker) or a thread with nothing pending (:mod:`algenta_graph.graph.resumes`):
+    the answer that took effect is completed in the thread's records, and this one changes
+    nothing. The message names who decided, how, where and when. (A ``RuntimeError`` too, so the
+    LangGraph server shows the message to the API client instead of "An internal error
+    occurred".)
 
     Args:
-        claim: the claim in force (kept as ``claim``): who decided, how, and where.
+        claim: the claim in force (kept as ``claim``): who decided, how, where and when.
     """
 
     def __init__(self, claim: DecidedClaim) -> None:
         self.claim = claim
-        where = f" in thread {claim.thread_id}" if claim.thread_id else ""
+        answer = claim.value
+        where = f" in thread {answer.thread_id}" if answer.thread_id else ""
+        when = f" at {answer.decided_at}" if answer.decided_at else ""
         state = "" if claim.done else ", still being applied"
         super().__init__(
-            f"escalation already decided by {claim.operator} ({claim.summary}{where}{state}); "
-            "that answer takes effect, and nothing was done or recorded in this resume's name"
+            f"escalation already decided by {answer.operator} ({answer.summary}{where}{when}"
+            f"{state}); that answer takes effect, and nothing was done or recorded in this "
+            "resume's name"
+        )
+
+
+class NoEscalationPending(AlgentaGraphError, RuntimeError):
+    """A resume (an operator's answer) on a thread where no escalation waits and none was decided.
+
+    Raised by the compiled graph before anything is written (:mod:`algenta_graph.graph.resumes`);
+    the message names the thread. (A thread whose escalation was decided raises
+    :class:`EscalationAlreadyDecided` instead, naming who decided.)
+    """
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+class LedgerError(AlgentaGraphError, RuntimeError):
+    """The ledger could not be opened, or holds an entry that is not what was asked for.
+
+    Raised by :mod:`algenta_graph.ledger`; the message names the ledger (a PostgreSQL URL
+    without its password) or the entry's key, and nothing was done with it.
+    """
+
+
+class LedgerRequired(AlgentaGraphError, ValueError):
+    """A graph (or served deployment) would run without a ledger every process shares.
+
+    Raised by :func:`~algenta_graph.ledger.choose_ledger` when building the graph or starting
+    the server: no ledger is configured, the deployment's state implies none (a saver
+    algenta-graph did not open from a path or URL, a server's custom checkpointer, a runtime
+    other than ``langgraph dev``'s), and the deployment is not declared one process. The message
+    names the deployment and what to set.
+
+    Args:
+        deployment: what the deployment is (kept as ``deployment``).
+    """
+
+    def __init__(self, deployment: str) -> None:
+        self.deployment = deployment
+        super().__init__(
+            f"{deployment}: no ledger that every process serving the graph shares can be found, "
+            "so an escalation could take two answers and a governed call could be sent twice; "
+            'set one: ledger= (create_governed_agent), ledger = "..." in the configuration '
+            "file or ALGENTA_LEDGER (a SQLite file path, for one machine, or a postgresql:// "
+            "URL); or declare the deployment one process: single_process=True, "
+            "single_process = true or ALGENTA_SINGLE_PROCESS=1"
         )
 
 

@@ -197,6 +197,15 @@ def env_file(*, config: str | None = None, auth_file: str | None = None) -> str:
 # {{"idempotency": "report", "confidence": "escalate", "risk_floor": "halt"}}.
 # Empty: the graph's default.
 # ALGENTA_ON_DENIAL=
+
+# The ledger every process serving the graph shares (escalation answers, the write-ahead of every
+# governed call): a postgresql:// URL (several workers), a SQLite file (one machine) or memory.
+# Default: the database of ALGENTA_CHECKPOINTER, or a file beside langgraph dev's own state; any
+# other deployment refuses to start without it (docs/DEPLOYING.md).
+# ALGENTA_LEDGER=postgresql://user:password@db:5432/agents
+
+# Declares the deployment one process (its ledger in memory; a restart forgets it).
+# ALGENTA_SINGLE_PROCESS=1
 """
 
 

@@ -133,6 +133,29 @@ def _check_url(url: str) -> str:
 Url = Annotated[str, AfterValidator(_check_url)]
 
 
+def _ledger(value: Any) -> Any:
+    """A ledger: ``"memory"``, a SQLite path, a ``postgresql://`` URL, or ``{env = "NAME"}``."""
+    if value is None or isinstance(value, EnvSecret):
+        return value
+    if isinstance(value, Mapping):
+        return EnvSecret.model_validate(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            'must be "memory", a SQLite file path, a postgresql:// URL or {env = "NAME"}'
+        )
+    parts = urlsplit(value.strip()) if "://" in value else None
+    if parts is not None and parts.password:
+        raise ValueError(
+            'a password in the URL is a secret: use {env = "NAME"} (or ALGENTA_LEDGER) instead'
+        )
+    return value.strip()
+
+
+LedgerSetting = Annotated[str | EnvSecret | None, BeforeValidator(_ledger)]
+"""Where the ledger lives (:mod:`algenta_graph.ledger`); a URL with a password from the
+environment."""
+
+
 class HttpServer(ConfigTable):
     """An extra MCP server over streamable HTTP or SSE (``langchain-mcp-adapters``'s shape)."""
 
@@ -340,3 +363,7 @@ class TelemetryTable(ConfigTable):
     """The collector's base URL (default ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
     service_name: Annotated[str, Field(min_length=1)] = "algenta-graph"
     """The ``service.name`` resource attribute (``OTEL_SERVICE_NAME`` wins)."""
+    capture_content: bool = False
+    """Record tool argument values and results on spans and runs (off: names and outcomes
+    only). ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set to ``SPAN_ONLY``,
+    ``SPAN_AND_EVENT`` or ``true`` turns it on, to ``NO_CONTENT`` or ``false`` off."""

@@ -2,8 +2,8 @@
 
 A denial handler notifies before it interrupts (:func:`notify_once`). The node runs again on
 every resume, every new message and in every worker that meets the thread, so a notice is
-**claimed** first, under its escalation's identity, in the same claim store as the answers
-(:mod:`algenta_graph.governance.claims`: a table next to the checkpoints): one process sends it,
+**claimed** first, under its escalation's identity, in the graph's ledger with the answers
+(:mod:`algenta_graph.ledger`, shared by every process serving the graph): one process sends it,
 and marks it sent. A hook that fails (an exception, a non-2xx answer, a refused connection) is
 logged and never blocks the escalation; its notice is let go unsent, and the next handler that
 meets the escalation sends it again, so it is sent once when the hook works again. A hook that
@@ -26,9 +26,9 @@ from typing import Any
 
 import httpx
 
-from algenta_graph.governance.claims import ClaimStore, new_claim, release
 from algenta_graph.governance.escalations import EscalationSettings, WebhookNotify
 from algenta_graph.governance.notice_signing import signed_headers, webhook_id
+from algenta_graph.ledger import Ledger, NoticeMark, new_entry, release
 
 __all__ = ["notice_key", "notify_once", "post_notice"]
 
@@ -93,7 +93,7 @@ async def _call_hook(settings: EscalationSettings, notice: Mapping[str, Any]) ->
 
 
 async def notify_once(
-    store: ClaimStore, settings: EscalationSettings, notice: Mapping[str, Any]
+    store: Ledger, settings: EscalationSettings, notice: Mapping[str, Any]
 ) -> bool:
     """Send ``notice`` through the configured hooks unless it was sent (or is being sent).
 
@@ -104,10 +104,10 @@ async def notify_once(
         return False
     key = notice_key(str(notice.get("escalation_id")))
     try:
-        current = await store.get(key)
-        mine = new_claim(key, {"escalation_id": notice.get("escalation_id")})
+        current = await store.get(key, NoticeMark)
+        mine = new_entry(key, NoticeMark(escalation_id=str(notice.get("escalation_id"))))
         if current is None:
-            current = await store.claim(mine)
+            current = await store.insert(mine)
         won = current.token == mine.token
         if not won and current.abandoned():
             # its sender failed (or died) before it was sent: send it now

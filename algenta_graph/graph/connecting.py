@@ -55,6 +55,7 @@ async def open_engine_connection(
     base_url: str | None,
     api_key: str | None,
     operator_api_key: str | None,
+    operator_key_is_agent_key: bool = False,
     profile: str,
     extra_servers: Mapping[str, Mapping[str, Any]] | None,
 ) -> EngineConnection:
@@ -81,6 +82,7 @@ async def open_engine_connection(
             base_url,
             api_key=api_key,
             operator_api_key=operator_api_key,
+            operator_key_is_agent_key=operator_key_is_agent_key,
             profile=profile,
             extra_servers=servers,
             timeout=cfg.connect_timeout,

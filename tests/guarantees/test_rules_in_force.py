@@ -228,7 +228,12 @@ async def test_rules_that_would_not_hold_are_refused_and_no_call_runs_outside_th
         async def graph(replies: list[Any], gates: ToolGates = rules, **options: Any) -> Any:
             model = ScriptedChatModel(replies=[*replies, "done", "done"])
             return await create_governed_agent(
-                model, connection=conn, checkpointer=saver, tool_gates=gates, **options
+                model,
+                connection=conn,
+                checkpointer=saver,
+                tool_gates=gates,
+                single_process=True,
+                **options,
             )
 
         async def attempt(thread: str, name: str, args: dict[str, Any]) -> None:

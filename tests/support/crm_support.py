@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,9 @@ class CrmServer:
     """When set to an event: the next ``delete_customer`` records its call, sets ``entered``
     and waits for the event (a call in flight, for a test to kill its caller meanwhile)."""
     entered: threading.Event = field(default_factory=threading.Event)
+    delays: dict[str, float] = field(default_factory=dict)
+    """Seconds a tool takes after recording its call (a call in flight, for a test to cancel or
+    kill its caller meanwhile)."""
 
     def count(self, tool: str) -> int:
         """How many times ``tool`` really ran."""
@@ -40,11 +44,16 @@ class CrmServer:
 
     def connection(self) -> dict[str, Any]:
         """Its ``extra_servers`` entry (the bearer token given literally)."""
-        return {
-            "transport": "streamable_http",
-            "url": self.url,
-            "headers": {"Authorization": f"Bearer {TOKEN}"},
-        }
+        return crm_connection(self.url)
+
+
+def crm_connection(url: str) -> dict[str, Any]:
+    """The ``extra_servers`` entry of the CRM at ``url`` (a worker process gets only the URL)."""
+    return {
+        "transport": "streamable_http",
+        "url": url,
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+    }
 
 
 def crm_app(server: CrmServer, label: str, destructive: bool = False) -> Any:
@@ -75,6 +84,7 @@ def crm_app(server: CrmServer, label: str, destructive: bool = False) -> Any:
     def delete_customer(account_id: str, reason: str = "") -> dict[str, Any]:
         """Delete a customer and all of its records from the CRM."""
         server.calls.append(("delete_customer", {"account_id": account_id, "reason": reason}))
+        time.sleep(server.delays.get("delete_customer", 0.0))
         hold, server.hold = server.hold, None
         if hold is not None:
             server.entered.set()
@@ -85,6 +95,7 @@ def crm_app(server: CrmServer, label: str, destructive: bool = False) -> Any:
     def refund(account_id: str, amount: float) -> dict[str, Any]:
         """Refund an amount of money to a customer's card."""
         server.calls.append(("refund", {"account_id": account_id, "amount": amount}))
+        time.sleep(server.delays.get("refund", 0.0))
         return {"refunded": amount, "account": account_id}
 
     @mcp.tool(name="customers.delete")

@@ -147,6 +147,15 @@ def _stop_process_group(proc: subprocess.Popen[bytes]) -> None:
 # shared by the tests of the served graph: the token file, requests, answers
 
 
+OPERATOR_TOKENS: dict[str, tuple[str, list[str]]] = {
+    "tok-alice": ("alice", ["agent"]),
+    "tok-ana": ("ana", ["operator"]),
+    "tok-olga": ("olga", ["operator"]),
+    "tok-audrey": ("audrey", ["auditor"]),
+}
+"""An agent, two operators racing each other, an auditor: the auth file of the escalation tests."""
+
+
 def write_auth_file(path: Path, tokens: Mapping[str, tuple[str, list[str]]]) -> Path:
     path.write_text(
         json.dumps(

@@ -246,7 +246,8 @@ def test_a_held_call_runs_once_on_approval_and_every_step_is_a_chained_record() 
     assert decision["escalation_id"] == held["escalation_id"]
     assert decision["original_args"] is None and decision["edited_args"] is None
     [ran] = out["tool_calls"]
-    assert set(ran) - CHAIN - {"time"} == CALL_FIELDS
+    assert set(ran) - CHAIN - {"time"} == CALL_FIELDS | {"result"}
+    assert ran["result"] == "executed"
     assert (ran["tool"], ran["server"], ran["catalog_name"], ran["tool_call_id"]) == (
         "delete_customer",
         "crm",

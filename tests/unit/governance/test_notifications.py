@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from algenta_graph._net import free_port
-from algenta_graph.governance.claims import ClaimStore, new_claim, release
 from algenta_graph.governance.escalations import EscalationSettings, WebhookNotify
 from algenta_graph.governance.notice_signing import (
     WEBHOOK_ID_HEADER,
@@ -32,6 +31,7 @@ from algenta_graph.governance.notice_signing import (
     signing_key,
 )
 from algenta_graph.governance.notifications import notice_key, notify_once, post_notice
+from algenta_graph.ledger import MemoryLedger, NoticeMark, new_entry, release
 
 NOTICE = {"escalation_id": "esc_1", "gate": "confidence", "decision_id": "d1"}
 SECRET = new_secret()
@@ -221,21 +221,21 @@ async def test_a_failing_receiver_is_tried_again_then_named() -> None:
 async def test_a_notice_is_sent_once_however_often_the_handler_meets_the_escalation(
     receiver: Receiver,
 ) -> None:
-    store = ClaimStore()
+    store = MemoryLedger()
     settings = settings_for(receiver.url)
     sent = [await notify_once(store, settings, NOTICE) for _ in range(4)]
     assert sent == [True, False, False, False] and receiver.delivered == 1
-    claim = await store.get(notice_key("esc_1"))
+    claim = await store.get(notice_key("esc_1"), NoticeMark)
     assert claim is not None and claim.done
-    assert claim.answer == {"escalation_id": "esc_1"}  # the claim says which escalation it is
+    assert claim.value == NoticeMark(escalation_id="esc_1")  # it says which escalation it is
     assert await notify_once(store, settings, {**NOTICE, "escalation_id": "esc_2"}) is True
     assert receiver.delivered == 2
 
 
 async def test_without_a_hook_nothing_is_claimed_or_sent() -> None:
-    store = ClaimStore()
+    store = MemoryLedger()
     assert await notify_once(store, EscalationSettings(), NOTICE) is False
-    assert await store.get(notice_key("esc_1")) is None
+    assert await store.get(notice_key("esc_1"), NoticeMark) is None
 
 
 async def test_a_python_hook_sync_or_async_is_called_once_with_the_notice() -> None:
@@ -248,7 +248,7 @@ async def test_a_python_hook_sync_or_async_is_called_once_with_the_notice() -> N
         await asyncio.sleep(0)
         calls.append(("async", notice))
 
-    store = ClaimStore()
+    store = MemoryLedger()
     for hook in (sync_hook, async_hook):
         settings = EscalationSettings(hook=hook)
         key = f"esc_{hook.__name__}"
@@ -271,7 +271,7 @@ async def test_a_failing_hook_is_logged_never_raised_and_sent_once_when_it_works
         if len(attempts) < 3:
             raise ConnectionError("pager down")
 
-    store = ClaimStore()
+    store = MemoryLedger()
     settings = EscalationSettings(hook=hook)
     with caplog.at_level(logging.WARNING, logger="algenta_graph.governance.notifications"):
         assert await notify_once(store, settings, NOTICE) is False
@@ -279,7 +279,7 @@ async def test_a_failing_hook_is_logged_never_raised_and_sent_once_when_it_works
             "escalation esc_1: notification hook failed (sent again by the next handler that "
             "meets it): pager down"
         ]
-        claim = await store.get(notice_key("esc_1"))
+        claim = await store.get(notice_key("esc_1"), NoticeMark)
         assert claim is not None and not claim.done and claim.abandoned()  # let go, unsent
         assert await notify_once(store, settings, NOTICE) is False
         assert await notify_once(store, settings, NOTICE) is True  # the hook works again
@@ -290,7 +290,7 @@ async def test_a_failing_hook_is_logged_never_raised_and_sent_once_when_it_works
 async def test_a_hook_that_times_out_may_have_been_reached_and_is_not_repeated(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = ClaimStore()
+    store = MemoryLedger()
     with Receiver(hang=True) as slow:
         settings = settings_for(slow.url, timeout_seconds=0.2)
         with caplog.at_level(logging.WARNING, logger="algenta_graph.governance.notifications"):
@@ -304,9 +304,9 @@ async def test_a_hook_that_times_out_may_have_been_reached_and_is_not_repeated(
 
 
 async def test_a_notice_being_sent_elsewhere_is_left_to_its_sender() -> None:
-    store = ClaimStore()
-    sender = new_claim(notice_key("esc_1"), {"escalation_id": "esc_1"})
-    await store.claim(sender)  # live (not released): another task of this process sends it
+    store = MemoryLedger()
+    sender = new_entry(notice_key("esc_1"), NoticeMark(escalation_id="esc_1"))
+    await store.insert(sender)  # live (not released): another task of this process sends it
     calls: list[Any] = []
     settings = EscalationSettings(hook=calls.append)
     try:
@@ -321,8 +321,8 @@ async def test_a_notice_being_sent_elsewhere_is_left_to_its_sender() -> None:
 async def test_a_claim_store_that_fails_never_blocks_the_escalation(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    class Broken(ClaimStore):
-        async def get(self, key: str) -> Any:
+    class Broken(MemoryLedger):
+        async def _get(self, key: str) -> Any:
             raise OSError("database is gone")
 
     calls: list[Any] = []

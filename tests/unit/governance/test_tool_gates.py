@@ -1,17 +1,14 @@
-"""The graph-side gates' rules and their pure check (``governance/tool_gates.py``), and the
-at-most-once run of an approved held call (``nodes/held_calls.py``) on the in-process store."""
+"""The graph-side gates' rules and their pure check (``governance/tool_gates.py``). The
+at-most-once run of a governed call: ``test_write_ahead.py``."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
-from algenta_graph.errors import AlgentaGraphError, ToolGatesError, ToolNotInProfileError
-from algenta_graph.governance.claims import ClaimStore, new_claim
+from algenta_graph.errors import ToolGatesError
 from algenta_graph.governance.tool_gates import (
     ALL_TOOLS,
     ArgumentRule,
@@ -28,7 +25,6 @@ from algenta_graph.governance.tool_gates import (
     matches,
     parse_tool_gates,
 )
-from algenta_graph.nodes.held_calls import result_key, run_held, start_key
 
 CRM_DELETE = ToolRef("crm", "delete_customer")
 SHADOW_DELETE = ToolRef("shadow", "delete_customer")
@@ -434,184 +430,6 @@ def test_counts_are_kept_per_budget() -> None:
     counts = count_calls(rules, REFUND, [_call("refund"), _call("lookup_customer")], [], "m1")
     assert counts.thread == {"crm.*": 2, "*.refund": 1}
     assert rules.budgets_for(CRM_DELETE) == [rules.gates.budgets[0]]
-
-
-# ------------------------------------------------------------------ running a held call once
-
-
-class _Conn:
-    """An engine connection that answers one tool, and counts what it was sent."""
-
-    def __init__(self, answer: Any = None, error: Exception | None = None) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-        self.answer = answer
-        self.error = error
-
-    async def call_tool(self, name: str, args: dict[str, Any], *, tool_call_id: str) -> Any:
-        self.sent.append((name, args))
-        if self.error is not None:
-            raise self.error
-        return self.answer or ToolMessage(content='{"deleted": "a1"}', tool_call_id=tool_call_id)
-
-
-DENIAL = {"escalation_id": "esc_1", "catalog_name": "delete_customer", "tool": "delete_customer"}
-
-
-def _run(conn: _Conn, store: ClaimStore, args: Any = None) -> Any:
-    return asyncio.run(
-        run_held(conn, store, DENIAL, args or {"account_id": "a1"}, operator="ana")  # type: ignore[arg-type]
-    )
-
-
-def test_an_approved_call_runs_once_and_a_second_completion_reuses_its_result() -> None:
-    conn, store = _Conn(), ClaimStore()
-    first = _run(conn, store)
-    again = _run(conn, store)
-    assert conn.sent == [("delete_customer", {"account_id": "a1"})]
-    assert (first.result, first.status, first.content) == (
-        "executed",
-        "success",
-        '{"deleted": "a1"}',
-    )
-    assert again == first
-
-
-def test_a_start_without_a_result_is_unknown_and_never_run_again() -> None:
-    conn, store = _Conn(), ClaimStore()
-    asyncio.run(store.claim(new_claim(start_key("esc_1"), {"started_at": "T0"})))
-    outcome = _run(conn, store)
-    assert conn.sent == []
-    assert (outcome.result, outcome.status, outcome.started_at) == ("unknown", "error", "T0")
-    assert outcome.content == (
-        "the approved call of delete_customer was started at T0 by an earlier attempt that "
-        "stopped before its result was recorded; it may have run, so it was NOT run again: an "
-        "operator must check the tool's own records"
-    )
-
-
-def test_the_start_marker_names_who_and_what_and_every_outcome_when_it_started() -> None:
-    conn, store = _Conn(), ClaimStore()
-    outcome = _run(conn, store)
-    marker = asyncio.run(store.get(start_key("esc_1")))
-    assert marker is not None
-    assert marker.answer["operator"] == "ana" and marker.answer["tool"] == "delete_customer"
-    assert outcome.started_at == marker.answer["started_at"]
-    recorded = asyncio.run(store.get(result_key("esc_1")))
-    assert recorded is not None and recorded.answer == {
-        "result": "executed",
-        "content": '{"deleted": "a1"}',
-        "status": "success",
-        "started_at": marker.answer["started_at"],
-        "refused": False,
-    }
-
-
-def test_a_held_call_is_called_by_its_catalog_name_else_its_tool() -> None:
-    conn = _Conn()
-    renamed = {"escalation_id": "e3", "catalog_name": "crm_refund", "tool": "refund"}
-    asyncio.run(run_held(conn, ClaimStore(), renamed, {}, operator="a"))  # type: ignore[arg-type]
-    assert conn.sent == [("crm_refund", {})]
-
-
-def test_a_start_marker_without_a_time_says_so() -> None:
-    store = ClaimStore()
-    asyncio.run(store.claim(new_claim(start_key("esc_1"), {})))
-    outcome = _run(_Conn(), store)
-    assert "was started at ? by an earlier attempt" in outcome.content
-
-
-def test_a_held_call_without_a_catalog_name_is_called_by_its_tool() -> None:
-    conn = _Conn()
-    asyncio.run(
-        run_held(conn, ClaimStore(), {"escalation_id": "e2", "tool": "refund"}, {}, operator="a")  # type: ignore[arg-type]
-    )
-    assert conn.sent == [("refund", {})]
-
-
-def test_non_text_content_is_kept_as_json() -> None:
-    blocks = ToolMessage(content=[{"type": "image", "url": "u"}], tool_call_id="x")
-    outcome = _run(_Conn(answer=blocks), ClaimStore())
-    assert outcome.content == '[{"type": "image", "url": "u"}]'
-
-
-def test_a_recorded_failure_reads_back_as_failed() -> None:
-    store = ClaimStore()
-    recorded = {"result": "failed", "content": "nope", "status": "error", "started_at": "T1"}
-    asyncio.run(store.claim(new_claim(result_key("esc_1"), recorded)))
-    outcome = _run(_Conn(), store)
-    assert (outcome.result, outcome.content, outcome.status, outcome.started_at) == (
-        "failed",
-        "nope",
-        "error",
-        "T1",
-    )
-    asyncio.run(store.claim(new_claim(result_key("esc_9"), {"result": "unknown"})))
-    bare = asyncio.run(
-        run_held(_Conn(), store, {"escalation_id": "esc_9"}, {}, operator="a")  # type: ignore[arg-type]
-    )
-    assert (bare.result, bare.content, bare.status, bare.started_at) == (
-        "unknown",
-        "",
-        "error",
-        None,
-    )
-
-
-def test_a_tool_error_is_failed_a_lost_answer_unknown_a_refusal_failed() -> None:
-    error = ToolMessage(content="nope", tool_call_id="x", status="error")
-    failed = _run(_Conn(answer=error), ClaimStore())
-    assert (failed.result, failed.status, failed.content) == ("failed", "error", "nope")
-    assert failed.started_at is not None
-    lost = _run(_Conn(error=AlgentaGraphError("connection reset")), ClaimStore())
-    assert (lost.result, lost.status) == ("unknown", "error") and lost.started_at is not None
-    assert lost.content == "the call may have run, its answer was lost: connection reset"
-    refused = _run(_Conn(error=ToolNotInProfileError("delete_customer", "execute")), ClaimStore())
-    assert (refused.result, refused.status) == ("failed", "error")
-    assert refused.content.startswith("Error: ") and refused.started_at is not None
-
-
-def test_the_recorded_result_is_read_back_and_a_damaged_one_reads_unknown() -> None:
-    store = ClaimStore()
-    asyncio.run(store.claim(new_claim(result_key("esc_1"), {"result": "bogus", "status": "?"})))
-    conn = _Conn()
-    outcome = _run(conn, store)
-    assert conn.sent == [] and (outcome.result, outcome.status) == ("unknown", "error")
-
-
-def _refused(conn: _Conn, store: ClaimStore) -> Any:
-    return asyncio.run(
-        run_held(conn, store, DENIAL, {"account_id": "a1"}, operator="ana", refused="spent")  # type: ignore[arg-type]
-    )
-
-
-def test_a_call_refused_at_approval_is_not_run_and_the_refusal_is_decided_once() -> None:
-    conn, store = _Conn(), ClaimStore()
-    outcome = _refused(conn, store)
-    assert conn.sent == []
-    assert (outcome.result, outcome.status, outcome.content, outcome.refused) == (
-        "failed",
-        "error",
-        "spent",
-        True,
-    )
-    assert asyncio.run(store.get(start_key("esc_1"))) is None  # nothing was started
-    recorded = asyncio.run(store.get(result_key("esc_1")))
-    assert recorded is not None and recorded.answer["refused"] is True
-    # completed again (a copy of the thread, a resume after a crash): the same refusal, read
-    # back, even if the budget no longer blocks it
-    again = _run(conn, store)
-    assert conn.sent == [] and again == outcome
-
-
-def test_a_refusal_never_hides_a_call_that_ran_or_may_have() -> None:
-    ran_store, conn = ClaimStore(), _Conn()
-    ran = _run(conn, ran_store)
-    assert _refused(conn, ran_store) == ran and not ran.refused
-    started = ClaimStore()
-    asyncio.run(started.claim(new_claim(start_key("esc_1"), {"started_at": "T0"})))
-    unknown = _refused(conn, started)
-    assert (unknown.result, unknown.refused) == ("unknown", False)
-    assert conn.sent == [("delete_customer", {"account_id": "a1"})]
 
 
 def test_check_budgets_is_the_budget_part_of_check_alone() -> None:
