@@ -40,6 +40,7 @@ from algenta_graph.inbox.wording import (
     record_line,
     record_lines,
     thread_facts,
+    who_answered,
 )
 from algenta_graph.serving.tokens import auth_configured, operator_gates
 
@@ -190,9 +191,7 @@ def _already_answered(record: Mapping[str, Any] | None) -> str:
     if record is None:
         return "refused: this escalation no longer waits for an operator; nothing was done"
     return (
-        f"refused: this escalation was already answered by {record.get('operator')} "
-        f"({record.get('verdict')}, {record.get('decided_at') or record.get('time')}); "
-        "nothing was done"
+        f"refused: this escalation was already answered by {who_answered(record)}; nothing was done"
     )
 
 

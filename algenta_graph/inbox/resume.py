@@ -10,6 +10,7 @@ the graph recorded, or why it refused. Which escalation waits is
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -19,6 +20,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from algenta_graph.inbox.escalation import EscalationView, decision_of
 from algenta_graph.inbox.queries import InboxAPIError, api_error, thread_state
+from algenta_graph.inbox.wording import who_answered
 from algenta_graph.nodes.answers import edited_arguments, edited_call_arguments
 from algenta_graph.nodes.questions import EscalationItem, action_name
 
@@ -154,6 +156,30 @@ def _run_error(output: Any) -> tuple[str, str] | None:
     return None
 
 
+_PYDANTIC_ERROR = re.compile(r"^\s+(?:Value error, )?(?P<what>.*?)\s*\[type=[^\n]*$", re.M)
+
+
+def graph_refusal(name: str, message: str) -> str:
+    r"""What the graph said when it refused an answer, in its own words.
+
+    The answer's check (its ``response_schema``, the argument rules an edit must keep) fails as a
+    pydantic ``ValidationError``: only what each error says is kept, not the input echoed back
+    or pydantic's links.
+
+    >>> graph_refusal("ValidationError", "1 validation error for EscalationAnswer\n"
+    ...     "  Value error, edit: rule 'small' broken [type=value_error, input_value={}]\n"
+    ...     "    For further information visit https://errors.pydantic.dev/2/v/value_error")
+    "edit: rule 'small' broken"
+    >>> graph_refusal("NoEscalationPending", "no escalation waits")
+    'NoEscalationPending: no escalation waits'
+    """
+    if name == "ValidationError":
+        said = [m.group("what") for m in _PYDANTIC_ERROR.finditer(message)]
+        if said:
+            return "; ".join(said)
+    return f"{name}: {message}" if message else name
+
+
 REFUSED_DECIDED = "refused: another operator decided first: "
 """How the page begins a refusal because another operator's answer takes effect."""
 NOT_YOURS = (
@@ -200,7 +226,7 @@ async def submit_answer(
             name, message = problem or (status, "")
             if name == "EscalationAlreadyDecided":
                 return AnswerOutcome(False, REFUSED_DECIDED + message)
-            why = f"{name}: {message}" if message else name
+            why = graph_refusal(name, message)
             return AnswerOutcome(False, f"refused by the graph: {why}; nothing was recorded")
         values = (await thread_state(client, view.thread_id)).get("values") or {}
     except (httpx.HTTPError, InboxAPIError) as exc:
@@ -214,14 +240,10 @@ async def submit_answer(
             False, "the run ended but no operator decision was recorded", values=values
         )
     if record.get("operator") != identity or record.get("answered_in_thread"):
-        elsewhere = record.get("answered_in_thread")
         return AnswerOutcome(
             False,
-            f"your answer did not take effect: {record.get('operator')} had decided this "
-            f"escalation first ({record.get('verdict')}, "
-            f"{record.get('decided_at') or record.get('time')}"
-            + (f", in thread {elsewhere}" if elsewhere else "")
-            + "); that answer was completed here",
+            f"your answer did not take effect: {who_answered(record)} had decided this "
+            "escalation first; that answer was completed here",
             record,
             values,
         )

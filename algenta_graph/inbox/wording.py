@@ -44,6 +44,7 @@ __all__ = [
     "record_lines",
     "thread_facts",
     "value_text",
+    "who_answered",
 ]
 
 _WORD = re.compile(r"[A-Za-z_][\w.:/@+-]*")
@@ -404,6 +405,27 @@ def _answered(record: Mapping[str, Any]) -> str:
     }
     how = phrases.get(str(verdict)) or _said(verdict or record.get("action"), "answered")
     return f"{who} {how}"
+
+
+def who_answered(record: Mapping[str, Any]) -> str:
+    """Who answered an escalation, how, when and where, for a refusal that names them.
+
+    >>> who_answered({"operator": "olga", "verdict": "declined",
+    ...               "decided_at": "2026-01-01T03:12:00+00:00"})
+    'olga (declined at 2026-01-01T03:12:00+00:00)'
+    >>> who_answered({"action": "override", "answered_in_thread": "t0"})
+    'an operator (override, in thread t0)'
+    """
+    who = _said(record.get("operator"), "an operator")
+    how = _said(record.get("verdict") or record.get("action"), "answered")
+    when = record.get("decided_at") or record.get("time")
+    where = record.get("answered_in_thread")
+    return (
+        f"{who} ({how}"
+        + (f" at {when}" if when else "")
+        + (f", in thread {where}" if where else "")
+        + ")"
+    )
 
 
 def outcome_line(record: Mapping[str, Any], subject: str = "it") -> str:

@@ -68,6 +68,11 @@ require_approval = ["crm.delete_customer"]
 [[tool_gates.budgets]]
 tool = "crm.refund"
 thread_limit = 2
+
+[[tool_gates.argument_rules]]
+name = "known_reason"
+tool = "crm.delete_customer"
+schema = {{ type = "object", properties = {{ reason = {{ type = "string", enum = ["churned"] }}}}}}
 """
 
 
@@ -129,10 +134,6 @@ async def test_every_record_escalation_and_answer_reads_in_words(
             tmp_path,
             settings(crm.url),
             extra_args=("--n-jobs-per-worker", "2"),
-            # the dev server's own checkpoints: under the SQLite server checkpointer the server
-            # hands each run a checkpointer of its own, and with it a claim store of its own, so
-            # an answer given in a copy took effect as well (a fault of the claims, not the inbox)
-            checkpoints_file=False,
             CRM_TOKEN=CRM_TOKEN,
         ) as (server, _),
     ):
@@ -180,6 +181,7 @@ async def test_every_record_escalation_and_answer_reads_in_words(
                 ana, "about-0"
             )
             assert text_of(ana, "does-0-approve") == f"runs {HELD} once; the model gets its answer"
+            assert text_of(ana, "answering-as") == "ana"  # what an answer is recorded as
             assert text_of(ana, "does-0-edit").startswith(
                 "runs crm.delete_customer once with the arguments you enter below"
             )
@@ -194,6 +196,14 @@ async def test_every_record_escalation_and_answer_reads_in_words(
                 "let through to run: no gate held it",
                 f"held by the approval gate: {held['message']}; an operator was asked",
             ], happened
+
+            # an edit that breaks an argument rule: refused by the rule's name, nothing runs
+            edited = json.dumps({"account_id": "b2", "reason": "fraud"})
+            refused = submit(ana, decision="edit", reason="a different reason", args=edited)
+            assert refused.startswith("refused by the graph: edit: "), refused
+            assert "known_reason" in refused and "nothing was run" in refused, refused
+            assert text_of(ana, "about-0") == f"The approval gate holds the call {HELD}"
+            assert crm.count("delete_customer") == 0
 
             # approved: the page shows what the tool answered
             message = submit(ana, decision="approve", reason="customer asked to be forgotten")

@@ -85,20 +85,14 @@ def served(
     tmp_path: Path,
     settings_toml: str = REQUIRED_REASONS,
     *,
-    checkpoints_file: bool = True,
     extra_args: tuple[str, ...] = (),
     **more_env: str,
 ) -> Iterator[tuple[Any, Path]]:
     """``langgraph dev`` serving the inbox with ``settings_toml`` as its ``ALGENTA_CONFIG`` file
-    (``extra_args`` to the command, ``more_env`` to its environment): ``(server, checkpoints)``.
-
-    ``checkpoints_file``: the checkpoints in a SQLite file (``server_checkpointer``), else in the
-    dev server's own memory.
-    """
+    (``extra_args`` to the command, ``more_env`` to its environment): ``(server, checkpoints)``."""
     config = json.loads(CONFIG.read_text())
     assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
-    if checkpoints_file:
-        config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
+    config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
     config.pop("env", None)
     path = tmp_path / "langgraph.json"
     path.write_text(json.dumps(config))
@@ -110,7 +104,7 @@ def served(
         "ALGENTA_BASE_URL": engine.url,
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
-        **({"ALGENTA_CHECKPOINTER": str(db)} if checkpoints_file else {}),
+        "ALGENTA_CHECKPOINTER": str(db),
         "ALGENTA_INBOX_SECRET": "browser-test-secret",
         ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
         **more_env,
