@@ -297,7 +297,8 @@ def _engine_effects(item: Mapping[str, Any], action: str | None) -> dict[str, st
         "approve": f"executes {what} {flagged} and POSTs its webhook to {webhook}{within}",
         "edit": (
             f"executes {what} {flagged}, with the webhook_url, timeout_seconds and metadata "
-            "you enter below (nothing else may change)"
+            "you enter below (nothing else may change; the argument rules on execute_decision "
+            "still apply)"
         ),
         "reject": f"declines: {not_executed} and no webhook is sent; the model is told",
         "respond": f"declines: {not_executed}; the model gets your reason in the tool's place",

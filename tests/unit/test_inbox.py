@@ -537,6 +537,9 @@ def test_what_approving_an_engine_decision_does_names_the_action_the_flag_and_th
     assert effects["reject"] == (
         "declines: decision dec_1 is not executed and no webhook is sent; the model is told"
     )
+    assert effects["edit"].endswith(
+        "(nothing else may change; the argument rules on execute_decision still apply)"
+    )
     timed = {**ENGINE_ITEM, "args": {**ENGINE_ITEM["args"], "timeout_seconds": 5}}
     assert answer_effects(timed)["approve"].endswith(f"to {WEBHOOK} (timeout 5 s)")
     # the engine could not say what it decides: the decision by its id alone
