@@ -62,6 +62,7 @@ def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) ->
     ):
         env = {
             "ALGENTA_BASE_URL": engine.url,
+            "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
             "ALGENTA_PROFILE": "execute",
             "ALGENTA_AUTH_FILE": str(write_auth_file(tmp_path / "auth.json", tokens)),
         }

@@ -77,6 +77,7 @@ async def test_inbox_sessions_end_on_the_server_stale_forms_and_other_gates_are_
     auth_file = write_auth_file(tmp_path / "auth.json", TOKENS)
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',

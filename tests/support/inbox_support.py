@@ -102,6 +102,7 @@ def served(
     env = {
         "ALGENTA_CONFIG": str(settings),
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_CHECKPOINTER": str(db),
