@@ -463,6 +463,16 @@ def _denied(record: Mapping[str, Any]) -> str:
     return f"denied by {gate}: {message}{then}"
 
 
+_CALL_RESULT = {
+    "failed": "; it failed",
+    "unknown": (
+        "; its outcome is unknown: it may have run (it counts against its budgets and is never "
+        "sent again)"
+    ),
+}
+"""What a ``tool_calls`` record's ``result`` adds (``executed``, the usual, adds nothing)."""
+
+
 _EXECUTED_BY = {
     "model": "executed on the model's call",
     "recovered": "executed (read back from the engine: the checkpoint had missed it)",
@@ -520,6 +530,7 @@ def record_line(name: str, record: Mapping[str, Any], facts: Facts) -> RecordLin
         happened = (
             f"ran on {approver}'s approval" if approver else "let through to run: no gate held it"
         )
+        happened += _CALL_RESULT.get(str(record.get("result")), "")
         return RecordLine(name, record, _qualified(record), happened)
     if name == "denials":
         about = (

@@ -660,6 +660,18 @@ def test_every_record_says_what_it_is_about_and_what_happened() -> None:
     ]
 
 
+def test_a_tool_call_whose_outcome_is_unknown_says_it_may_have_run() -> None:
+    record = {"tool": "refund", "server": "crm", "result": "unknown"}
+    assert record_line("tool_calls", record, Facts()).happened == (
+        "let through to run: no gate held it; its outcome is unknown: it may have run (it counts "
+        "against its budgets and is never sent again)"
+    )
+    failed = record_line("tool_calls", {**record, "result": "failed"}, Facts())
+    assert failed.happened == "let through to run: no gate held it; it failed"
+    ran = record_line("tool_calls", {**record, "result": "executed"}, Facts())
+    assert ran.happened == "let through to run: no gate held it"
+
+
 @pytest.mark.parametrize(
     ("record", "said"),
     [
