@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointerError",
     "CheckpointerURLError",
     "CommandError",
+    "ConfigError",
     "DemoError",
     "EngineAuthError",
     "EngineConnectionError",
