@@ -23,9 +23,9 @@ __all__ = [
     "OPERATOR_KEY",
     "AuthorizeOperator",
     "answering_operator",
-    "configured_operator",
     "authenticated_identity",
     "authenticated_roles",
+    "configured_operator",
 ]
 
 AuthorizeOperator = Callable[[str, str, RunnableConfig], bool]
