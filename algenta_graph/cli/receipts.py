@@ -39,7 +39,7 @@ def store_hint(db: str) -> str:
     if SERVED_STORE in path.parts or path.suffix == ".pckl" or Path(SERVED_STORE).is_dir():
         return (
             f"langgraph dev keeps its threads in {SERVED_STORE}/, which only the running server "
-            "reads: serve with the server checkpointer (in langgraph.json, \"checkpointer\": "
+            'reads: serve with the server checkpointer (in langgraph.json, "checkpointer": '
             '{"path": "algenta_graph.serving.checkpointer.server_checkpointer"}, and '
             "ALGENTA_CHECKPOINTER=runs.sqlite or a postgresql:// URL), then give the same store "
             "here: --db runs.sqlite"

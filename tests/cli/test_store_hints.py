@@ -47,9 +47,7 @@ def test_the_served_state_directory_gets_the_flag_and_variable_to_give(
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_missing_store_names_the_variable_of_a_served_graph(
-    command: str, tmp_path: Path
-) -> None:
+def test_a_missing_store_names_the_variable_of_a_served_graph(command: str, tmp_path: Path) -> None:
     line = assert_one_line_error(
         cli(command, "--db", "runs.sqlite", cwd=tmp_path, timeout=60), "no checkpoint file"
     )
