@@ -78,7 +78,7 @@ class Bm25Index:
         description_weight: float = ...,
         param_name_weight: float = ...,
         param_text_weight: float = ...,
-        vector_precision: str = "f32",
+        vector_precision: str = "int8",
         bm25_weight: float = ...,
         cosine_floor: float = ...,
         fusion_depth: int = ...,
@@ -88,7 +88,7 @@ class Bm25Index:
         expansion: int = ...,
         multi_intent: bool = True,
     ) -> Self:
-        """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
+        """``vector_precision``: ``"int8"`` or ``"f32"``; ``bm25_weight``, ``cosine_floor``,
         ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
         from ``approx_from`` vectors on, vector searches rescore the ``rescore`` tools
         (for 50 hits at 10,000 vectors; ``rescore * (k + 10) / 60 * (n / 10000) ** 0.3``

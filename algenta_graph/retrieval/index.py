@@ -129,7 +129,7 @@ class ToolIndex:
             the BM25 ranking with the cosine ranking (:mod:`algenta_graph.retrieval.fusion`).
             Query vectors are computed once per query and cached. Without it (the default)
             the index is BM25 alone: offline, nothing embedded.
-        vector_precision: ``"f32"`` (default) or ``"int8"`` (a quarter of the memory, cosines
+        vector_precision: ``"int8"`` (default) or ``"f32"`` (four times the vector memory, cosines
             within about 0.01).
         bm25_weight, cosine_floor, depth: the fusion's constants (defaults
             ``FUSION_BM25_WEIGHT``, ``FUSION_COSINE_FLOOR``, ``FUSION_DEPTH``).
@@ -167,7 +167,7 @@ class ToolIndex:
         param_name_weight: float = DEFAULT_WEIGHTS["param_names"],
         param_text_weight: float = DEFAULT_WEIGHTS["param_text"],
         embeddings: Embeddings | None = None,
-        vector_precision: str = "f32",
+        vector_precision: str = "int8",
         bm25_weight: float = FUSION_BM25_WEIGHT,
         cosine_floor: float = FUSION_COSINE_FLOOR,
         depth: int = FUSION_DEPTH,

@@ -57,7 +57,7 @@ impl PyIndex {
         description_weight = index::DEFAULT_WEIGHTS[1],
         param_name_weight = index::DEFAULT_WEIGHTS[2],
         param_text_weight = index::DEFAULT_WEIGHTS[3],
-        vector_precision = "f32",
+        vector_precision = "int8",
         bm25_weight = fusion::DEFAULT_BM25_WEIGHT,
         cosine_floor = fusion::DEFAULT_COSINE_FLOOR,
         fusion_depth = fusion::DEFAULT_DEPTH,
