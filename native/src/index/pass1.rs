@@ -166,16 +166,7 @@ impl Pass1 {
             return (Terms::Memo(at as usize, (n & !SHORT) as usize), short);
         }
         self.ids.clear();
-        let short = if field == Field::ParamNames {
-            short_name(text)
-        } else {
-            None
-        };
-        let is_short = short.is_some();
-        if let Some(term) = short {
-            // A parameter called `q` or `to`: its name, whole (`tokenize/names.rs`).
-            self.ids.push(self.vocab.intern(&term));
-        } else if field != Field::Name && text.is_ascii() {
+        if field != Field::Name && text.is_ascii() {
             // Word by word, each distinct word tokenized once (names are words of their own,
             // met once: not remembered).
             let Pass1 {
@@ -221,6 +212,15 @@ impl Pass1 {
                     ids.push(id);
                 }
             });
+        }
+        // A parameter called `q` or `to` (which the recipe drops: no term above): its name,
+        // whole (`tokenize/names.rs`). Checked only when nothing else came of the text.
+        let mut is_short = false;
+        if field == Field::ParamNames && self.ids.is_empty() {
+            if let Some(term) = short_name(text) {
+                self.ids.push(self.vocab.intern(&term));
+                is_short = true;
+            }
         }
         if number != UNNUMBERED {
             let i = number as usize;
