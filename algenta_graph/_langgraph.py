@@ -8,6 +8,7 @@ guarantee. Each is exercised by the tests of the feature that needs it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -16,17 +17,23 @@ from langchain_core.runnables import RunnableConfig
 from algenta_graph.errors import AlgentaGraphError
 
 try:
-    # A node's checkpointer: the escalation claims live next to the checkpoints (invariant 12),
-    # and LangGraph puts the saver only in the run's configurable, under this private key.
-    # The durability key sets a compiled graph's default checkpoint durability ("sync": a
-    # step's checkpoint is written before the next step, which crash recovery relies on);
-    # ``durability=`` on invoke has no "default for this graph" form.
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
+    # A run's checkpointer: a resume is checked against the thread's state before it runs (what
+    # waits for an answer), and LangGraph puts the server's saver only in the run's
+    # configurable, under this private key. The durability key sets a compiled graph's default
+    # checkpoint durability ("sync": a step's checkpoint is written before the next step, which
+    # crash recovery relies on); ``durability=`` on invoke has no "default for this graph" form.
+    # The strict-resume key makes LangGraph refuse a resume map naming an interrupt that no
+    # longer waits, before it is saved (it checks maps keyed by interrupt id only).
+    from langgraph._internal._constants import (
+        CONFIG_KEY_CHECKPOINTER,
+        CONFIG_KEY_DURABILITY,
+        CONFIG_KEY_STRICT_RESUME,
+    )
 except ImportError as exc:  # pragma: no cover - a LangGraph without them: do not start
     raise AlgentaGraphError(
-        "this LangGraph version has no CONFIG_KEY_CHECKPOINTER / CONFIG_KEY_DURABILITY "
-        f"({exc}); algenta-graph needs them for one answer per escalation and for its "
-        "durability default: install a langgraph version algenta-graph supports"
+        "this LangGraph version has no CONFIG_KEY_CHECKPOINTER / CONFIG_KEY_DURABILITY / "
+        f"CONFIG_KEY_STRICT_RESUME ({exc}); algenta-graph needs them to check every resume and "
+        "for its durability default: install a langgraph version algenta-graph supports"
     ) from None
 
 __all__ = [
@@ -34,8 +41,11 @@ __all__ = [
     "default_durability",
     "infer_as_node",
     "interrupt_id",
+    "node_actions",
     "rebuild_as",
+    "server_store",
     "state_checkpointer",
+    "strict_resume",
 ]
 
 _Graph = TypeVar("_Graph")
@@ -65,6 +75,28 @@ def interrupt_id(config: RunnableConfig | None, answered: int) -> str | None:
 def default_durability(durability: str) -> dict[str, Any]:
     """The ``configurable`` entry that makes ``durability`` a compiled graph's default."""
     return {CONFIG_KEY_DURABILITY: durability}
+
+
+def strict_resume() -> dict[str, Any]:
+    """The ``configurable`` entry that makes a run's resume strict (a stale resume map refused)."""
+    return {CONFIG_KEY_STRICT_RESUME: True}
+
+
+def node_actions(graph: Any) -> dict[str, Any]:
+    """The callables an uncompiled ``StateGraph``'s nodes run, by node name.
+
+    LangGraph wraps each in a private ``RunnableCallable`` (``afunc`` for a coroutine callable,
+    ``func`` otherwise). A node LangGraph stores otherwise is left out; a caller that must reach
+    every node of a kind (the factory giving each governance node the graph's ledger) checks
+    that it found them all, and refuses to build the graph when not (fails closed).
+    """
+    found: dict[str, Any] = {}
+    for name, spec in getattr(graph, "nodes", {}).items():
+        runnable = getattr(spec, "runnable", None)
+        action = getattr(runnable, "afunc", None) or getattr(runnable, "func", None)
+        if action is not None:
+            found[name] = action
+    return found
 
 
 def infer_as_node(graph: Any, versions_seen: Mapping[str, Any]) -> str | None:
@@ -102,3 +134,21 @@ def rebuild_as(graph: Any, cls: type[_Graph]) -> _Graph:
     """
     attrs = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
     return cls(**attrs)
+
+
+async def server_store() -> Any:
+    """The store of the LangGraph server this process serves (its ``/store`` API's), or ``None``.
+
+    The operator inbox keeps its sessions there: the one store every worker of a deployment
+    shares (PostgreSQL under the LangGraph server; the dev server's in-memory store, persisted
+    in ``.langgraph_api/``, under ``langgraph dev``). LangGraph gives a custom route no public
+    handle on it. ``None`` outside a LangGraph server; a release that moves it raises
+    :class:`LookupError`, and the inbox refuses to sign anyone in (fails closed).
+    """
+    if "langgraph_api.server" not in sys.modules:
+        return None
+    try:
+        from langgraph_api.store import get_store
+    except ImportError as exc:  # pragma: no cover - another langgraph-api: no sessions
+        raise LookupError(f"langgraph-api has no langgraph_api.store.get_store ({exc})") from None
+    return await get_store()

@@ -12,6 +12,7 @@ The reference engine (:mod:`algenta_graph.engine`) is a separate program with er
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +22,7 @@ from starlette.exceptions import HTTPException
 __all__ = [
     "AlgentaGraphError",
     "AuthFileError",
+    "BearerTokenRefused",
     "CheckpointerError",
     "CheckpointerURLError",
     "CommandError",
@@ -29,12 +31,20 @@ __all__ = [
     "EngineConnectionError",
     "EngineTimeoutError",
     "EscalationAlreadyDecided",
+    "IdentityProviderError",
     "InboxAPIError",
     "InboxConfigError",
+    "LedgerError",
+    "LedgerRequired",
     "ModelPackageMissingError",
     "ModelSetupError",
+    "NoEscalationPending",
+    "OIDCConfigError",
+    "OperatorCredentialMissing",
     "RecordsFileError",
     "RecordsWriteRefused",
+    "ToolCallLostError",
+    "ToolGatesError",
     "ToolNotInProfileError",
     "UnsupportedToolSchemaError",
     "UsageStoreMissing",
@@ -79,6 +89,26 @@ class EngineTimeoutError(EngineConnectionError):
     """
 
 
+class ToolCallLostError(EngineConnectionError):
+    """The connection to a tool's server closed or reset while a call was in flight.
+
+    The request was sent and its answer never came (the server stopped, was killed, or ended
+    the answer without the result), so **the call may have run**: it must not be sent again
+    blindly. Raised by the engine connection as soon as the connection is gone, never after
+    waiting out ``call_timeout``; the message names the server, its URL and the tool, and says
+    what to check instead of retrying.
+
+    Args:
+        message: what was lost, and what to check.
+        url: the server's endpoint (kept as ``url``).
+        tool: the tool whose call was lost, its name on its server (kept as ``tool``).
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, tool: str) -> None:
+        super().__init__(message, url=url)
+        self.tool = tool
+
+
 class ToolNotInProfileError(AlgentaGraphError):
     """A tool outside the active profile was called; the engine was not contacted.
 
@@ -117,11 +147,11 @@ class UsageStoreMissing(AlgentaGraphError, ValueError):
 # --------------------------------------------------------------------------- the operator
 
 
-class DecidedClaim(Protocol):
-    """What :class:`EscalationAlreadyDecided` reads of the claim in force.
+class DecidedAnswer(Protocol):
+    """What :class:`EscalationAlreadyDecided` reads of the answer that took effect.
 
-    :class:`algenta_graph.governance.claims.Claim` is one; the protocol keeps this module free of
-    the governance core's imports (errors sit below every layer).
+    :class:`algenta_graph.ledger.ClaimAnswer` is one; the protocol keeps this module free of the
+    ledger's imports (errors sit below every layer).
     """
 
     @property
@@ -135,8 +165,22 @@ class DecidedClaim(Protocol):
         ...
 
     @property
+    def decided_at(self) -> str | None:
+        """When it was given (ISO 8601)."""
+        ...
+
+    @property
     def summary(self) -> str:
         """How: the answer's actions."""
+        ...
+
+
+class DecidedClaim(Protocol):
+    """The claim in force, as :class:`EscalationAlreadyDecided` reads it (a ledger entry)."""
+
+    @property
+    def value(self) -> DecidedAnswer:
+        """The answer."""
         ...
 
     @property
@@ -145,26 +189,89 @@ class DecidedClaim(Protocol):
         ...
 
 
+class OperatorCredentialMissing(AlgentaGraphError, PermissionError):
+    """An override was to be sent without an operator credential: it is refused, not sent.
+
+    Raised by :meth:`~algenta_graph.connection.engine.EngineConnection.execute_as_operator`
+    before anything is sent, when the call carries ``force`` or ``override_safety`` and the
+    connection has no operator credential of its own (``operator_api_key``) nor was told that
+    its one key is also the operator credential (``operator_key_is_agent_key=True``, for a
+    relaxed local engine). The message names both settings; the model-facing session never
+    carries an override.
+    """
+
+
 class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
-    """Another operator's answer to this escalation took effect (or is taking effect) first.
+    """An answer to an escalation another answer already decided: it is refused, by name.
 
     Raised by a denial handler when a resume (or a new turn) meets an escalation whose answer is
-    being applied by a live claimant (:mod:`algenta_graph.governance.claims`). The message names
-    who decided, how, and where; nothing was done or recorded in this run's name. (A
-    ``RuntimeError`` too, so the LangGraph server shows the message to the API client instead of
-    "An internal error occurred".)
+    being applied by a live claimant (:mod:`algenta_graph.nodes.claiming`), and by the compiled
+    graph when a resume answers an escalation that was decided before it (in this thread, a
+    copy, another worker) or a thread with nothing pending (:mod:`algenta_graph.graph.resumes`):
+    the answer that took effect is completed in the thread's records, and this one changes
+    nothing. The message names who decided, how, where and when. (A ``RuntimeError`` too, so the
+    LangGraph server shows the message to the API client instead of "An internal error
+    occurred".)
 
     Args:
-        claim: the claim in force (kept as ``claim``): who decided, how, and where.
+        claim: the claim in force (kept as ``claim``): who decided, how, where and when.
     """
 
     def __init__(self, claim: DecidedClaim) -> None:
         self.claim = claim
-        where = f" in thread {claim.thread_id}" if claim.thread_id else ""
+        answer = claim.value
+        where = f" in thread {answer.thread_id}" if answer.thread_id else ""
+        when = f" at {answer.decided_at}" if answer.decided_at else ""
         state = "" if claim.done else ", still being applied"
         super().__init__(
-            f"escalation already decided by {claim.operator} ({claim.summary}{where}{state}); "
-            "that answer takes effect, and nothing was done or recorded in this resume's name"
+            f"escalation already decided by {answer.operator} ({answer.summary}{where}{when}"
+            f"{state}); that answer takes effect, and nothing was done or recorded in this "
+            "resume's name"
+        )
+
+
+class NoEscalationPending(AlgentaGraphError, RuntimeError):
+    """A resume (an operator's answer) on a thread where no escalation waits and none was decided.
+
+    Raised by the compiled graph before anything is written (:mod:`algenta_graph.graph.resumes`);
+    the message names the thread. (A thread whose escalation was decided raises
+    :class:`EscalationAlreadyDecided` instead, naming who decided.)
+    """
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+class LedgerError(AlgentaGraphError, RuntimeError):
+    """The ledger could not be opened, or holds an entry that is not what was asked for.
+
+    Raised by :mod:`algenta_graph.ledger`; the message names the ledger (a PostgreSQL URL
+    without its password) or the entry's key, and nothing was done with it.
+    """
+
+
+class LedgerRequired(AlgentaGraphError, ValueError):
+    """A graph (or served deployment) would run without a ledger every process shares.
+
+    Raised by :func:`~algenta_graph.ledger.choose_ledger` when building the graph or starting
+    the server: no ledger is configured, the deployment's state implies none (a saver
+    algenta-graph did not open from a path or URL, a server's custom checkpointer, a runtime
+    other than ``langgraph dev``'s), and the deployment is not declared one process. The message
+    names the deployment and what to set.
+
+    Args:
+        deployment: what the deployment is (kept as ``deployment``).
+    """
+
+    def __init__(self, deployment: str) -> None:
+        self.deployment = deployment
+        super().__init__(
+            f"{deployment}: no ledger that every process serving the graph shares can be found, "
+            "so an escalation could take two answers and a governed call could be sent twice; "
+            'set one: ledger= (create_governed_agent), ledger = "..." in the configuration '
+            "file or ALGENTA_LEDGER (a SQLite file path, for one machine, or a postgresql:// "
+            "URL); or declare the deployment one process: single_process=True, "
+            "single_process = true or ALGENTA_SINGLE_PROCESS=1"
         )
 
 
@@ -199,6 +306,44 @@ class AuthFileError(AlgentaGraphError, ValueError):
     Raised when the server starts (it does not start) and on every request while the file stays
     broken (each is refused); the message names the file and the problem.
     """
+
+
+class OIDCConfigError(AlgentaGraphError, ValueError):
+    """The identity provider's settings (``ALGENTA_OIDC_*``) are missing or malformed.
+
+    Raised when the server starts (it does not start) and on every request while they stay
+    broken (each is refused); the message names the variable and the problem
+    (:mod:`algenta_graph.serving.oidc_settings`).
+    """
+
+
+class IdentityProviderError(AlgentaGraphError, RuntimeError):
+    """The identity provider could not be read (its discovery document, keys or token endpoint).
+
+    Unreachable, answering an error, or saying something malformed. Raised while verifying a
+    JWT (the request is refused: no token is accepted on keys that cannot be read) and during the
+    inbox's sign-in with the provider; the message names the URL and the problem
+    (:mod:`algenta_graph.serving.identity_provider`).
+    """
+
+
+class BearerTokenRefused(AlgentaGraphError, PermissionError):
+    """A bearer token presented to the served graph is refused, saying why.
+
+    Raised by the JWT verifier (:mod:`algenta_graph.serving.jwt_bearer`): an expired, not yet
+    valid, wrongly signed, foreign (issuer, audience), unknown-key or disallowed-algorithm token
+    (``status`` 401), or a valid token that grants no role here (``status`` 403). The server
+    answers with ``status`` and the message.
+
+    Args:
+        status: 401 (who the token is cannot be trusted) or 403 (it can, and may do nothing).
+        detail: why (the message).
+    """
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
 
 
 # --------------------------------------------------------------------------- models
@@ -341,3 +486,19 @@ class ConfigError(AlgentaGraphError, ValueError):
     def __init__(self, problems: Sequence[ConfigProblem]) -> None:
         self.problems: tuple[ConfigProblem, ...] = tuple(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class ToolGatesError(ConfigError):
+    """A tool-gate rule that would not mean what it says against the live catalog.
+
+    Raised when the graph is built (:func:`~algenta_graph.graph.build_governed_graph`, and so
+    :func:`~algenta_graph.graph.create_governed_agent` and the served graph's start) and by
+    ``algenta-graph config check``: a pattern that names no tool (the message names the
+    nearest tool names), a server posture for a server the catalog does not have, an argument
+    rule naming an argument none of its tools takes or admitting a type the tool does not take.
+    Every problem is one line (``tool_gates.<key>: ...``); nothing is built.
+    """
+
+    def located(self, source: str) -> ToolGatesError:
+        """The same problems, said to come from ``source`` (the configuration file)."""
+        return ToolGatesError([dataclasses.replace(p, source=source) for p in self.problems])

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from algenta_graph.governance.tool_gates import GateDecision
 
 __all__ = [
+    "CallResult",
     "DecisionResult",
     "DenialRecord",
     "ExecutionStatus",
@@ -66,6 +67,10 @@ DecisionResult = Literal["receipt", "failed", "denied", "declined", "executed", 
 """What came of an operator decision (``declined``: nothing was executed; for a held call of a
 graph-side gate, ``executed``: it ran and answered, ``failed``: it ran and failed, ``unknown``:
 it was started before a crash and its outcome is not known, so it was not run again)."""
+CallResult = Literal["executed", "failed", "unknown"]
+"""What came of a governed call: ``executed`` (it ran and answered), ``failed`` (it answered
+with an error, or certainly did not run), ``unknown`` (it may have run; it is never sent
+again)."""
 OperatorVerdict = Literal["approved", "modified", "overrode", "declined", "responded", "expired"]
 """The operator's outcome, as the record states it (``docs/ARCHITECTURE.md``, invariant 15):
 
@@ -394,6 +399,10 @@ class ToolCallRecord(GatedCall):
     """Always ``"tool_call"``."""
     time: str
     """When it was let through (ISO 8601, UTC)."""
+    result: NotRequired[CallResult]
+    """What came of it (written ahead in the ledger: ``docs/ARCHITECTURE.md``, invariant 18):
+    ``unknown`` when an earlier attempt started it and left no result (it may have run: it
+    counts against every budget naming the tool, and it is never sent again)."""
     seq: NotRequired[int]
     """The record's place in the thread's audit chain."""
     prev: NotRequired[str]
@@ -402,9 +411,9 @@ class ToolCallRecord(GatedCall):
     """This record's link hash."""
 
 
-def tool_call_record(call: GatedCall) -> ToolCallRecord:
-    """The state record of a gated call let through to run."""
-    return ToolCallRecord(
+def tool_call_record(call: GatedCall, *, result: CallResult | None = None) -> ToolCallRecord:
+    """The state record of a gated call let through to run (and what came of it, when known)."""
+    record = ToolCallRecord(
         kind="tool_call",
         tool=call["tool"],
         server=call["server"],
@@ -414,3 +423,6 @@ def tool_call_record(call: GatedCall) -> ToolCallRecord:
         turn=call["turn"],
         time=now_iso(),
     )
+    if result is not None:
+        record["result"] = result
+    return record

@@ -42,9 +42,10 @@ class GovernedAgentSync:
 
     Args:
         model: as for :func:`~algenta_graph.graph.create_governed_agent`.
-        db: the checkpointer: a SQLite path or a ``postgresql://`` URL.
+        db: the checkpointer: a SQLite path or a ``postgresql://`` URL (the graph's ledger lives
+            in the same database unless ``ledger=`` names another).
         **kwargs: every other argument of :func:`~algenta_graph.graph.create_governed_agent`
-            (``config=`` included: an :class:`~algenta_graph.config.AgentConfig` or a file).
+            (``config=``, ``ledger=`` and ``single_process=`` included).
 
     Example::
 

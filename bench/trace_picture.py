@@ -71,7 +71,10 @@ async def record(db: Path) -> list[ReadableSpan]:
     engine = ReferenceEngine(relaxed=True, db=db / "engine.sqlite").start()
     try:
         with WebhookReceiver() as webhook:
-            async with EngineConnection(engine.url, profile="execute") as conn:
+            # a relaxed local engine without keys: the operator path may use its session
+            async with EngineConnection(
+                engine.url, profile="execute", operator_key_is_agent_key=True
+            ) as conn:
                 ok, low = await _log(conn, 0.9), await _log(conn, 0.3)
                 both = {
                     "content": "",

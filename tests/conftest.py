@@ -55,6 +55,7 @@ TIERS = {
     "served": "slow",  # langgraph dev
     "browser": "slow",  # the operator inbox in headless Chromium, on langgraph dev
     "postgres": "slow",  # PostgreSQL under load, served, and the CLI on it
+    "deployments": "slow",  # every guarantee on every deployment shape (served, library)
     "docs": "slow",  # the README's snippets and the notebooks
 }
 """Each directory of ``tests/`` and the tier marker of every test in it."""

@@ -32,15 +32,18 @@ broken record: an edited field
 runs) does this for **every checkpoint** of a thread, not
 only its latest, and compares each checkpoint with the one it follows: the record lists only
 ever grow, so a record that vanished or changed between two checkpoints is named with the
-checkpoint it was found in. It does not check the pending writes of a step that has not
-finished (they are sealed into the next checkpoint, and checked there once it is written), nor
-checkpoints of subgraphs (a non-empty ``checkpoint_ns``).
+checkpoint it was found in, and a record that appears must be one the step between them wrote
+(its list's channel version, and the step's writes where the store keeps them). It does not
+check the pending writes of a step that has not finished (they are sealed into the next
+checkpoint, and checked there once it is written), nor checkpoints of subgraphs (a non-empty
+``checkpoint_ns``).
 
 What the chain does not prove: with plain SHA-256 anyone who can write a thread's state can
 append records with valid links (the served graph refuses such writes; see
 :mod:`algenta_graph.serving.auth`); with ``ALGENTA_AUDIT_KEY`` they cannot without the key. A
-truncated tail is only visible against a head kept elsewhere. Whoever holds the key (the server
-process) can forge anything.
+truncated tail is only visible against a head kept elsewhere (or in the writes of the step
+that wrote it, while the store keeps them). Whoever holds the key (the server process) can
+forge anything.
 """
 
 from __future__ import annotations

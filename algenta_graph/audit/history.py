@@ -3,21 +3,33 @@
 :func:`verify_history` (what :func:`verify_audit` and ``algenta-graph receipts --verify`` run)
 checks the chain of **every checkpoint** of a thread, not only its latest, and compares each
 checkpoint with the one it follows: the record lists only ever grow, so a record that vanished
-or changed between two checkpoints is named with the checkpoint it was found in. It does not
-check the pending writes of a step that has not finished (they are sealed into the next
-checkpoint, and checked there once it is written), nor checkpoints of subgraphs (a non-empty
-``checkpoint_ns``). Read-only, on SQLite and PostgreSQL.
+or changed between two checkpoints is named with the checkpoint it was found in. A record that
+appears between two checkpoints must be explained by the step between them: its list was
+written then (its channel version changed), and, where the store keeps that step's writes
+(:mod:`algenta_graph.audit.step_writes`), the step wrote that very record; so a record removed
+from the checkpoints before the one holding it is named, in the middle of a history as well as
+at its end, even when the next step wrote its list again. It does not check the pending writes
+of a step that has not finished (they are sealed into the next checkpoint, and checked there
+once it is written), nor checkpoints of subgraphs (a non-empty ``checkpoint_ns``). Read-only,
+on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from algenta_graph.audit.chain import ChainHead, audit_key, link_hash, seq_of
+from algenta_graph.audit.step_writes import (
+    StepWrites,
+    ThreadWrites,
+    aread_step_writes,
+    read_step_writes,
+)
 from algenta_graph.audit.verification import Broken, ChainReport, gone_threads, verify_values
 from algenta_graph.state import RECORD_FIELDS
 
@@ -81,16 +93,32 @@ def _where(cp: StoredCheckpoint) -> str:
     return f"checkpoint {cp.checkpoint_id}" + (f" (step {cp.step})" if cp.step is not None else "")
 
 
+def _unwritten(new: Sequence[tuple[int, Any]], written: Sequence[Any]) -> list[tuple[int, Any]]:
+    """The records of ``new`` (index, record) that are not among ``written`` (each used once)."""
+    pool = list(written)
+    left: list[tuple[int, Any]] = []
+    for index, record in new:
+        match = next((i for i, w in enumerate(pool) if _same(record, w)), None)
+        if match is None:
+            left.append((index, record))
+        else:
+            del pool[match]
+    return left
+
+
 def _compare(
     parent: StoredCheckpoint,
     child: StoredCheckpoint,
     broken_in_parent: set[tuple[str | None, int | None]],
     broken_in_child: set[tuple[str | None, int | None]],
+    step: StepWrites | None,
 ) -> list[Broken]:
-    """What ``child`` lost or changed of ``parent``'s records.
+    """What ``child`` lost or changed of ``parent``'s records, and what it holds unexplained.
 
-    The lists only ever grow, and a list whose channel version is the same in both (LangGraph
-    did not write it in between) must be the same list.
+    The lists only ever grow; a list whose channel version is the same in both (LangGraph did
+    not write it in between) must be the same list; and with ``step`` (what the step from
+    ``parent`` wrote, kept by the store, when ``child`` is the one checkpoint that follows
+    ``parent``) every record new in ``child`` must be one the step wrote.
     """
     found: list[Broken] = []
 
@@ -120,17 +148,46 @@ def _compare(
                     f"differs from the same record in {_where(parent)}, which it follows "
                     "(changed after it was checkpointed, its links recomputed?)",
                 )
+        new = [
+            (index, now[index])
+            for index in range(len(was), len(now))
+            if (name, index) not in broken_in_child
+        ]
         version = parent.versions.get(name)
         if version is not None and child.versions.get(name) == version:
-            for index in range(len(was), len(now)):
+            for index, record in new:
                 problem(
                     name,
                     index,
-                    now[index],
+                    record,
                     f"not in {_where(parent)}, which it follows, though {name} was not written "
                     "in between (its channel version is the same): added outside the graph, "
                     "or deleted from that checkpoint?",
                 )
+        elif step is not None:
+            written = step.records.get(name, ())
+            for index, record in _unwritten(new, written):
+                problem(
+                    name,
+                    index,
+                    record,
+                    f"not in {_where(parent)}, which it follows, nor written by the step "
+                    "between them (the store keeps what that step wrote): deleted from that "
+                    "checkpoint, or added outside the graph?",
+                )
+            if child.versions.get(name) is not None:  # written between them (else: a new turn)
+                for _, record in _unwritten(list(enumerate(written)), [r for _, r in new]):
+                    found.append(
+                        Broken(
+                            name,
+                            None,
+                            seq_of(record),
+                            f"written by the step after {_where(parent)}, which this one "
+                            "follows, but not in this one (deleted?)",
+                            child.checkpoint_id,
+                            child.step,
+                        )
+                    )
     return found
 
 
@@ -139,11 +196,15 @@ def verify_history(
     *,
     key: str | bytes | None = None,
     expected: ChainHead | None = None,
+    writes: Mapping[str, StepWrites] | None = None,
 ) -> ChainReport:
     """Verify **every checkpoint** of one thread, and each against the one it follows.
 
     :func:`~algenta_graph.audit.verification.verify_chain` on each checkpoint, and each checkpoint
-    against the one it follows (``parent_id``): a record there must still be here, unchanged.
+    against the one it follows (``parent_id``): a record there must still be here, unchanged,
+    and a record new here must have been written by the step between them (its list's channel
+    version changed; and, with ``writes``, the step wrote that record, checked where the one it
+    follows has no other checkpoint following it: a branch's steps share their writes).
     Each problem names the checkpoint it was found in; a problem carried unchanged into later
     checkpoints is named once, where it first appears. A checkpoint whose parent is missing
     from the history is a problem too (what it held cannot be compared). Reads only.
@@ -155,6 +216,9 @@ def verify_history(
             each branch is checked along its own parents).
         key: the audit key (default ``ALGENTA_AUDIT_KEY``).
         expected: a head exported before, checked against the latest checkpoint.
+        writes: what each step wrote, by the checkpoint it ran from
+            (:func:`~algenta_graph.audit.step_writes.read_step_writes`); without it (or for a
+            checkpoint it lacks) the channel versions alone say what a step wrote.
 
     Returns:
         The report; its ``count`` and ``head`` are those of the latest checkpoint.
@@ -165,6 +229,7 @@ def verify_history(
     if not ordered:
         return verify_values({}, secret, expected, hasher)
     by_id = {cp.checkpoint_id: cp for cp in ordered}
+    followers = Counter(cp.parent_id for cp in ordered)
     own: dict[str, set[tuple[Any, ...]]] = {}  # each checkpoint's problems (to skip inherited)
     bad: dict[str, set[tuple[str | None, int | None]]] = {}  # its records that fail on their own
     problems: list[Broken] = []
@@ -197,7 +262,10 @@ def verify_history(
             )
         elif parent is not None:
             broken_before = bad.get(parent.checkpoint_id, set())
-            problems += _compare(parent, cp, broken_before, bad[cp.checkpoint_id])
+            step = (writes or {}).get(parent.checkpoint_id)
+            if followers[parent.checkpoint_id] > 1:
+                step = None  # a branch: the store kept one of its steps' writes
+            problems += _compare(parent, cp, broken_before, bad[cp.checkpoint_id], step)
     return ChainReport(
         ok=not problems,
         count=report.count,
@@ -240,7 +308,10 @@ def verify_audit(
     from algenta_graph.serving.checkpoint_reader import read_history
 
     history = read_history(source, thread, fields=RECORD_FIELDS)
-    return verify_threads(history, _name(source), key=key, expected=expected, thread=thread)
+    writes = read_step_writes(source, thread)
+    return verify_threads(
+        history, _name(source), key=key, expected=expected, thread=thread, writes=writes
+    )
 
 
 async def averify_audit(
@@ -258,7 +329,10 @@ async def averify_audit(
     from algenta_graph.serving.checkpoint_reader import aread_history
 
     history = await aread_history(saver, thread, fields=RECORD_FIELDS)
-    return verify_threads(history, _name(saver), key=key, expected=expected, thread=thread)
+    writes = await aread_step_writes(saver, thread)
+    return verify_threads(
+        history, _name(saver), key=key, expected=expected, thread=thread, writes=writes
+    )
 
 
 def _name(source: Any) -> str:
@@ -279,6 +353,7 @@ def verify_threads(
     key: str | bytes | None = None,
     expected: Mapping[str, ChainHead] | None = None,
     thread: str | None = None,
+    writes: ThreadWrites | None = None,
 ) -> dict[str, ChainReport]:
     """:func:`verify_history` for each algenta-graph thread of ``history``.
 
@@ -292,6 +367,8 @@ def verify_threads(
         key: the audit key (default ``ALGENTA_AUDIT_KEY``).
         expected: heads exported before, per thread.
         thread: only this thread (None: every thread).
+        writes: what each step wrote, per thread
+            (:func:`~algenta_graph.audit.step_writes.read_step_writes`).
 
     Raises:
         RecordsFileError: the store holds none of our threads.
@@ -302,7 +379,12 @@ def verify_threads(
     if foreign and not ours:
         raise no_thread_of_ours(where, foreign)
     reports = {
-        tid: verify_history(history[tid], key=key, expected=(expected or {}).get(tid))
+        tid: verify_history(
+            history[tid],
+            key=key,
+            expected=(expected or {}).get(tid),
+            writes=(writes or {}).get(tid),
+        )
         for tid in ours
     }
     return gone_threads(reports, expected, thread, foreign)

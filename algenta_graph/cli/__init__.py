@@ -8,6 +8,8 @@ Subcommands:
 - ``receipts``: every receipt, denial and operator decision in a checkpoint file.
 - ``escalations``: what waits for an operator in a checkpoint store; ``--expire`` the overdue.
 - ``engine``: serve the local reference engine over MCP streamable HTTP.
+- ``init [DIR]``: the files that serve the agent (``langgraph.json``, ``agent.toml``, ``.env``,
+  a tokens file); ``tokens add | list | revoke``: that tokens file.
 
 The subcommands live in :mod:`algenta_graph.cli.common` and :mod:`algenta_graph.engine.cli`;
 this file parses and dispatches, and turns every error into one line on stderr and an exit
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     from algenta_graph.cli.escalations import add_escalations_parser
     from algenta_graph.cli.receipts import add_receipts_parser
     from algenta_graph.cli.run import add_run_parser
+    from algenta_graph.cli.scaffold import add_init_parser
+    from algenta_graph.cli.tokens import add_tokens_parser
     from algenta_graph.engine.cli import add_engine_parser
 
     parser = _Parser(prog=PROG, description="A governed LangGraph agent on an Algenta engine.")
@@ -66,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_escalations_parser(sub)
     add_config_parser(sub)
     add_engine_parser(sub)
+    add_init_parser(sub)
+    add_tokens_parser(sub)
     for subparser in sub.choices.values():
         _check_db_urls(subparser)
     return parser

@@ -11,7 +11,9 @@ one line naming it and how to resume (:func:`store_lost`).
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,11 @@ __all__ = [
     "EXIT_USAGE",
     "db_arg",
     "model_arg",
+    "new_store",
     "on_denial_arg",
     "one_line",
     "positive_int",
     "prepare_db",
-    "resume_arg",
     "store_lost",
     "utf8_arg",
 ]
@@ -84,21 +86,6 @@ def utf8_arg(text: str, what: str) -> str:
     return text
 
 
-def resume_arg(text: str) -> dict[str, Any]:
-    """An argparse type: ``--resume``'s JSON object (``{action, operator, reason}``)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not valid JSON ({exc.msg} at character {exc.pos})"
-        ) from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must be a JSON object: {{action, operator, reason}}"
-        )
-    return value
-
-
 def prepare_db(spec: str, option: str = "--db") -> str:
     """A ``--db`` value ready for ``open_checkpointer``: a SQLite file's directory is created.
 
@@ -119,6 +106,57 @@ def prepare_db(spec: str, option: str = "--db") -> str:
             f"{option} {spec}: cannot create the directory {path.parent} ({exc.strerror})"
         ) from None
     return spec
+
+
+@contextlib.contextmanager
+def new_store(spec: str) -> Iterator[str]:
+    """A ``--db`` prepared (:func:`prepare_db`), and removed again if the command fails first.
+
+    When the block raises before any thread is in a SQLite file this command created (the
+    engine could not be reached, the configuration was refused, Ctrl-C while connecting), the
+    file, its journal files and the directories made for it are removed: a failed command
+    leaves nothing behind. A file that held a thread, or existed before, is never touched; a
+    PostgreSQL URL is yielded as it is.
+    """
+    from algenta_graph.serving.checkpointer import is_postgres_url
+
+    if is_postgres_url(spec):
+        yield spec
+        return
+    path = Path(spec)
+    existed = path.exists()
+    made = [d for d in path.absolute().parents if not d.exists()]  # deepest first
+    prepared = prepare_db(spec)
+    try:
+        yield prepared
+    except BaseException:
+        if not existed and _holds_no_thread(path):
+            for leftover in (path, *(path.with_name(path.name + s) for s in _JOURNALS)):
+                leftover.unlink(missing_ok=True)
+            for directory in made:
+                with contextlib.suppress(OSError):  # not empty: something else is in it
+                    directory.rmdir()
+        raise
+
+
+_JOURNALS = ("-wal", "-shm", "-journal")
+
+
+def _holds_no_thread(path: Path) -> bool:
+    """Whether a store this command created holds no thread (nothing in it, or no checkpoint)."""
+    from algenta_graph.errors import RecordsFileError
+    from algenta_graph.serving.checkpoint_reader import open_sqlite_read_only, read_latest
+
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return True
+        try:
+            return not read_latest(path, fields=())
+        except RecordsFileError:  # no checkpoint table yet: the saver never set it up
+            with open_sqlite_read_only(path) as conn:
+                return conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None
+    except (OSError, sqlite3.Error):  # cannot tell: keep it
+        return False
 
 
 def db_error(spec: str, exc: BaseException) -> CommandError:

@@ -4,13 +4,16 @@
 (thread, gate, the engine decision or the held call, escalation, age, deadline) in a SQLite file or
 a ``postgresql://`` store, from each thread's latest checkpoint and its pending interrupt (no
 engine, no graph needed). ``--expire`` records the expiry of every one past its deadline
-(``expires_after``): it takes the escalation's one answer (the claim every process sharing the store
-sees, :mod:`algenta_graph.governance.claims`) as a decline with the verdict ``expired``, so no
-answer given later can execute it; the thread's record of it is written into its hash chain by the
-graph, the next time the thread runs (any resume or new message), without asking anyone. Run it from
-cron next to the server::
+(``expires_after``): it takes the escalation's one answer (its claim in the ledger every process
+serving the graph shares, :mod:`algenta_graph.ledger`) as a decline with the verdict ``expired``, so
+no answer given later can execute it; the thread's record of it is written into its hash chain by
+the graph, the next time the thread runs (any resume or new message), without asking anyone. Run it
+from cron next to the server::
 
     */5 * * * *  algenta-graph escalations --db postgresql://... --expire
+
+The ledger is chosen as the graph chooses it (:func:`~algenta_graph.ledger.choose_ledger`):
+``--ledger``, else the configuration's (``ALGENTA_LEDGER``), else the store's own database.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algenta_graph.cli.common import (
     DEFAULT_DB,
@@ -34,6 +37,9 @@ from algenta_graph.cli.common import (
     store_name,
 )
 from algenta_graph.errors import CommandError
+
+if TYPE_CHECKING:
+    from algenta_graph.ledger import Ledger, LedgerSpec
 
 __all__ = ["Waiting", "add_escalations_parser", "expire_overdue", "list_waiting"]
 
@@ -92,16 +98,20 @@ def _interrupt_items(pending_writes: Sequence[Any]) -> dict[str, Mapping[str, An
     return found
 
 
-async def list_waiting(saver: Any, now: datetime, thread: str | None = None) -> list[Waiting]:
-    """Every gate's escalations that wait for an operator, per thread, oldest first."""
-    from algenta_graph.governance.claims import claims_for, escalation_key
+async def list_waiting(
+    saver: Any, ledger: Ledger, now: datetime, thread: str | None = None
+) -> list[Waiting]:
+    """Every gate's escalations that wait for an operator, per thread, oldest first.
+
+    Each one's state reads its claim in ``ledger`` (nothing is written there).
+    """
     from algenta_graph.governance.escalations import is_overdue
     from algenta_graph.governance.gates import GATE_NAMES
+    from algenta_graph.ledger import ClaimAnswer, escalation_key
     from algenta_graph.nodes.questions import open_denials
     from algenta_graph.records import escalation_id_of
     from algenta_graph.serving.checkpoint_reader import aread_latest
 
-    store = claims_for(saver)
     out: list[Waiting] = []
     for tid, cp in (await aread_latest(saver, thread)).items():
         if "denials" not in cp.values:
@@ -116,9 +126,9 @@ async def list_waiting(saver: Any, now: datetime, thread: str | None = None) -> 
             shown = [items.get(i, {}) for i in ids]
             deadlines = sorted(str(s["expires_at"]) for s in shown if s.get("expires_at"))
             expires_at = deadlines[0] if deadlines else None
-            claim = await store.peek(escalation_key(ids))
+            claim = await ledger.peek(escalation_key(ids), ClaimAnswer)
             if claim is not None:
-                verdicts = {d.get("verdict") for d in claim.answer.get("decisions") or []}
+                verdicts = {d.verdict for d in claim.value.decisions}
                 state = "expired" if verdicts == {"expired"} else "answered"
             else:
                 state = "overdue" if is_overdue(expires_at, now) else "waiting"
@@ -142,46 +152,52 @@ async def list_waiting(saver: Any, now: datetime, thread: str | None = None) -> 
 
 
 async def expire_overdue(
-    saver: Any, now: datetime, *, operator: str = EXPIRY_OPERATOR, thread: str | None = None
+    saver: Any,
+    ledger: Ledger,
+    now: datetime,
+    *,
+    operator: str = EXPIRY_OPERATOR,
+    thread: str | None = None,
 ) -> list[Waiting]:
     """Record the expiry of every escalation past its deadline; the ones expired now.
 
-    Each is claimed as a decline with the verdict ``expired`` (its one answer: an answer given
-    later meets the claim and executes nothing); one already answered is left alone.
+    Each is claimed in ``ledger`` as a decline with the verdict ``expired`` (its one answer: an
+    answer given later meets the claim and executes nothing); one already answered is left alone.
     """
-    from algenta_graph.governance.claims import claims_for, escalation_key, new_claim, release
+    from algenta_graph.ledger import (
+        AnswerDecision,
+        ClaimAnswer,
+        escalation_key,
+        new_entry,
+        release,
+    )
 
-    store = claims_for(saver)
     expired: list[Waiting] = []
-    for waiting in await list_waiting(saver, now, thread):
+    for waiting in await list_waiting(saver, ledger, now, thread):
         if waiting.state != "overdue":
             continue
-        decisions = [
-            {
-                "action": "decline",
-                "type": "reject",
-                "verdict": "expired",
-                "reason": f"the escalation expired at {waiting.expires_at}; expired by {operator}",
-                "edited_args": None,
-                "digest": waiting.digest,
-                "interrupt_id": waiting.interrupt_id,
-                "asked_at": waiting.asked_at,
-                "expires_at": waiting.expires_at,
-            }
-            for _ in waiting.escalation_ids
-        ]
-        answer = {
-            "operator": operator,
-            "roles": ["system"],
-            "decided_at": now.isoformat(),
-            "decisions": decisions,
-            "thread_id": waiting.thread_id,
-        }
-        mine = new_claim(escalation_key(waiting.escalation_ids), answer)
+        decision = AnswerDecision(
+            action="decline",
+            type="reject",
+            verdict="expired",
+            reason=f"the escalation expired at {waiting.expires_at}; expired by {operator}",
+            digest=waiting.digest,
+            interrupt_id=waiting.interrupt_id,
+            asked_at=waiting.asked_at,
+            expires_at=waiting.expires_at,
+        )
+        answer = ClaimAnswer(
+            operator=operator,
+            roles=["system"],
+            decided_at=now.isoformat(),
+            decisions=[decision for _ in waiting.escalation_ids],
+            thread_id=waiting.thread_id,
+        )
+        mine = new_entry(escalation_key(waiting.escalation_ids), answer)
         try:
-            current = await store.claim(mine)
+            current = await ledger.insert(mine)
             if current.token == mine.token:
-                await store.finish(mine)  # nothing to execute: the answer is complete
+                await ledger.finish(mine)  # nothing to execute: the answer is complete
                 expired.append(waiting)
         finally:
             release(mine)
@@ -222,17 +238,33 @@ def _now_arg(text: str) -> datetime:
         raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time") from None
 
 
+def _ledger_spec(args: argparse.Namespace) -> LedgerSpec:
+    """The ledger, chosen as the graph chooses it: ``--ledger``, the configuration's, the store."""
+    from algenta_graph.config import load_config
+    from algenta_graph.config.resolving import ledger_spec
+    from algenta_graph.ledger import choose_ledger
+
+    configured = args.ledger or ledger_spec(load_config())
+    return choose_ledger(configured, implied=args.db.strip(), deployment=f"--db {args.db}")
+
+
 async def _run(args: argparse.Namespace) -> int:
+    from algenta_graph.ledger import open_ledger
     from algenta_graph.serving.checkpointer import is_postgres_url, open_checkpointer
 
     now: datetime = args.now or datetime.now(timezone.utc)
     if not is_postgres_url(args.db) and not Path(args.db).is_file():
         raise CommandError(f"--db {args.db}: no checkpoint file there")
-    async with open_checkpointer(args.db.strip(), setup=False) as saver:
+    async with (
+        open_checkpointer(args.db.strip(), setup=False) as saver,
+        open_ledger(_ledger_spec(args)) as ledger,
+    ):
         expired: list[Waiting] = []
         if args.expire:
-            expired = await expire_overdue(saver, now, operator=args.operator, thread=args.thread)
-        waiting = await list_waiting(saver, now, args.thread)
+            expired = await expire_overdue(
+                saver, ledger, now, operator=args.operator, thread=args.thread
+            )
+        waiting = await list_waiting(saver, ledger, now, args.thread)
     if args.gate:
         waiting = [w for w in waiting if w.gate == args.gate]
     if args.json:
@@ -253,12 +285,14 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from algenta_graph.errors import CheckpointerError
+    from algenta_graph.errors import CheckpointerError, ConfigError, LedgerError
 
     try:
         return asyncio.run(_run(args))
     except CheckpointerError as exc:
         raise CommandError(f"--db {store_name(args.db)}: {one_line(exc)}", EXIT_FAILED) from None
+    except (LedgerError, ConfigError) as exc:
+        raise CommandError(f"the ledger: {one_line(exc)}", EXIT_FAILED) from None
     except CommandError:
         raise
     except Exception as exc:
@@ -289,6 +323,15 @@ def add_escalations_parser(sub: Any) -> None:
         default=DEFAULT_DB,
         type=db_arg,
         help=f"SQLite checkpoint file or postgresql:// URL (default: {DEFAULT_DB})",
+    )
+    p.add_argument(
+        "--ledger",
+        default=None,
+        type=db_arg,
+        help=(
+            "the ledger the graph's processes share (a SQLite file or postgresql:// URL; default "
+            "ALGENTA_LEDGER, else the --db store's own database)"
+        ),
     )
     p.add_argument("--thread", default=None, help="only this thread (default: every thread)")
     p.add_argument("--gate", default=None, choices=GATE_NAMES, help="only this gate's")

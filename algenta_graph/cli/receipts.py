@@ -37,8 +37,9 @@ def _receipts_handler(args: argparse.Namespace) -> int:
     where = store_name(args.db)
     try:
         if args.verify:
-            return _verify(args, _read_store(args.db, args.thread, history=True), where)
-        latest = _read_store(args.db, args.thread, history=False)
+            history = _read_store(args.db, args.thread, "history")
+            return _verify(args, history, _read_store(args.db, args.thread, "writes"), where)
+        latest = _read_store(args.db, args.thread, "latest")
         records, foreign = thread_records(latest, where)
     except FileNotFoundError:
         raise CommandError(f"--db {args.db}: no checkpoint file there") from None
@@ -86,12 +87,14 @@ def _not_ours(foreign: Mapping[str, str]) -> str:
     return f"{len(foreign)} thread(s) of another graph left out ({names})"
 
 
-def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
-    """Read each thread's latest checkpoint, or its whole history, from a file or a URL.
+def _read_store(db: str, thread: str | None, what: str) -> Any:
+    """Read from a SQLite file or a PostgreSQL URL, read-only (nothing is created in either).
 
-    A SQLite file or a PostgreSQL URL: the record lists only, read-only (nothing is created in
-    either).
+    ``what``: ``"latest"`` (each thread's latest checkpoint), ``"history"`` (every checkpoint of
+    each thread), both of the record lists only, or ``"writes"`` (what each step wrote to them,
+    :mod:`algenta_graph.audit.step_writes`).
     """
+    from algenta_graph.audit.step_writes import aread_step_writes, read_step_writes
     from algenta_graph.errors import CheckpointerError
     from algenta_graph.serving.checkpoint_reader import (
         aread_history,
@@ -102,12 +105,16 @@ def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
     from algenta_graph.serving.checkpointer import is_postgres_url
     from algenta_graph.state import RECORD_FIELDS
 
+    readers: dict[str, tuple[Any, Any, dict[str, Any]]] = {
+        "latest": (read_latest, aread_latest, {"fields": RECORD_FIELDS}),
+        "history": (read_history, aread_history, {"fields": RECORD_FIELDS}),
+        "writes": (read_step_writes, aread_step_writes, {}),
+    }
+    reader, areader, options = readers[what]
     if not is_postgres_url(db):
-        reader = read_history if history else read_latest
-        return reader(db, thread, fields=RECORD_FIELDS)
-    areader = aread_history if history else aread_latest
+        return reader(db, thread, **options)
     try:
-        return asyncio.run(areader(db.strip(), thread, fields=RECORD_FIELDS))
+        return asyncio.run(areader(db.strip(), thread, **options))
     except CheckpointerError as exc:
         raise CommandError(f"--db {store_name(db)}: {one_line(exc)}", EXIT_FAILED) from None
     except Exception as exc:
@@ -121,8 +128,11 @@ def _read_store(db: str, thread: str | None, *, history: bool) -> Any:
         ) from None
 
 
-def _verify(args: argparse.Namespace, history: Any, where: str) -> int:
-    """``receipts --verify``: every checkpoint of each thread's history; exit 1 naming a break."""
+def _verify(args: argparse.Namespace, history: Any, writes: Any, where: str) -> int:
+    """``receipts --verify``: every checkpoint of each thread's history; exit 1 naming a break.
+
+    ``writes``: what each step wrote (:mod:`algenta_graph.audit.step_writes`).
+    """
     from algenta_graph.audit.chain import ChainHead
     from algenta_graph.audit.export import read_heads
     from algenta_graph.audit.history import verify_threads
@@ -149,7 +159,11 @@ def _verify(args: argparse.Namespace, history: Any, where: str) -> int:
                 f"thread {tid!r} of the exported heads is gone from {where}{other}", EXIT_FAILED
             )
     reports = verify_threads(
-        {tid: history[tid] for tid in ours}, where, expected=expected, thread=args.thread
+        {tid: history[tid] for tid in ours},
+        where,
+        expected=expected,
+        thread=args.thread,
+        writes=writes,
     )
     print(format_reports(reports))
     for tid, reason in foreign.items():
@@ -192,11 +206,13 @@ def add_receipts_parser(sub: Any) -> None:
         help="recompute every thread's hash chain (ALGENTA_AUDIT_KEY if set) in every "
         "checkpoint of its history, not only the latest, and compare each checkpoint with the "
         "one it follows: a record edited, deleted, reordered or injected, or gone or changed "
-        "between two checkpoints, is named with the checkpoint it was found in; exit 1 on a "
+        "between two checkpoints, or one the step between them did not write (as the store "
+        "keeps each step's writes), is named with the checkpoint it was found in; exit 1 on a "
         "break. Not checked: the pending writes of a step that has not finished (checked once "
         "its checkpoint is written) and subgraph checkpoints; a record deleted from every "
         "checkpoint that holds it shows as a gap in the chain, unless it was the chain's last "
-        "record: only --head shows a truncated tail",
+        "record: then the writes of the step that wrote it show it while the store keeps "
+        "them, and --head shows a truncated tail",
     )
     p.add_argument(
         "--head",

@@ -26,6 +26,7 @@ from algenta_graph.config.tables import (
     EscalationTable,
     ExtraServer,
     ImportPath,
+    LedgerSetting,
     ModelSetting,
     SecretSetting,
     TelemetryTable,
@@ -63,6 +64,10 @@ class AgentConfig(ConfigTable):
     operator_api_key: SecretSetting = None
     """The operator path's own engine credential, ``{env = "NAME"}``
     (``ALGENTA_OPERATOR_API_KEY`` wins)."""
+    operator_key_is_agent_key: bool = False
+    """Without ``operator_api_key``, whether the one ``api_key`` is also the operator credential
+    (a relaxed local engine; ``ALGENTA_OPERATOR_KEY_IS_AGENT_KEY`` wins). Off by default: an
+    override without an operator credential is then refused, never sent."""
     profile: str = DEFAULT_PROFILE
     """The tool profile: ``observe``, ``govern``, ``execute`` or ``full``; a run may only
     narrow it."""
@@ -103,6 +108,14 @@ class AgentConfig(ConfigTable):
     ``[[tool_gates.argument_rules]]``; :class:`~algenta_graph.governance.tool_gates.ToolGates`)."""
     name: Annotated[str, Field(min_length=1)] = DEFAULT_NAME
     """The compiled graph's name."""
+    ledger: LedgerSetting = None
+    """The ledger every process serving the graph shares (:mod:`algenta_graph.ledger`):
+    ``"memory"``, a SQLite file path (one machine), a ``postgresql://`` URL, or
+    ``{env = "NAME"}`` for a URL with a password (``ALGENTA_LEDGER`` wins). Default: the one the
+    deployment implies (the checkpointer's database), else the graph refuses to start."""
+    single_process: bool = False
+    """The deployment is one process (``ALGENTA_SINGLE_PROCESS``): without a ledger configured
+    or implied, it is this process's memory (a restart forgets it)."""
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

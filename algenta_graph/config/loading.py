@@ -14,7 +14,13 @@ from pydantic import (
 )
 
 from algenta_graph.config.agent import AgentConfig
-from algenta_graph.config.names import _TRANSPORTS, ENV_CONFIG, ENV_ON_DENIAL, ENV_VARIABLES
+from algenta_graph.config.names import (
+    _TRANSPORTS,
+    ENV_CAPTURE_CONTENT,
+    ENV_CONFIG,
+    ENV_ON_DENIAL,
+    ENV_VARIABLES,
+)
 from algenta_graph.errors import ConfigError, ConfigProblem
 from algenta_graph.governance.gates import parse_on_denial
 
@@ -134,9 +140,33 @@ def _env_overrides(
         raw = text(key)
         if raw is not None:
             values[key] = raw
-    for key in ("api_key", "operator_api_key"):
+    for key in ("api_key", "operator_api_key", "ledger"):
         if text(key) is not None:
             values[key] = {"env": ENV_VARIABLES[key]}
+    flag = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+    for key in ("single_process", "operator_key_is_agent_key"):
+        raw = text(key)
+        if raw is None:
+            continue
+        if raw.lower() in flag:
+            values[key] = flag[raw.lower()]
+        else:
+            problems.append(ConfigProblem(sources[key], key, f"must be 1 or 0, not {raw!r}"))
+    raw = environ.get(ENV_CAPTURE_CONTENT, "").strip()
+    if raw:
+        capture = {"span_only": True, "span_and_event": True, "true": True, "1": True}
+        capture |= {"no_content": False, "false": False, "0": False}
+        sources["telemetry"] = f"environment variable {ENV_CAPTURE_CONTENT}"
+        if raw.lower() in capture:
+            values["telemetry"] = {"capture_content": capture[raw.lower()]}
+        else:
+            problems.append(
+                ConfigProblem(
+                    sources["telemetry"],
+                    "telemetry.capture_content",
+                    f"must be SPAN_ONLY, SPAN_AND_EVENT, NO_CONTENT, true or false, not {raw!r}",
+                )
+            )
     raw = text("top_k")
     if raw is not None:
         try:
@@ -179,7 +209,10 @@ def load_config(
     overrides, sources = _env_overrides(env, problems)
     source = str(path) if path is not None else "the configuration"
     try:
-        config = parse_config({**data, **overrides}, source=source, sources=sources)
+        merged = {**data, **overrides}
+        if isinstance(data.get("telemetry"), dict) and "telemetry" in overrides:
+            merged["telemetry"] = {**data["telemetry"], **overrides["telemetry"]}
+        config = parse_config(merged, source=source, sources=sources)
     except ConfigError as exc:
         problems.extend(exc.problems)
     if problems:

@@ -17,18 +17,35 @@ ENV_CONFIG = "ALGENTA_CONFIG"
 ENV_BASE_URL = "ALGENTA_BASE_URL"
 ENV_API_KEY = "ALGENTA_API_KEY"
 ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
+ENV_OPERATOR_KEY_IS_AGENT_KEY = "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY"
+"""``1`` / ``true``: the engine takes the one ``api_key`` as the operator credential too (a
+relaxed local engine); without it and without ``operator_api_key`` an override is refused."""
+ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""OpenTelemetry's GenAI content-capture switch: ``SPAN_ONLY``, ``SPAN_AND_EVENT`` or ``true``
+record argument values and results on spans (``[telemetry] capture_content``)."""
 ENV_PROFILE = "ALGENTA_PROFILE"
 ENV_MODEL = "ALGENTA_MODEL"
 ENV_TOP_K = "ALGENTA_TOP_K"
 ENV_ON_DENIAL = "ALGENTA_ON_DENIAL"
+ENV_LEDGER = "ALGENTA_LEDGER"
+"""The ledger every process serving the graph shares: ``memory``, a SQLite file, a
+``postgresql://`` URL."""
+ENV_SINGLE_PROCESS = "ALGENTA_SINGLE_PROCESS"
+"""``1`` / ``true``: the deployment declares itself one process (its ledger is in memory)."""
+ENV_CHECKPOINTER = "ALGENTA_CHECKPOINTER"
+"""The served graph's checkpoint store (``server_checkpointer``): a ``postgresql://`` URL or a
+SQLite file."""
 ENV_VARIABLES: Mapping[str, str] = {
     "base_url": ENV_BASE_URL,
     "api_key": ENV_API_KEY,
     "operator_api_key": ENV_OPERATOR_API_KEY,
+    "operator_key_is_agent_key": ENV_OPERATOR_KEY_IS_AGENT_KEY,
     "profile": ENV_PROFILE,
     "model": ENV_MODEL,
     "top_k": ENV_TOP_K,
     "on_denial": ENV_ON_DENIAL,
+    "ledger": ENV_LEDGER,
+    "single_process": ENV_SINGLE_PROCESS,
 }
 """``{key: the environment variable that wins over the file for it}``."""
 

@@ -70,6 +70,8 @@ class ResolvedConfig:
     """The configured operator rule, or ``None``."""
     escalation: EscalationSettings = field(default_factory=EscalationSettings, repr=False)
     """The denial handlers' settings (the notification secret read, the hook imported)."""
+    ledger: str | None = field(default=None, repr=False)
+    """The configured ledger (its secret read), or ``None``: the one the deployment implies."""
 
 
 _EMBEDDINGS: dict[str, Embeddings] = {}
@@ -144,11 +146,39 @@ def resolve_config(
     if config.authorize_operator and "authorize_operator" not in skip:
         authorize = _resolve_rule(config.authorize_operator, problem)
     escalation = _resolve_escalation(config.escalation, env, problem)
+    ledger = None
+    try:
+        ledger = ledger_spec(config, env)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
     if problems:
         raise ConfigError(problems)
     return ResolvedConfig(
-        config, api_key, operator_key, servers, model, embeddings, authorize, escalation
+        config, api_key, operator_key, servers, model, embeddings, authorize, escalation, ledger
     )
+
+
+def ledger_spec(config: AgentConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """The configured ledger, its secret read (``None``: none configured).
+
+    Raises:
+        ConfigError: ``ledger = {env = ...}`` names a variable that is not set.
+    """
+    setting = config.ledger
+    if not isinstance(setting, EnvSecret):
+        return setting
+    value = setting.value(os.environ if environ is None else environ)
+    if value is None or not value.strip():
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    config.source_of("ledger"),
+                    "ledger",
+                    f"the environment variable {setting.env} is not set",
+                )
+            ]
+        )
+    return value.strip()
 
 
 def _resolve_escalation(

@@ -30,6 +30,7 @@ from algenta_graph.governance.escalations import (
     NotifyHook,
 )
 from algenta_graph.governance.gates import GateName
+from algenta_graph.governance.notice_signing import new_secret
 
 if TYPE_CHECKING:
     pass
@@ -130,6 +131,29 @@ def _check_url(url: str) -> str:
 
 
 Url = Annotated[str, AfterValidator(_check_url)]
+
+
+def _ledger(value: Any) -> Any:
+    """A ledger: ``"memory"``, a SQLite path, a ``postgresql://`` URL, or ``{env = "NAME"}``."""
+    if value is None or isinstance(value, EnvSecret):
+        return value
+    if isinstance(value, Mapping):
+        return EnvSecret.model_validate(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            'must be "memory", a SQLite file path, a postgresql:// URL or {env = "NAME"}'
+        )
+    parts = urlsplit(value.strip()) if "://" in value else None
+    if parts is not None and parts.password:
+        raise ValueError(
+            'a password in the URL is a secret: use {env = "NAME"} (or ALGENTA_LEDGER) instead'
+        )
+    return value.strip()
+
+
+LedgerSetting = Annotated[str | EnvSecret | None, BeforeValidator(_ledger)]
+"""Where the ledger lives (:mod:`algenta_graph.ledger`); a URL with a password from the
+environment."""
 
 
 class HttpServer(ConfigTable):
@@ -234,10 +258,11 @@ _DURATION: TypeAdapter[timedelta] = TypeAdapter(timedelta)
 
 
 class NotifyTable(ConfigTable):
-    """``[escalation.notify]``: a URL posted once per escalation raised, signed with HMAC-SHA256.
+    """``[escalation.notify]``: a URL posted once per escalation raised.
 
-    The table form of :class:`~algenta_graph.governance.escalations.WebhookNotify`; its
-    ``secret`` is ``{env = "NAME"}``.
+    Each notice is signed the Standard Webhooks way with a ``whsec_`` secret. The table form
+    of :class:`~algenta_graph.governance.escalations.WebhookNotify`; its ``secret`` is
+    ``{env = "NAME"}``.
     """
 
     url: Url
@@ -309,7 +334,9 @@ class EscalationTable(ConfigTable):
         if self.notify is not None:
             data["notify_url"] = {
                 "url": self.notify.url,
-                "secret": secret or "unresolved",
+                # unresolved (the table's own validation, or a variable not set, which
+                # resolve_config reports by name): a well-formed stand-in, never sent
+                "secret": secret if secret is not None else new_secret(),
                 "timeout_seconds": self.notify.timeout_seconds,
                 "attempts": self.notify.attempts,
             }
@@ -336,3 +363,7 @@ class TelemetryTable(ConfigTable):
     """The collector's base URL (default ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
     service_name: Annotated[str, Field(min_length=1)] = "algenta-graph"
     """The ``service.name`` resource attribute (``OTEL_SERVICE_NAME`` wins)."""
+    capture_content: bool = False
+    """Record tool argument values and results on spans and runs (off: names and outcomes
+    only). ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` set to ``SPAN_ONLY``,
+    ``SPAN_AND_EVENT`` or ``true`` turns it on, to ``NO_CONTENT`` or ``false`` off."""

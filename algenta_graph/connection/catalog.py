@@ -6,13 +6,17 @@ the engine's tools are kept only when the profile admits them, every schema is s
 the engine is then known to declare), and every call goes through
 :class:`~algenta_graph.governance.scrub.GovernanceInterceptor` and the connection's own send
 (so the tools keep working after a reconnect). An extra server's tools keep their names,
-prefixed ``<server>_`` only when the name is taken. This module builds the catalog once; it
-holds no session and sends nothing itself (:mod:`algenta_graph.connection.engine`).
+prefixed ``<server>_`` only when the name is taken; a server whose name holds a dot is refused
+(tool rules name a tool ``server.name``). This module builds the catalog once; it holds no
+session and sends nothing itself (:mod:`algenta_graph.connection.engine`).
+
+:func:`gate_catalog` is the catalog as the tool gates see it (each tool's server, real MCP name,
+input schema and ``destructiveHint``), from any connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,13 +31,30 @@ from mcp.types import (
     Tool,
 )
 
-from algenta_graph.connection.client import EXECUTE_TOOL, SEARCH_TOOL
+from algenta_graph.connection.client import EXECUTE_TOOL, SEARCH_TOOL, EngineClient
 from algenta_graph.connection.transport import ALGENTA_SERVER, OPERATOR_SERVER, ServerSession
+from algenta_graph.errors import ConfigError, ConfigProblem
 from algenta_graph.governance.contract import Profile, load_contract
 from algenta_graph.governance.scrub import GovernanceInterceptor, scrub_schema, strip_graph_supplied
+from algenta_graph.governance.tool_gates import (
+    CatalogTool,
+    GateCatalog,
+    ToolRef,
+    check_server_name,
+)
 from algenta_graph.telemetry import engine_calls
 
-__all__ = ["Catalog", "Send", "load_catalog"]
+__all__ = [
+    "ENGINE_EXECUTE",
+    "Catalog",
+    "Send",
+    "check_server_names",
+    "gate_catalog",
+    "load_catalog",
+]
+
+ENGINE_EXECUTE = ToolRef(ALGENTA_SERVER, EXECUTE_TOOL)
+"""The engine's ``execute_decision``, as tool rules name it (its own gates govern it)."""
 
 _RESERVED_NAMES = frozenset({SEARCH_TOOL})
 
@@ -121,7 +142,9 @@ async def load_catalog(
 
     Raises:
         EngineConnectionError: a server's tool list could not be read.
+        ConfigError: an extra server's name holds a dot (:func:`check_server_names`).
     """
+    check_server_names(n for n in servers if n not in (ALGENTA_SERVER, OPERATOR_SERVER))
     algenta = servers[ALGENTA_SERVER]
     view = _SessionView(algenta, lambda t: profile.allows(t.name), send)
     tools = await load_mcp_tools(
@@ -159,3 +182,67 @@ async def load_catalog(
             catalog[final] = tool
             origins[final] = origin
     return Catalog(catalog, origins, algenta_names, advertised, view.execute_supplied)
+
+
+def check_server_names(names: Iterable[str], key: str = "extra_servers") -> None:
+    """Refuse extra servers whose names tool rules could not name (a dot, a space, ...).
+
+    Raises:
+        ConfigError: one problem per bad name (``extra_servers.<name>``), saying why.
+    """
+    problems = []
+    for name in names:
+        try:
+            check_server_name(name)
+        except ValueError as exc:
+            problems.append(ConfigProblem("the configuration", f"{key}.{name}", str(exc)))
+    if problems:
+        raise ConfigError(problems)
+
+
+def _input_schema(tool: BaseTool) -> Mapping[str, Any]:
+    schema = tool.args_schema
+    if isinstance(schema, Mapping):
+        return schema
+    try:
+        return tool.get_input_jsonschema()
+    except Exception:  # a tool whose schema cannot be read: no argument is declared
+        return {}
+
+
+def _destructive(tool: BaseTool, ref: ToolRef) -> bool:
+    """Whether its server marks it destructive (MCP tool annotations, kept in ``metadata``).
+
+    Only an explicit ``destructiveHint: true`` (not ``readOnlyHint``) counts; the engine's
+    ``execute_decision`` never does: the engine's own gates govern it.
+    """
+    hints = tool.metadata or {}
+    return (
+        hints.get("destructiveHint") is True
+        and hints.get("readOnlyHint") is not True
+        and ref != ENGINE_EXECUTE
+    )
+
+
+def gate_catalog(connection: EngineClient, *, unreachable: Iterable[str] = ()) -> GateCatalog:
+    """The live catalog as the tool gates see it (a ``GateCatalog``).
+
+    Each tool's server and real MCP name (``tool_origin``; a tool it reports no origin for is
+    the engine's when it is one, else on server ``?``), its input schema and its
+    ``destructiveHint``; the engine's tools outside the profile; the extra servers
+    ``unreachable`` at start.
+    """
+    tools = []
+    for tool in connection.tools:
+        origin = connection.tool_origin(tool.name)
+        if origin is not None:
+            ref = ToolRef(*origin)
+        else:
+            ref = ToolRef(
+                ALGENTA_SERVER if connection.is_algenta_tool(tool.name) else "?", tool.name
+            )
+        tools.append(CatalogTool(ref, _input_schema(tool), _destructive(tool, ref)))
+    shown = {t.ref for t in tools}
+    advertised: frozenset[str] = getattr(connection, "advertised_tool_names", frozenset())
+    hidden = frozenset(ToolRef(ALGENTA_SERVER, n) for n in advertised) - shown
+    return GateCatalog(tuple(tools), hidden, frozenset(unreachable))

@@ -19,7 +19,10 @@ outside the profile is refused without contacting the engine, and ``force`` /
 ``override_safety`` are removed from the arguments; nothing else changes. The operator path,
 :meth:`EngineConnection.execute_as_operator`, is not a tool and is never bound to a model: it
 sends the flags an operator approved, over a session of its own with the operator credential
-(``operator_api_key``) when one is given.
+(``operator_api_key``). Without one, an override is refused before anything is sent
+(:class:`~algenta_graph.errors.OperatorCredentialMissing`), unless the connection is told that
+its one key is also the operator credential (``operator_key_is_agent_key=True``: a relaxed
+local engine, where the overrides then go over the model-facing session).
 
 Connection problems raise :class:`~algenta_graph.errors.EngineConnectionError` naming the URL
 (:class:`~algenta_graph.errors.EngineAuthError` for HTTP 401,
@@ -66,11 +69,16 @@ from algenta_graph.connection.outcomes import (
     tool_result_json,
 )
 from algenta_graph.connection.transport import ALGENTA_SERVER, OPERATOR_SERVER, ServerSession
-from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
+from algenta_graph.errors import (
+    AlgentaGraphError,
+    OperatorCredentialMissing,
+    ToolNotInProfileError,
+)
 from algenta_graph.governance.contract import Profile, resolve_profile
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS
 from algenta_graph.telemetry import engine_calls
 from algenta_graph.telemetry.names import TRACE_ARTIFACT_KEY
+from algenta_graph.telemetry.redaction import without_credentials
 
 if TYPE_CHECKING:
     from langchain_mcp_adapters.sessions import Connection
@@ -115,8 +123,14 @@ class EngineConnection:
             operator role, ``docs/ARCHITECTURE.md`` invariant 14); default
             ``ALGENTA_OPERATOR_API_KEY``. The override flags are sent over a session of its
             own with this key, after an operator's answer; the model's calls never use it.
-            Without it the operator path uses ``api_key``, which an engine that requires an
-            operator for overrides refuses (recorded as a failed override).
+            Without it an override is refused before it is sent
+            (:class:`~algenta_graph.errors.OperatorCredentialMissing`), unless
+            ``operator_key_is_agent_key``.
+        operator_key_is_agent_key: the engine takes the model-facing credential (``api_key``,
+            or none for an engine without keys) as the operator credential too: without
+            ``operator_api_key``, overrides are sent over the model-facing session. Only for a
+            relaxed local engine (the reference engine without keys); default False. Ignored
+            when ``operator_api_key`` is given.
 
     Raises:
         ValueError: the profile is unknown, a timeout is not positive, an extra server takes a
@@ -133,6 +147,7 @@ class EngineConnection:
         timeout: float = 30.0,
         call_timeout: float = 60.0,
         operator_api_key: str | None = None,
+        operator_key_is_agent_key: bool = False,
     ) -> None:
         if timeout <= 0 or call_timeout <= 0:
             raise ValueError(f"timeouts must be positive, got {timeout=} {call_timeout=}")
@@ -148,6 +163,8 @@ class EngineConnection:
             else os.environ.get(ENV_OPERATOR_API_KEY)
         )
         self.__operator_token = operator or None
+        self.operator_key_is_agent_key = bool(operator_key_is_agent_key)
+        """Whether overrides may go over the model-facing session (no operator credential)."""
         extras = dict(extra_servers or {})
         for reserved in (ALGENTA_SERVER, OPERATOR_SERVER):
             if reserved in extras:
@@ -174,7 +191,10 @@ class EngineConnection:
         auth = "token" if self.__token else "no token"
         if self.__operator_token:
             auth += ", operator token"
-        return f"EngineConnection({self.url!r}, profile={self.profile.name!r}, {auth})"
+        elif self.operator_key_is_agent_key:
+            auth += ", operator key is agent key"
+        url = without_credentials(self.url)
+        return f"EngineConnection({url!r}, profile={self.profile.name!r}, {auth})"
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -241,7 +261,8 @@ class EngineConnection:
         # the adapters' connection dicts, built key by key (an extra server's is the caller's)
         client = MultiServerMCPClient(cast("dict[str, Connection]", specs))
         for name, spec in specs.items():
-            url = str(spec.get("url") or spec.get("command") or name)
+            # how messages and traces name it: never with a credential the URL carries
+            url = without_credentials(str(spec.get("url") or spec.get("command") or name))
             server = ServerSession(
                 name, url, client, self.timeout, self._redact, call_timeout=self.call_timeout
             )
@@ -347,7 +368,10 @@ class EngineConnection:
         transport, in the HTTP headers), the engine call's metrics.
         """
         self._server(server.name)
-        call = engine_calls.EngineCall("tools/call", name, server.url, arguments, operator=operator)
+        shown = {k: v for k, v in arguments.items() if k not in GRAPH_SUPPLIED_FIELDS}
+        call = engine_calls.EngineCall(
+            "tools/call", name, server.url, arguments, operator=operator, shown=shown
+        )
         governed = name == EXECUTE_TOOL and server.name in (ALGENTA_SERVER, OPERATOR_SERVER)
         if governed:
             arguments = call.tag_arguments(arguments)
@@ -362,10 +386,7 @@ class EngineConnection:
             return result
         outcome = parse_execution_outcome(result) if governed else None
         body = tool_result_json(result) if name == GET_DECISION_TOOL and call.active else None
-        inputs = {k: v for k, v in arguments.items() if k not in GRAPH_SUPPLIED_FIELDS}
-        await call.answered(
-            is_error=bool(result.isError), outcome=outcome, body=body, inputs=inputs
-        )
+        await call.answered(is_error=bool(result.isError), outcome=outcome, body=body)
         return result
 
     async def call_tool(
@@ -428,6 +449,9 @@ class EngineConnection:
             ValueError: ``decision_id`` or ``webhook_url`` is not a non-empty string.
             TypeError: an option :class:`~algenta_graph.connection.client.OperatorFlags` does
                 not name.
+            OperatorCredentialMissing: an override (``force`` / ``override_safety``) without an
+                operator credential (``operator_api_key``) nor ``operator_key_is_agent_key``;
+                nothing was sent.
             EngineConnectionError: a connection problem.
         """
         check_operator_flags(flags)
@@ -447,9 +471,21 @@ class EngineConnection:
         if metadata is not None:
             arguments["metadata"] = dict(metadata)
         arguments.update(flags.get("extra") or {})
-        server = self._server(
-            OPERATOR_SERVER if OPERATOR_SERVER in self._servers else ALGENTA_SERVER
-        )
+        own = OPERATOR_SERVER in self._servers
+        server = self._server(OPERATOR_SERVER if own else ALGENTA_SERVER)
+        if (
+            not own
+            and not self.operator_key_is_agent_key
+            and (arguments["force"] or arguments["override_safety"])
+        ):
+            raise OperatorCredentialMissing(
+                f"the override of decision {decision_id} was not sent: this connection to "
+                f"{without_credentials(self.url)} has no operator credential, and the "
+                "model-facing key never carries an override. Set operator_api_key= (or "
+                f"{ENV_OPERATOR_API_KEY}) to an engine key with the operator role; for a "
+                "relaxed local engine whose one key is also the operator credential, pass "
+                "operator_key_is_agent_key=True"
+            )
         return parse_execution_outcome(
             await self._send(server, EXECUTE_TOOL, arguments, operator=True)
         )
@@ -467,6 +503,7 @@ class EngineConnection:
         if result.isError or not isinstance(body, Mapping) or "error" in body:
             detail = json.dumps(body, default=str) if body is not None else "no JSON body"
             raise AlgentaGraphError(
-                f"get_decision({decision_id!r}) on {self.url} failed: {detail[:500]}"
+                f"get_decision({decision_id!r}) on {without_credentials(self.url)} failed: "
+                f"{detail[:500]}"
             )
         return dict(body)

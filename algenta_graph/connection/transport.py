@@ -42,11 +42,12 @@ from algenta_graph.connection.failures import (
     is_forgotten,
     is_late_answer,
     is_timeout,
+    lost_call,
     timeout_error,
     translate,
 )
 from algenta_graph.connection.watched_http import watched_client
-from algenta_graph.errors import AlgentaGraphError, EngineConnectionError, EngineTimeoutError
+from algenta_graph.errors import AlgentaGraphError, EngineConnectionError
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -225,12 +226,13 @@ class ServerSession:
             return "the Algenta engine (operator credential)"
         return f"MCP server {self.name!r}"
 
-    def timeout_error(self, what: str, seconds: float, option: str) -> EngineTimeoutError:
-        """The error of no answer within ``seconds`` while ``what``, naming ``option=``."""
-        return timeout_error(self.label, self.url, what, seconds, option)
+    def translate(
+        self, exc: BaseException, what: str, tool: str | None = None
+    ) -> EngineConnectionError:
+        """One typed error naming the URL for whatever the MCP client raised (see ``failures``).
 
-    def translate(self, exc: BaseException, what: str) -> EngineConnectionError:
-        """One typed error naming the URL for whatever the MCP client raised (see ``failures``)."""
+        ``tool``: the tool whose call was sent (a loss is then a ``ToolCallLostError``).
+        """
         return translate(
             exc,
             what,
@@ -238,14 +240,22 @@ class ServerSession:
             url=self.url,
             open_timeout=self.open_timeout,
             redact=self.redact,
+            tool=tool,
         )
 
-    async def guard(self, what: str, call: Coroutine[Any, Any, _T]) -> _T:
+    async def guard(
+        self, what: str, call: Coroutine[Any, Any, _T], *, tool: str | None = None
+    ) -> _T:
         """Await an MCP request; translate what the client raises into a typed error.
 
         The request runs as its own task raced against the session's holding task: when the
-        transport fails (connection refused, HTTP 401/500, ...) the mcp client ends the session
-        but leaves the request waiting for its read timeout, so the session's end is the signal.
+        transport fails (connection refused, HTTP 401/500, a connection lost or an answer
+        stream ended without the answer: :mod:`~algenta_graph.connection.watched_http`) the
+        mcp client ends the session but leaves the request waiting for its read timeout, so
+        the session's end is the signal. ``tool``: the tool this request calls; a call whose
+        connection is lost after it was sent fails at once with
+        :class:`~algenta_graph.errors.ToolCallLostError` (it may have run), and one that times
+        out says it may have run.
         """
         holder = self.task
         request = asyncio.ensure_future(call)
@@ -261,20 +271,26 @@ class ServerSession:
             request.cancel()
             await asyncio.wait({request})
             cause = await self.cause_of_death()
-            ended = EngineConnectionError(
-                f"the session to {self.label} at {self.url} ended while {what} (the "
-                "connection was closed); the next call reconnects",
-                url=self.url,
-            )
-            raise self.translate(cause or ended, what) from None
+            if cause is None:
+                closed = "the session ended: the connection was closed"
+                if tool is not None:
+                    raise lost_call(self.label, self.url, what, tool, closed) from None
+                cause = EngineConnectionError(
+                    f"{closed} to {self.label} at {self.url} while {what}; the next call "
+                    "reconnects",
+                    url=self.url,
+                )
+            raise self.translate(cause, what, tool) from None
         try:
             return request.result()
         except McpError as exc:
             if is_timeout(exc):
-                raise self.timeout_error(
-                    what,
-                    self.timeout_for(what),
-                    "call_timeout" if what.startswith("calling") else "timeout",
+                if tool is None:
+                    raise timeout_error(
+                        self.label, self.url, what, self.open_timeout, "timeout"
+                    ) from None
+                raise timeout_error(
+                    self.label, self.url, what, self.call_timeout, "call_timeout", call=True
                 ) from None
             if is_forgotten(exc):
                 self.failure = exc
@@ -282,17 +298,13 @@ class ServerSession:
                 raise SessionForgotten() from None
             if is_closed(exc):
                 cause = await self.cause_of_death()
-                raise self.translate(cause or exc, what) from None
+                raise self.translate(cause or exc, what, tool) from None
             raise AlgentaGraphError(
                 f"{self.label} at {self.url} answered with JSON-RPC error "
                 f"{exc.error.code} while {what}: {self.redact(exc.error.message)}"
             ) from None
         except (httpx.HTTPError, OSError, BaseExceptionGroup) as exc:
-            raise self.translate(exc, what) from None
-
-    def timeout_for(self, what: str) -> float:
-        """The timeout that applies to ``what``: a tool call's, or connecting's."""
-        return self.call_timeout if what.startswith("calling") else self.open_timeout
+            raise self.translate(exc, what, tool) from None
 
     async def send(
         self,
@@ -306,7 +318,7 @@ class ServerSession:
 
         ``meta`` is the request's ``params._meta`` (the W3C trace context of the call's span).
         """
-        what = f"calling tool {name!r}"  # timeout_for keys on "calling"
+        what = f"calling tool {name!r}"
         for attempt in (1, 2):
             session = await self.session()
             try:
@@ -319,6 +331,7 @@ class ServerSession:
                         progress_callback=progress_callback,
                         meta=meta,
                     ),
+                    tool=name,
                 )
                 return result
             except SessionForgotten:

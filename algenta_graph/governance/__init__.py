@@ -5,7 +5,6 @@
   model never sees);
 - :mod:`~algenta_graph.governance.scrub`: the scrub of the override flags and the profile guard;
 - :mod:`~algenta_graph.governance.run_settings`: what one run may change (only ever tighter);
-- :mod:`~algenta_graph.governance.claims`: one answer per escalation;
 - :mod:`~algenta_graph.governance.record_guard`: no ``update_state`` writes governed records.
 
 Nothing here imports a node, the server or the CLI (``docs/ARCHITECTURE.md``, "Layering").

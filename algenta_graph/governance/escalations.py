@@ -9,7 +9,8 @@ and the operator", invariant 15):
   include it as a section;
 - :func:`escalation_digest`: the digest of what an operator is shown (thread, tool call, gate,
   decision, arguments, the denial, the engine's policy snapshot; a held call's tool, argument
-  digest and rule), which an answer may carry: an answer is bound to what was reviewed;
+  digest and rule; the graph's rules in force for the tool and the gate's policy), which an
+  answer may carry: an answer is bound to what was reviewed, under the rules it was asked under;
 - :func:`deadline` and :func:`is_overdue`: an escalation past its gate's ``expires_after`` can
   only be declined (recorded ``expired``, never executed), whatever answer arrives.
 
@@ -43,6 +44,8 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from algenta_graph.governance.gates import GateName
+from algenta_graph.governance.notice_signing import signing_key
+from algenta_graph.governance.tool_gates import ToolRef
 
 __all__ = [
     "ALL_DECISIONS",
@@ -51,6 +54,7 @@ __all__ = [
     "EscalationSettings",
     "InterruptMode",
     "NotifyHook",
+    "RulesInForce",
     "WebhookNotify",
     "deadline",
     "escalation_digest",
@@ -72,6 +76,11 @@ NotifyHook = Callable[[Mapping[str, Any]], Awaitable[None] | None]
 ``message``, ``digest``, ``asked_at``, ``expires_at``); sync or async; its exception is logged,
 never raised (:mod:`algenta_graph.governance.notifications`)."""
 
+RulesInForce = Callable[[str, ToolRef], Mapping[str, Any]]
+"""``(gate, tool) -> the graph's rules in force`` for an escalated call of ``tool`` under
+``gate`` (:meth:`~algenta_graph.governance.tool_gates.CompiledGates.in_force` with the gate's
+policy): plain data, bound by the escalation's digest."""
+
 DIGEST_FIELDS: tuple[str, ...] = (
     "thread_id",
     "tool_call_id",
@@ -83,31 +92,43 @@ DIGEST_FIELDS: tuple[str, ...] = (
     "tool",
     "args_digest",
     "rule",
+    "rules",
 )
 """What an escalation's digest binds: everything the operator is shown that decides what an
 approval does (for a held call also its tool, ``server.tool``, the digest of its arguments and
-the rule that held it; ``null`` for an engine decision)."""
+the rule that held it; ``null`` for an engine decision), and the graph's rules in force for the
+tool with the gate's policy (``rules``: an answer given under other rules is stale)."""
 
 
 class WebhookNotify(BaseModel):
-    """A notification URL: a JSON ``POST`` per escalation raised, signed with HMAC-SHA256.
+    """A notification URL: a JSON ``POST`` per escalation raised, signed the Standard Webhooks way.
 
-    The request carries ``X-Algenta-Signature: sha256=<hex>`` (the HMAC-SHA256 of the raw body
-    with ``secret``), ``X-Algenta-Escalation-Id`` (the same for every retry of one escalation's
-    notice, so a receiver can drop a duplicate) and ``X-Algenta-Timestamp``.
+    The request carries ``webhook-id`` (the escalation's id, the same on every attempt, so a
+    receiver can drop a duplicate), ``webhook-timestamp`` (when this attempt was sent) and
+    ``webhook-signature`` (``v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``): a
+    receiver that refuses a timestamp outside its tolerance refuses an old notice replayed
+    (:mod:`algenta_graph.governance.notice_signing`).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # an invalid secret is named in the error, never shown
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     url: AnyHttpUrl
     """Where the notice is posted."""
     secret: SecretStr
-    """The HMAC key (never logged or shown)."""
+    """The signing secret: ``whsec_`` and the base64 of 24 to 64 random bytes (Standard Webhooks'
+    format; ``notice_signing.new_secret()`` makes one); never logged or shown."""
     timeout_seconds: PositiveFloat = 5.0
     """How long one attempt may take; a timed-out attempt may have been delivered, so it is not
     repeated."""
     attempts: PositiveInt = 3
     """How many attempts one notice gets while the receiver fails (5xx, refused connection)."""
+
+    @field_validator("secret")
+    @classmethod
+    def _standard_secret(cls, value: SecretStr) -> SecretStr:
+        signing_key(value.get_secret_value())  # says what is wrong, never the secret
+        return value
 
 
 class EscalationSettings(BaseModel):
@@ -121,11 +142,12 @@ class EscalationSettings(BaseModel):
         EscalationSettings(
             require_reason=True,
             expires_after={"confidence": "PT4H", "risk_floor": 3600},
-            notify_url={"url": "https://ops.example/hooks/algenta", "secret": "..."},
+            notify_url={"url": "https://ops.example/hooks/algenta", "secret": "whsec_..."},
         )
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # its notification secret, refused, is named in the error and never shown
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     require_reason: bool = False
     """Whether every answer must give a reason; the interrupt's ``response_schema`` then says
@@ -143,6 +165,9 @@ class EscalationSettings(BaseModel):
     """A URL notified once per escalation raised (see :class:`WebhookNotify`)."""
     hook: SkipJsonSchema[NotifyHook | None] = Field(default=None, exclude=True)
     """A Python callable notified once per escalation raised (:data:`NotifyHook`)."""
+    rules_in_force: SkipJsonSchema[RulesInForce | None] = Field(default=None, exclude=True)
+    """Set by the graph builder, not a setting: the graph's rules in force for an escalated
+    call (:data:`RulesInForce`), which its question shows and its digest binds."""
 
     @field_validator("allowed_decisions")
     @classmethod

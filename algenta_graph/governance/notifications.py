@@ -2,73 +2,41 @@
 
 A denial handler notifies before it interrupts (:func:`notify_once`). The node runs again on
 every resume, every new message and in every worker that meets the thread, so a notice is
-**claimed** first, under its escalation's identity, in the same claim store as the answers
-(:mod:`algenta_graph.governance.claims`: a table next to the checkpoints): one process sends it,
+**claimed** first, under its escalation's identity, in the graph's ledger with the answers
+(:mod:`algenta_graph.ledger`, shared by every process serving the graph): one process sends it,
 and marks it sent. A hook that fails (an exception, a non-2xx answer, a refused connection) is
 logged and never blocks the escalation; its notice is let go unsent, and the next handler that
 meets the escalation sends it again, so it is sent once when the hook works again. A hook that
 times out may have been reached: its notice counts as sent (logged), never repeated.
 
 Two hooks exist: a Python callable (``EscalationSettings.hook``) and a URL
-(``EscalationSettings.notify_url``: a JSON ``POST`` signed with HMAC-SHA256, see
-:func:`signature`).
-
->>> signature("k", b'{"a": 1}')
-'sha256=3af007ed82fd250c41e3ccf714fac4068641ac6ed7b90910c62345f0f9137b0e'
->>> verify_signature("k", b'{"a": 1}', signature("k", b'{"a": 1}'))
-True
+(``EscalationSettings.notify_url``: a JSON ``POST`` signed the Standard Webhooks way, its id,
+its timestamp and its body under the signature, so a receiver refuses an old notice replayed:
+:mod:`algenta_graph.governance.notice_signing`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import inspect
 import json
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from algenta_graph.governance.claims import ClaimStore, new_claim, release
 from algenta_graph.governance.escalations import EscalationSettings, WebhookNotify
+from algenta_graph.governance.notice_signing import signed_headers, webhook_id
+from algenta_graph.ledger import Ledger, NoticeMark, new_entry, release
 
-__all__ = [
-    "ESCALATION_ID_HEADER",
-    "SIGNATURE_HEADER",
-    "TIMESTAMP_HEADER",
-    "notice_key",
-    "notify_once",
-    "post_notice",
-    "signature",
-    "verify_signature",
-]
+__all__ = ["notice_key", "notify_once", "post_notice"]
 
 logger = logging.getLogger(__name__)
-
-SIGNATURE_HEADER = "X-Algenta-Signature"
-"""The header of a URL notice holding ``sha256=<hex HMAC-SHA256 of the raw body>``."""
-ESCALATION_ID_HEADER = "X-Algenta-Escalation-Id"
-"""The header naming the escalation a URL notice is about (the same on every attempt)."""
-TIMESTAMP_HEADER = "X-Algenta-Timestamp"
-"""The header holding when a URL notice was sent (Unix seconds)."""
 
 
 class _Timeout(Exception):
     """A hook attempt timed out: it may have been delivered."""
-
-
-def signature(secret: str, body: bytes) -> str:
-    """The ``X-Algenta-Signature`` of ``body``: ``sha256=`` + its HMAC-SHA256 with ``secret``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
-    """Whether ``header`` is the signature of ``body`` with ``secret`` (constant time)."""
-    return header is not None and hmac.compare_digest(signature(secret, body), header)
 
 
 def notice_key(escalation_id: str) -> str:
@@ -83,21 +51,22 @@ def notice_key(escalation_id: str) -> str:
 async def post_notice(target: WebhookNotify, notice: Mapping[str, Any]) -> None:
     """``POST`` ``notice`` as JSON to ``target.url``, signed; retried on failures.
 
+    Every attempt is signed when it is sent (its own ``webhook-timestamp``), under the one
+    ``webhook-id`` of the escalation.
+
     Raises:
         RuntimeError: every attempt failed (non-2xx, or the connection was refused); the last
             failure is named.
         _Timeout: an attempt timed out (the receiver may have it).
     """
     body = json.dumps(dict(notice), sort_keys=True, default=str).encode()
-    headers = {
-        "Content-Type": "application/json",
-        SIGNATURE_HEADER: signature(target.secret.get_secret_value(), body),
-        ESCALATION_ID_HEADER: str(notice.get("escalation_id")),
-        TIMESTAMP_HEADER: str(int(time.time())),
-    }
+    message_id = webhook_id(str(notice.get("escalation_id")))
+    secret = target.secret.get_secret_value()
     problem = "no attempt"
     async with httpx.AsyncClient(timeout=target.timeout_seconds) as client:
         for attempt in range(target.attempts):
+            headers = {"Content-Type": "application/json"}
+            headers.update(signed_headers(secret, message_id, body))
             try:
                 response = await client.post(str(target.url), content=body, headers=headers)
             except httpx.TimeoutException as exc:
@@ -124,7 +93,7 @@ async def _call_hook(settings: EscalationSettings, notice: Mapping[str, Any]) ->
 
 
 async def notify_once(
-    store: ClaimStore, settings: EscalationSettings, notice: Mapping[str, Any]
+    store: Ledger, settings: EscalationSettings, notice: Mapping[str, Any]
 ) -> bool:
     """Send ``notice`` through the configured hooks unless it was sent (or is being sent).
 
@@ -135,10 +104,10 @@ async def notify_once(
         return False
     key = notice_key(str(notice.get("escalation_id")))
     try:
-        current = await store.get(key)
-        mine = new_claim(key, {"escalation_id": notice.get("escalation_id")})
+        current = await store.get(key, NoticeMark)
+        mine = new_entry(key, NoticeMark(escalation_id=str(notice.get("escalation_id"))))
         if current is None:
-            current = await store.claim(mine)
+            current = await store.insert(mine)
         won = current.token == mine.token
         if not won and current.abandoned():
             # its sender failed (or died) before it was sent: send it now

@@ -31,10 +31,17 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
 
 from algenta_graph.config import DEFAULT_SYSTEM_PROMPT, DEFAULT_TOP_K
+from algenta_graph.connection.catalog import gate_catalog
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, parse_on_denial
 from algenta_graph.governance.run_settings import GraphSettings, RunContext
-from algenta_graph.governance.tool_gates import CompiledGates, ToolGates, parse_tool_gates
+from algenta_graph.governance.tool_gates import (
+    CompiledGates,
+    ToolGates,
+    ToolRef,
+    parse_tool_gates,
+)
+from algenta_graph.graph.connecting import unreachable_of
 from algenta_graph.models import resolve_model
 from algenta_graph.nodes.agent import AgentNodes
 from algenta_graph.nodes.denial_handler import DenialHandler, route_pending_escalation
@@ -109,7 +116,10 @@ def build_governed_graph(
         tool_gates: the graph-side gates' rules for any tool
             (:class:`~algenta_graph.governance.tool_gates.ToolGates`, its keys as a mapping, or
             already compiled): which calls an operator must approve, call budgets, argument
-            rules. Default: none.
+            rules, each server's posture for its unlisted tools. Default: none (a tool its
+            server marks ``destructiveHint: true`` is still held for an operator). Every rule
+            is resolved against the connection's catalog here; each escalation's digest binds
+            the rules in force for its tool and the gate's policy.
 
     Returns:
         The uncompiled ``StateGraph``.
@@ -119,6 +129,8 @@ def build_governed_graph(
             malformed (a predicate that does not import is named with its rule), ``index`` and
             ``embeddings`` are both given (pass ``embeddings=`` to the ``ToolIndex``), or
             ``always_include`` names a tool the catalog does not show.
+        ToolGatesError: a tool-gate rule does not resolve against the catalog (a pattern that
+            names no tool, with the nearest tool names; every problem named).
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
@@ -137,9 +149,16 @@ def build_governed_graph(
     executor = DecisionExecutor(connection)  # one, held by governed_tool and every handler
     if not isinstance(tool_gates, CompiledGates):
         tool_gates = parse_tool_gates(tool_gates).compile()
-    tools = GovernedToolNode(
-        catalog, executor, built, None if tool_gates.gates.empty else tool_gates
+    # every rule resolves against the live catalog, or nothing is built (invariant 19)
+    gates = tool_gates.resolved(gate_catalog(connection, unreachable=unreachable_of(connection)))
+
+    def rules_in_force(gate: str, tool: ToolRef) -> dict[str, Any]:
+        return gates.in_force(tool, policies[gate])
+
+    asking = (escalation or EscalationSettings()).model_copy(
+        update={"rules_in_force": rules_in_force}
     )
+    tools = GovernedToolNode(catalog, executor, built, gates if gates.active else None)
     nodes = AgentNodes(catalog, built, system_prompt)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(
         GovernedState, context_schema=RunContext, input_schema=GovernedInput
@@ -156,8 +175,8 @@ def build_governed_graph(
                 gate,
                 executor,
                 authorize_operator=authorize_operator,
-                settings=escalation,
-                tool_gates=tool_gates,
+                settings=asking,
+                tool_gates=gates,
             ),
             destinations=destinations,
         )

@@ -2,7 +2,9 @@
 
 An extra server that cannot be reached is left out with a warning naming its URL (the graph
 serves the engine's tools and the other servers'), and the base tools it would have supplied
-are dropped from ``always_include`` with a warning. An unreachable engine is an error. The
+are dropped from ``always_include`` with a warning (:func:`unreachable_of` names them, for the
+tool gates' optional servers). An unreachable engine is an error, and so is an extra server
+whose name tool rules could not name (a dot: refused here as by the configuration file). The
 probe (:func:`unreachable_servers`) connects once and keeps nothing (``config check``, the
 served graph's start). This module neither builds nor compiles a graph
 (:mod:`algenta_graph.graph.assembly`, :mod:`algenta_graph.graph.factory`).
@@ -26,7 +28,12 @@ if sys.version_info < (3, 11):  # pragma: no cover
 if TYPE_CHECKING:
     from algenta_graph.connection.engine import EngineConnection
 
-__all__ = ["open_engine_connection", "unreachable_servers", "without_lost_tools"]
+__all__ = [
+    "open_engine_connection",
+    "unreachable_of",
+    "unreachable_servers",
+    "without_lost_tools",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +55,7 @@ async def open_engine_connection(
     base_url: str | None,
     api_key: str | None,
     operator_api_key: str | None,
+    operator_key_is_agent_key: bool = False,
     profile: str,
     extra_servers: Mapping[str, Mapping[str, Any]] | None,
 ) -> EngineConnection:
@@ -59,10 +67,14 @@ async def open_engine_connection(
 
     Raises:
         EngineConnectionError: the engine itself could not be reached.
+        ConfigError: an extra server's name holds a dot (or another character a tool rule's
+            ``server.name`` could not hold), before anything connects.
     """
+    from algenta_graph.connection.catalog import check_server_names
     from algenta_graph.connection.engine import EngineConnection
 
     cfg = config or AgentConfig()
+    check_server_names(extra_servers or {})
     servers = {name: dict(spec) for name, spec in (extra_servers or {}).items()}
     lost: dict[str, str] = {}
     while True:
@@ -70,6 +82,7 @@ async def open_engine_connection(
             base_url,
             api_key=api_key,
             operator_api_key=operator_api_key,
+            operator_key_is_agent_key=operator_key_is_agent_key,
             profile=profile,
             extra_servers=servers,
             timeout=cfg.connect_timeout,
@@ -100,6 +113,14 @@ async def open_engine_connection(
             if lost:
                 _UNREACHABLE[conn] = lost
             return conn
+
+
+def unreachable_of(connection: Any) -> frozenset[str]:
+    """The extra servers ``connection`` was opened without (unreachable at start)."""
+    try:
+        return frozenset(_UNREACHABLE.get(connection) or ())
+    except TypeError:  # a connection object that cannot be weakly referenced: none recorded
+        return frozenset()
 
 
 def without_lost_tools(names: Sequence[str], connection: Any) -> Sequence[str]:

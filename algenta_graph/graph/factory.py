@@ -1,14 +1,18 @@
 """The factory: ``create_governed_agent`` (and ``governed_agent``), the compiled, owned graph.
 
 It reads the one configuration (:class:`~algenta_graph.config.AgentConfig`, or a file's path),
-resolves its secrets and imports off the event loop, opens the checkpointer and the engine
-connection it owns (:mod:`algenta_graph.graph.connecting`), builds the tool index, assembles
-the graph (:func:`~algenta_graph.graph.assembly.build_governed_graph`), compiles it with the
-run defaults (profile, durability, ``recursion_limit``) and instruments it; closing it
-(:func:`aclose_governed_agent`) closes what it opened. It wires no node itself. Every option
-that makes sense outside Python code is also a key of the configuration, which the served graph
-is built from too (:mod:`algenta_graph.serving.server`): its arguments win over it, and both
-ways share its defaults.
+resolves its secrets and imports off the event loop, chooses the graph's ledger
+(:mod:`algenta_graph.ledger`: the one every process serving the graph shares, from the
+configuration, or a :class:`~algenta_graph.errors.LedgerRequired` naming what to set), opens
+the checkpointer, the ledger and the engine connection it owns
+(:mod:`algenta_graph.graph.connecting`), builds the tool index, assembles the graph
+(:func:`~algenta_graph.graph.assembly.build_governed_graph`) and gives every governance node the
+ledger, compiles it with the run defaults (profile, durability, ``recursion_limit``), makes
+every resume take effect or be refused (:mod:`algenta_graph.graph.resumes`) and instruments it;
+closing it (:func:`aclose_governed_agent`) closes what it opened. It wires no node itself.
+Every option that makes sense outside Python code is also a key of the configuration, which the
+served graph is built from too (:mod:`algenta_graph.serving.server`): its arguments win over it,
+and both ways share its defaults.
 
 Usage::
 
@@ -42,15 +46,20 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypeIs
 
-from algenta_graph._langgraph import default_durability
+from algenta_graph._langgraph import default_durability, node_actions
 from algenta_graph.config import AgentConfig, load_config, resolve_config
 from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.tool_gates import ToolGates, parse_tool_gates
 from algenta_graph.graph.assembly import build_governed_graph
 from algenta_graph.graph.connecting import open_engine_connection, without_lost_tools
+from algenta_graph.graph.resumes import check_resumes
+from algenta_graph.ledger import MEMORY, Ledger, LedgerSpec, choose_ledger, connect_ledger
+from algenta_graph.nodes.denial_handler import DenialHandler
+from algenta_graph.nodes.governed_tool import GovernedToolNode
 from algenta_graph.nodes.operators import AuthorizeOperator
 from algenta_graph.telemetry.handler import instrument
+from algenta_graph.topology import GOVERNANCE_NODES
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -76,6 +85,7 @@ async def create_governed_agent(
     base_url: str | None = None,
     api_key: str | None = None,
     operator_api_key: str | None = None,
+    operator_key_is_agent_key: bool | None = None,
     profile: str | None = None,
     top_k: int | None = None,
     on_denial: Mapping[str, str] | str | None = None,
@@ -93,6 +103,8 @@ async def create_governed_agent(
     name: str | None = None,
     escalation: EscalationSettings | None = None,
     tool_gates: ToolGates | Mapping[str, Any] | None = None,
+    ledger: LedgerSpec | None = None,
+    single_process: bool | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Connect to the engine, list its tools and return the compiled governed graph.
 
@@ -119,6 +131,10 @@ async def create_governed_agent(
         operator_api_key: the engine credential of the operator path alone (an engine key
             with the operator role; default ``ALGENTA_OPERATOR_API_KEY``): the override flags
             are sent with it, the model's calls never are.
+        operator_key_is_agent_key: without ``operator_api_key``, ``True`` says the engine takes
+            ``api_key`` as the operator credential too (a relaxed local engine); otherwise an
+            override is refused, never sent over the model's session (default the
+            configuration's, ``False``).
         profile: the tool profile (default ``"observe"``). With ``connection=`` the
             connection's profile applies and ``profile`` may only narrow it.
         top_k: how many tools retrieval binds per turn (an int >= 1; default 5).
@@ -156,6 +172,18 @@ async def create_governed_agent(
             ``[escalation]``.
         tool_gates: see :func:`build_governed_graph`; default the configuration's
             ``[tool_gates]`` (approval, budgets and argument rules on any tool).
+        ledger: the ledger every process serving the graph shares: escalation claims, notices
+            and the write-ahead of every governed call (:mod:`algenta_graph.ledger`). A
+            :class:`~algenta_graph.ledger.Ledger` (the caller closes it), ``"memory"``, a SQLite
+            file path or a ``postgresql://`` URL (opened here, closed with the graph). Default
+            the configuration's ``ledger`` (``ALGENTA_LEDGER``), else the checkpointer's own
+            database when it is given as a path or URL (or a saver
+            :func:`~algenta_graph.serving.checkpointer.open_checkpointer` opened from one), else
+            this process's memory for an ``InMemorySaver`` or no checkpointer. Any other saver
+            needs one (or ``single_process``): the graph is not built without it.
+        single_process: the deployment is one process (default the configuration's
+            ``single_process``, ``ALGENTA_SINGLE_PROCESS``): with no ledger configured or
+            implied, this process's memory is its ledger (a restart forgets it).
 
     The graph is instrumented (:func:`~algenta_graph.telemetry.instrument`) when OpenTelemetry
     is configured when it is built (the configuration's ``[telemetry]`` exporter, or the
@@ -171,6 +199,9 @@ async def create_governed_agent(
             :func:`build_governed_graph`).
         ConfigError: the configuration is wrong (a secret missing from the environment, an
             import path that does not import, ...), every problem named.
+        LedgerRequired: no ledger is configured or implied (a saver algenta-graph did not
+            open from a path or URL) and the deployment is not declared one process.
+        LedgerError: the ledger's database could not be opened.
         EngineConnectionError: the engine could not be reached.
         ModelSetupError: the model string could not be turned into a chat model.
     """
@@ -193,10 +224,12 @@ async def create_governed_agent(
         base_url is not None
         or api_key is not None
         or operator_api_key is not None
+        or operator_key_is_agent_key is not None
         or extra_servers is not None
     ):
         raise ValueError(
-            "pass either connection= or base_url/api_key/operator_api_key/extra_servers, not both"
+            "pass either connection= or base_url/api_key/operator_api_key/"
+            "operator_key_is_agent_key/extra_servers, not both"
         )
     if usage is None and cfg.usage is not None:
         from algenta_graph.retrieval.usage import UsageSignal
@@ -215,12 +248,24 @@ async def create_governed_agent(
             "the usage signal keeps its history in a LangGraph store: pass store= (e.g. "
             "langgraph.store.sqlite.SqliteStore) with the checkpointer"
         )
+    implied, deployment = _implied_ledger(checkpointer)
+    chosen = choose_ledger(
+        ledger if ledger is not None else resolved.ledger,
+        implied=implied,
+        deployment=deployment,
+        single_process=cfg.single_process if single_process is None else single_process,
+    )  # before anything is opened: a deployment without a shared ledger does not start
     stack = contextlib.AsyncExitStack()
     try:
         if checkpointer is not None and not _is_saver(checkpointer):
             from algenta_graph.serving.checkpointer import open_checkpointer
 
             checkpointer = await stack.enter_async_context(open_checkpointer(checkpointer))
+        # closed by a callback, never by a context's finaliser: a copy of the compiled graph
+        # (with_config, instrument) outlives the stack's key, and its nodes hold the ledger
+        the_ledger, opened = await connect_ledger(chosen)
+        if opened:
+            stack.push_async_callback(the_ledger.aclose)
         if connection is None:
             connection = await open_engine_connection(
                 cfg,
@@ -228,6 +273,11 @@ async def create_governed_agent(
                 api_key=api_key if api_key is not None else resolved.api_key,
                 operator_api_key=(
                     operator_api_key if operator_api_key is not None else resolved.operator_api_key
+                ),
+                operator_key_is_agent_key=(
+                    cfg.operator_key_is_agent_key
+                    if operator_key_is_agent_key is None
+                    else operator_key_is_agent_key
                 ),
                 profile=profile or cfg.profile,
                 extra_servers=extra_servers
@@ -262,7 +312,9 @@ async def create_governed_agent(
             escalation=escalation if escalation is not None else resolved.escalation,
             tool_gates=compiled_gates,
         )
+        _give_ledger(graph, the_ledger)
         compiled = graph.compile(checkpointer=checkpointer, store=store, name=name or cfg.name)
+        compiled = check_resumes(compiled)
         conf: dict[str, Any] = {}
         if profile is not None:
             conf["profile"] = resolve_profile(profile).name
@@ -278,12 +330,63 @@ async def create_governed_agent(
             from algenta_graph.telemetry.otlp import configure_otlp_once
 
             configure_otlp_once(cfg.telemetry.endpoint, service_name=cfg.telemetry.service_name)
-        compiled = instrument(compiled)
+        compiled = instrument(compiled, capture_content=cfg.telemetry.capture_content)
     except BaseException:
         await stack.aclose()
         raise
     _OWNED[compiled] = stack
     return compiled
+
+
+def _implied_ledger(
+    checkpointer: BaseCheckpointSaver[Any] | str | Path | None,
+) -> tuple[str | None, str]:
+    """The ledger the checkpointer's configuration implies, and what the deployment is.
+
+    The database a path or URL names (or the one
+    :func:`~algenta_graph.serving.checkpointer.open_checkpointer` opened a saver from); this
+    process's memory for no checkpointer or an ``InMemorySaver`` itself (never a subclass: it
+    could keep its state anywhere); none for any other saver.
+    """
+    if checkpointer is None:
+        return MEMORY, "a graph without a checkpointer"
+    if not _is_saver(checkpointer):
+        return os.fspath(checkpointer), "the checkpointer's database"
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from algenta_graph.serving.checkpointer import database_of
+
+    opened = database_of(checkpointer)
+    if opened is not None:
+        return opened, "the checkpointer's database"
+    if type(checkpointer) is InMemorySaver:
+        return MEMORY, "an InMemorySaver"
+    return None, (
+        f"the checkpointer {type(checkpointer).__name__} (a saver algenta-graph did not open from "
+        "a path or URL, whose state may be shared by other processes)"
+    )
+
+
+def _give_ledger(graph: Any, ledger: Ledger) -> None:
+    """Give every governance node of ``graph`` (uncompiled) the graph's ledger.
+
+    Raises:
+        RuntimeError: a governance node could not be reached (a LangGraph that stores nodes
+            otherwise): the graph is not built without its ledger (fails closed).
+    """
+    actions = node_actions(graph)
+    missing = []
+    for name in GOVERNANCE_NODES:
+        action = actions.get(name)
+        if isinstance(action, GovernedToolNode | DenialHandler):
+            action.ledger = ledger
+        else:
+            missing.append(name)
+    if missing:
+        raise RuntimeError(
+            f"the governance nodes {', '.join(sorted(missing))} could not be given the graph's "
+            "ledger; nothing was built"
+        )
 
 
 def _policies(config: AgentConfig) -> dict[str, str]:

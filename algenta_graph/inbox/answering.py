@@ -20,9 +20,10 @@ from starlette.responses import Response
 from algenta_graph.inbox import queries
 from algenta_graph.inbox.engine_reads import get_decision
 from algenta_graph.inbox.escalation import decision_of, escalation
+from algenta_graph.inbox.form_tokens import same_token
 from algenta_graph.inbox.rendering import refuse, render
 from algenta_graph.inbox.resume import EDIT_FIELDS, FormDecision, build_resume, submit_answer
-from algenta_graph.inbox.session import Session, same_token
+from algenta_graph.inbox.session import Session
 from algenta_graph.inbox.signin import operator_client
 from algenta_graph.serving.tokens import auth_configured, operator_gates
 

@@ -1,81 +1,101 @@
-"""The inbox's session: a signed, expiring cookie, and a CSRF token bound to it.
+"""The inbox's sessions: kept on the server, named by an opaque random id in the browser's cookie.
 
-An operator signs in once with the token of the server's tokens file (``ALGENTA_AUTH_FILE``);
-the session cookie carries that token, so every page the inbox renders calls the API **as that
-operator** (the server's own auth decides what it may see and do; revoking the token in the
-file ends the session at the next request). The cookie is signed with :mod:`itsdangerous` (what
-Starlette's ``SessionMiddleware`` uses), timestamped and refused past its age
-(``ALGENTA_INBOX_SESSION_SECONDS``, default 8 hours), ``HttpOnly`` and ``SameSite=Strict``
-(``Secure`` when the inbox is reached over HTTPS). It is signed, not encrypted: it holds what the
-operator typed, in a cookie scripts cannot read.
+An operator signs in once with a token of the server's tokens file (``ALGENTA_AUTH_FILE``) or of
+its identity provider (a pasted JWT, or the provider's sign-in), and every page then calls the
+API **as that operator**, with that token. The browser holds only a
+random session id (the cookie :data:`COOKIE`: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` when
+the inbox is reached over HTTPS); the rest is the session record, kept by :class:`SessionStore`
+in the LangGraph server's own store (the store of its ``/store`` API): the one store every
+worker of a deployment shares (PostgreSQL under the LangGraph server, ``langgraph up`` and the
+Platform; the dev server's in-memory store, persisted in ``.langgraph_api/``, under
+``langgraph dev``, which is one process). The records live under :data:`NAMESPACE`, inside the
+graph's own namespace, which no API request may read or write
+(:mod:`algenta_graph.serving.store_auth`).
 
-The signing key is ``ALGENTA_INBOX_SECRET``; without it each process draws its own at start (so
-sessions end with the process, and several workers need the variable set to share sessions).
+- **The cookie is not a credential.** The record is found by a digest of the id, and it holds the
+  operator's token sealed (Fernet) with a key derived from the id: the store alone gives no
+  token and no cookie; the cookie alone gives nothing once the record is gone.
+- **Signing out deletes the record**, so the cookie, replayed from anywhere, is refused.
+- **A session ends with its age**: :data:`ENV_SESSION_SECONDS` after sign-in (absolute, default
+  8 hours), and :data:`DEFAULT_IDLE_SECONDS` after the last page the operator opened (idle,
+  30 minutes; the queue's own refresh every few seconds is not the operator's doing and does
+  not count), OWASP ASVS's limits for a session (12 hours, 30 minutes idle) or tighter.
+- **A session ends with its token**: every page re-reads the token in the tokens file
+  (:mod:`algenta_graph.inbox.signin`); a revoked token, or one now naming someone else, deletes
+  the record (bringing the token back does not bring the session back). A session of the
+  identity provider's JWT ends at the token's ``exp`` too (kept in the record: the session ends
+  then whatever clock skew the API allows); signing in again, with a fresh token, is a new
+  session.
 
-Every form carries the session's CSRF token (:meth:`Session.csrf`), compared in constant time;
-the sign-in form, before any session exists, carries the token of a short-lived signed cookie of
-its own (:func:`login_csrf`).
+Expired records are deleted when met, and swept at each sign-in.
 """
 
 from __future__ import annotations
 
-import hmac
+import base64
+import hashlib
 import os
 import secrets
-from dataclasses import dataclass
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from langgraph.store.base import BaseStore
+
+from algenta_graph._langgraph import server_store
+from algenta_graph.errors import InboxConfigError
+from algenta_graph.serving.store_auth import GRAPH_NAMESPACE
 
 __all__ = [
     "COOKIE",
+    "DEFAULT_IDLE_SECONDS",
     "DEFAULT_SESSION_SECONDS",
-    "ENV_SECRET",
     "ENV_SESSION_SECONDS",
-    "LOGIN_COOKIE",
+    "NAMESPACE",
     "Session",
-    "SessionSigner",
-    "same_token",
+    "SessionStore",
+    "session_seconds",
 ]
 
-ENV_SECRET = "ALGENTA_INBOX_SECRET"
-"""The session signing key (default: a random key per process)."""
 ENV_SESSION_SECONDS = "ALGENTA_INBOX_SESSION_SECONDS"
-"""How long a session lasts, in seconds (default :data:`DEFAULT_SESSION_SECONDS`)."""
+"""How long a session lasts after sign-in, in seconds (default :data:`DEFAULT_SESSION_SECONDS`)."""
 DEFAULT_SESSION_SECONDS = 8 * 3600
+DEFAULT_IDLE_SECONDS = 30 * 60
+"""How long a session lasts after the last page its operator opened."""
 COOKIE = "algenta_inbox"
-"""The session cookie's name."""
-LOGIN_COOKIE = "algenta_inbox_login"
-"""The sign-in form's CSRF cookie (before a session exists)."""
-LOGIN_SECONDS = 3600
-_PROCESS_SECRET = secrets.token_hex(32)
+"""The session cookie's name (its value: the session id, nothing else)."""
+NAMESPACE: tuple[str, ...] = (*GRAPH_NAMESPACE, "inbox_sessions")
+"""Where the session records live in the server's store."""
+_SEEN = ".seen"
+"""The suffix of a record's last-activity item (kept apart: see :meth:`SessionStore.open`)."""
+_ID_BYTES = 32
+_SWEEP_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
 class Session:
-    """One signed-in operator: the token presented, who it is, and the form token."""
+    """One signed-in operator: the token the inbox calls the API with, who it is, the form token."""
 
-    token: str
-    """The bearer token (empty on an open server)."""
+    token: str = field(repr=False)
+    """The bearer token (empty on an open server); never in the cookie."""
     identity: str
     """The authenticated identity."""
     roles: tuple[str, ...]
     """Its roles, as the tokens file gives them."""
-    csrf: str
+    csrf: str = field(repr=False)
     """The CSRF token every form of this session carries."""
-
-
-def same_token(given: Any, expected: str) -> bool:
-    """Whether a submitted form token is ``expected`` (constant time; any other type: no).
-
-    >>> same_token("abc", "abc"), same_token("abd", "abc"), same_token(None, "abc")
-    (True, False, False)
-    """
-    return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
+    key: str = field(default="", repr=False)
+    """The record's key in the store (a digest of the session id)."""
+    expires_at: float | None = None
+    """When the token stops being accepted (a JWT's ``exp``), and the session with it."""
 
 
 def session_seconds(environ: Any = None) -> int:
-    """The session's lifetime from ``ALGENTA_INBOX_SESSION_SECONDS``.
+    """The session's absolute lifetime from ``ALGENTA_INBOX_SESSION_SECONDS``.
 
     Raises:
         ValueError: the variable is not a positive whole number of seconds.
@@ -92,54 +112,173 @@ def session_seconds(environ: Any = None) -> int:
     return int(raw)
 
 
-class SessionSigner:
-    """Signs and reads the session cookie and the sign-in form's cookie.
+def _record_key(session_id: str) -> str:
+    """The store key of a session id's record: a digest (the store never holds a cookie)."""
+    return hashlib.sha256(b"algenta-inbox-session:" + session_id.encode()).hexdigest()
+
+
+def _sealer(session_id: str) -> Fernet:
+    """The Fernet key a session's token is sealed with, derived from its id alone."""
+    key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"algenta-inbox-session-token"
+    ).derive(session_id.encode())
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+def _plausible_id(value: str | None) -> TypeGuard[str]:
+    return bool(value) and len(value or "") <= 2 * _ID_BYTES and (value or "").isascii()
+
+
+class SessionStore:
+    """The inbox's session records, in a LangGraph store.
 
     Args:
-        secret: the signing key (default ``ALGENTA_INBOX_SECRET``, else this process's own).
-        max_age: seconds a session lasts (default ``ALGENTA_INBOX_SESSION_SECONDS``).
+        store: where the records live (default: the store of the LangGraph server this process
+            serves; outside one, signing in is refused with :class:`InboxConfigError`).
+        max_age: seconds a session lasts after sign-in (default ``ALGENTA_INBOX_SESSION_SECONDS``).
+        idle: seconds a session lasts after the last page its operator opened.
+        clock: the time now, in seconds since the epoch.
     """
 
-    def __init__(self, secret: str | None = None, *, max_age: int | None = None) -> None:
-        key = secret or os.environ.get(ENV_SECRET) or _PROCESS_SECRET
+    def __init__(
+        self,
+        store: BaseStore | None = None,
+        *,
+        max_age: int | None = None,
+        idle: int = DEFAULT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._given = store
         self.max_age = max_age if max_age is not None else session_seconds()
-        self._session = URLSafeTimedSerializer(key, salt="algenta-inbox-session")
-        self._login = URLSafeTimedSerializer(key, salt="algenta-inbox-login")
+        self.idle = idle
+        self._clock = clock
 
-    def new(self, token: str, identity: str, roles: tuple[str, ...]) -> Session:
-        """A fresh session (a new CSRF token) for a signed-in operator."""
-        return Session(token, identity, tuple(roles), secrets.token_urlsafe(32))
-
-    def dumps(self, session: Session) -> str:
-        """The cookie's value for ``session``."""
-        body = {"t": session.token, "i": session.identity, "r": list(session.roles)}
-        return self._session.dumps({**body, "c": session.csrf})
-
-    def loads(self, cookie: str | None) -> Session | None:
-        """The session a cookie holds; ``None`` if absent, forged, malformed or expired."""
-        if not cookie:
-            return None
+    async def _store(self) -> BaseStore:
+        if self._given is not None:
+            return self._given
         try:
-            body = self._session.loads(cookie, max_age=self.max_age)
-        except (SignatureExpired, BadSignature):
-            return None
-        try:
-            roles = tuple(str(r) for r in body["r"])
-            return Session(str(body["t"]), str(body["i"]), roles, str(body["c"]))
-        except (KeyError, TypeError):
-            return None
+            found = await server_store()
+        except LookupError as exc:
+            raise InboxConfigError(f"the inbox cannot keep sessions: {exc}") from None
+        if found is None:
+            raise InboxConfigError(
+                "the inbox keeps its sessions in the LangGraph server's store, and this process "
+                "serves none: serve the inbox with the graph (langgraph.json http.app), or give "
+                "create_app(sessions=SessionStore(store)) a store"
+            )
+        return found  # type: ignore[no-any-return]
 
-    def login_csrf(self) -> tuple[str, str]:
-        """``(form token, cookie value)`` of a sign-in form."""
-        token = secrets.token_urlsafe(32)
-        return token, self._login.dumps(token)
+    def _ended(self, record: Mapping[str, Any], seen: Any, now: float) -> bool:
+        """Whether a session is past its age or its token's (``seen``: its last activity)."""
+        created = record.get("created")
+        if not isinstance(created, int | float) or now >= created + self.max_age:
+            return True
+        expires = record.get("expires")
+        if expires is not None and (not isinstance(expires, int | float) or now >= expires):
+            return True
+        last = seen if isinstance(seen, int | float) else created
+        return now >= last + self.idle
 
-    def login_csrf_ok(self, cookie: str | None, given: Any) -> bool:
-        """Whether a sign-in form's token matches its (signed, unexpired) cookie."""
-        if not cookie:
-            return False
+    def seconds_left(self, expires_at: float | None) -> int:
+        """How long a session created now lasts at most (its cookie's ``max_age``)."""
+        if expires_at is None:
+            return self.max_age
+        return max(0, min(self.max_age, int(expires_at - self._clock())))
+
+    async def create(
+        self,
+        token: str,
+        identity: str,
+        roles: tuple[str, ...],
+        expires_at: float | None = None,
+    ) -> tuple[str, Session]:
+        """A new session: ``(the id the cookie carries, the session)``.
+
+        Args:
+            token: the bearer token the inbox calls the API with (sealed in the record).
+            identity: who it is.
+            roles: its roles now.
+            expires_at: when the token expires (a JWT's ``exp``): the session ends then.
+        """
+        store = await self._store()
+        now = self._clock()
+        await self._sweep(store, now)
+        session_id = secrets.token_urlsafe(_ID_BYTES)
+        key = _record_key(session_id)
+        csrf = secrets.token_urlsafe(32)
+        record = {
+            "identity": identity,
+            "roles": list(roles),
+            "csrf": csrf,
+            "token": _sealer(session_id).encrypt(token.encode()).decode("ascii"),
+            "created": now,
+            "expires": expires_at,
+        }
+        await store.aput(NAMESPACE, key, record, index=False)
+        return session_id, Session(token, identity, tuple(roles), csrf, key, expires_at)
+
+    async def open(self, session_id: str | None, *, touch: bool = True) -> Session | None:
+        """The session a cookie names; ``None`` when absent, unknown, ended or expired.
+
+        Args:
+            session_id: the cookie's value.
+            touch: whether this request is the operator's doing (it restarts the idle clock).
+
+        The record itself is never written after sign-in: the last activity is an item of its
+        own, so a request in flight while the operator signs out cannot bring the record back.
+        """
+        if not _plausible_id(session_id):
+            return None
+        store = await self._store()
+        key = _record_key(session_id)
+        item = await store.aget(NAMESPACE, key)
+        if item is None:
+            return None
+        seen_item = await store.aget(NAMESPACE, key + _SEEN)
+        seen = seen_item.value.get("at") if seen_item is not None else None
+        now = self._clock()
+        record = item.value
         try:
-            expected = self._login.loads(cookie, max_age=LOGIN_SECONDS)
-        except (SignatureExpired, BadSignature):
-            return False
-        return isinstance(expected, str) and same_token(given, expected)
+            if self._ended(record, seen, now):
+                raise LookupError("expired")
+            token = _sealer(session_id).decrypt(str(record["token"]).encode()).decode()
+            session = Session(
+                token,
+                str(record["identity"]),
+                tuple(str(r) for r in record["roles"]),
+                str(record["csrf"]),
+                key,
+                record.get("expires"),
+            )
+        except (LookupError, InvalidToken, TypeError, ValueError):
+            await self._delete(store, key)
+            return None
+        if touch:
+            await store.aput(NAMESPACE, key + _SEEN, {"at": now}, index=False)
+        return session
+
+    async def end(self, session: Session) -> None:
+        """Sign out: the record deleted, so its cookie is refused from now on."""
+        if session.key:
+            await self._delete(await self._store(), session.key)
+
+    @staticmethod
+    async def _delete(store: BaseStore, key: str) -> None:
+        await store.adelete(NAMESPACE, key)
+        await store.adelete(NAMESPACE, key + _SEEN)
+
+    async def _sweep(self, store: BaseStore, now: float) -> None:
+        """Delete every ended session's record (and any activity item left without one)."""
+        items: dict[str, Any] = {}
+        while len(items) < _SWEEP_LIMIT:
+            page = await store.asearch(NAMESPACE, limit=500, offset=len(items))
+            items.update((i.key, i.value) for i in page)
+            if len(page) < 500:
+                break
+        for key, value in items.items():
+            if key.endswith(_SEEN):
+                if key[: -len(_SEEN)] not in items:
+                    await store.adelete(NAMESPACE, key)
+                continue
+            if self._ended(value, (items.get(key + _SEEN) or {}).get("at"), now):
+                await self._delete(store, key)

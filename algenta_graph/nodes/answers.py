@@ -29,7 +29,11 @@ review clients send them:
   list of one.
 
 Any answer may carry the ``digest`` it was given for (per decision, or at the top level for the
-whole request): an answer for anything but the pending escalation is refused as **stale**. Who
+whole request): an answer for anything but the pending escalation, or given under other rules
+than those in force (the digest binds them: a rule changed since, the graph rebuilt), is refused
+as **stale**, naming the rules in force. An approval or an edit must keep every argument rule in
+force for the tool it runs (:func:`check_rules`; an ``arguments`` escalation's approval
+overrides the rule that held it, and no other). Who
 the operator is comes from the authenticated identity when served with auth
 (:func:`~algenta_graph.nodes.operators.authenticated_identity`), else from the answer's
 ``operator``.
@@ -59,8 +63,14 @@ from algenta_graph.governance.escalations import (
     EscalationSettings,
 )
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
+from algenta_graph.governance.tool_gates import CompiledGates
 from algenta_graph.nodes.arguments import bad_arguments
-from algenta_graph.nodes.questions import EscalationItem, action_name, request_digest
+from algenta_graph.nodes.questions import (
+    EscalationItem,
+    action_name,
+    request_digest,
+    reviewed_tool,
+)
 from algenta_graph.records import OperatorAction, OperatorVerdict
 
 __all__ = [
@@ -68,6 +78,7 @@ __all__ = [
     "Decided",
     "OperatorAnswer",
     "answer_schema",
+    "check_rules",
     "edited_arguments",
     "edited_call_arguments",
 ]
@@ -479,7 +490,7 @@ def _decide(
     out: list[Decided] = []
     for i, (item, (kind, why, edit, digest)) in enumerate(zip(items, entries, strict=True)):
         where = f"decisions[{i}]" if len(items) > 1 else "decision"
-        _stale(digest, item["digest"], f"escalation {item['escalation_id']}")
+        _stale(digest, item["digest"], f"escalation {item['escalation_id']}{_under(item)}")
         if kind not in item["allowed_decisions"]:
             raise ValueError(
                 f"{where}: {kind!r} is not accepted for this {item['gate']} escalation; allowed: "
@@ -496,4 +507,63 @@ def _decide(
 
 
 def _which(items: Sequence[EscalationItem]) -> str:
-    return "escalation " + ", ".join(i["escalation_id"] for i in items)
+    return "escalation " + ", ".join(i["escalation_id"] + _under(i) for i in items)
+
+
+def _under(item: EscalationItem) -> str:
+    """The rules an escalation is asked under, for a stale answer's message (none: ``""``)."""
+    rules = item.get("rules")
+    if not rules:
+        return ""
+    said = [f"policy {rules.get('policy')}"]
+    said += [f"require_approval {p!r}" for p in rules.get("require_approval") or ()]
+    said += [f"allow {p!r}" for p in rules.get("allow") or ()]
+    said += [f"budget {json.dumps(b, sort_keys=True)}" for b in rules.get("budgets") or ()]
+    for rule in rules.get("argument_rules") or ():
+        check = rule.get("schema") if rule.get("schema") is not None else rule.get("predicate")
+        said.append(f"argument rule {rule.get('name')!r} {json.dumps(check, sort_keys=True)}")
+    if rules.get("destructive"):
+        said.append("destructiveHint")
+    if rules.get("unlisted") not in (None, "allow"):
+        said.append(f"unlisted {rules.get('unlisted')!r}")
+    return (
+        f", asked under the rules now in force for {rules.get('tool')} ({'; '.join(said)}): a "
+        "rule changed since the answer was given makes it stale"
+    )
+
+
+def check_rules(
+    answer: OperatorAnswer, items: Sequence[EscalationItem], gates: CompiledGates | None
+) -> None:
+    """Refuse an answer that would run a call breaking an argument rule in force.
+
+    Each approval and edit, of a held call as of an engine gate's escalation (its tool
+    ``execute_decision``), is checked on the real MCP name of the tool it runs
+    (:func:`~algenta_graph.nodes.questions.reviewed_tool`) against every argument rule naming
+    it: an edit with its edited arguments, an approval with what it runs (an ``arguments``
+    escalation's approval overrides the rule that held it, and no other). The budgets do not
+    depend on the arguments: a held call's are checked again just before it runs, an engine
+    decision's call was counted when it was let through.
+
+    Raises:
+        ValueError: naming the rule broken (the answer is refused before it is saved; nothing
+            ran).
+    """
+    if gates is None:
+        return
+    for decided, item in zip(answer.decisions, items, strict=False):
+        if decided.type == "edit" and decided.edited_args is not None:
+            args, overridden, what = decided.edited_args, None, "edit"
+        elif decided.type == "approve":
+            held = item["override_flag"] is None
+            args = dict(item["args"]) if held else _sent(item["args"])
+            overridden = item.get("rule") if item["gate"] == "arguments" else None
+            what = "approve"
+        else:
+            continue
+        broken = gates.check_arguments(reviewed_tool(item), args, overridden=overridden)
+        if broken is not None:
+            raise ValueError(
+                f"{what}: {broken.message}; refused, nothing was run: "
+                + ("edit within the rule, or reject" if what == "edit" else "reject, or edit it")
+            )

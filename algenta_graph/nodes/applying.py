@@ -4,7 +4,7 @@ Two ways, by the escalated gate's side (:mod:`algenta_graph.governance.gates`):
 :func:`apply_override` for the engine's gates (an approval or an edit re-executes the denied
 decision on the operator path, :meth:`~algenta_graph.nodes.executor.DecisionExecutor.override`,
 with the gate's override flag) and :func:`apply_held` for the graph-side gates (an approval or an
-edit runs the held call at most once, :func:`~algenta_graph.nodes.held_calls.run_held`). A
+edit runs the held call at most once, :func:`~algenta_graph.nodes.write_ahead.run_once`). A
 decline, a ``respond`` or an expired escalation executes nothing. Each answer becomes an
 operator decision record (who, with which roles, what they were shown, when asked and decided,
 the outcome: ``docs/ARCHITECTURE.md``, invariant 15), and the step's answer to the call is
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -24,11 +25,11 @@ from langchain_core.runnables import RunnableConfig
 
 from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionReceipt
-from algenta_graph.governance.claims import Claim, ClaimStore
 from algenta_graph.governance.gates import OVERRIDE_FLAGS
 from algenta_graph.governance.tool_gates import CompiledGates, ToolRef, args_digest, count_calls
+from algenta_graph.ledger import AnswerDecision, Ledger, held_call_id
+from algenta_graph.nodes.claiming import Claim
 from algenta_graph.nodes.executor import DecisionExecutor
-from algenta_graph.nodes.held_calls import run_held
 from algenta_graph.nodes.questions import reviewed_args
 from algenta_graph.nodes.steps import (
     OUTCOME_KEY,
@@ -37,6 +38,7 @@ from algenta_graph.nodes.steps import (
     receipt_text,
     tool_message,
 )
+from algenta_graph.nodes.write_ahead import outcome_fields, run_once
 from algenta_graph.operator_records import OperatorDecisionRecord, operator_decision_record
 from algenta_graph.records import (
     DecisionResult,
@@ -53,9 +55,9 @@ from algenta_graph.records import (
 )
 from algenta_graph.state import GovernedState
 
-# run_held: the held-call runner apply_held calls, re-exported as this module's name for it (a
+# run_once: the write-ahead runner apply_held calls, re-exported as this module's name for it (a
 # test holds a held call at its steps by replacing it here: tests/support/held_call_worker.py)
-__all__ = ["apply_held", "apply_override", "run_held"]
+__all__ = ["apply_held", "apply_override", "run_once"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +81,7 @@ class _Answer:
 
 def _answer(gate: str, claim: Claim, state: GovernedState, config: RunnableConfig) -> _Answer:
     thread_id = (config.get("configurable") or {}).get("thread_id")
-    elsewhere = claim.thread_id if claim.thread_id not in (None, thread_id) else None
+    elsewhere = claim.value.thread_id if claim.value.thread_id not in (None, thread_id) else None
     _, answered = last_step(state.get("messages", []))
     return _Answer(
         gate=gate,
@@ -87,7 +89,7 @@ def _answer(gate: str, claim: Claim, state: GovernedState, config: RunnableConfi
         thread_id=str(thread_id) if thread_id else None,
         elsewhere=elsewhere,
         by_call={m.tool_call_id: m for m in answered},
-        roles=[str(r) for r in claim.answer.get("roles") or []],
+        roles=list(claim.value.roles),
     )
 
 
@@ -96,7 +98,7 @@ class _Choice:
     """The operator's decision on one escalated denial."""
 
     denial: Mapping[str, Any]
-    decided: Mapping[str, Any]
+    decided: AnswerDecision
     action: Any
     reason: str | None
     verdict: OperatorVerdict
@@ -111,19 +113,18 @@ class _Choice:
         return f" ({self.reason})" if self.reason else ""
 
 
-def _choices(
-    answer: _Answer, pending: Sequence[Mapping[str, Any]], approved: OperatorVerdict
-) -> list[_Choice]:
-    """Each pending denial with its decision (``approved``: the verdict of a bare approval)."""
+def _choices(answer: _Answer, pending: Sequence[Mapping[str, Any]]) -> list[_Choice]:
+    """Each pending denial with its decision."""
     out: list[_Choice] = []
-    for denial, decided in zip(pending, answer.claim.answer["decisions"], strict=True):
-        action = decided["action"]
-        verdict: OperatorVerdict = decided.get("verdict") or (
-            approved if action == "override" else "declined"
-        )
+    for denial, decided in zip(pending, answer.claim.value.decisions, strict=True):
         out.append(
             _Choice(
-                denial, decided, action, decided.get("reason"), verdict, decided.get("edited_args")
+                denial,
+                decided,
+                decided.action,
+                decided.reason,
+                decided.verdict,
+                decided.edited_args,
             )
         )
     return out
@@ -158,7 +159,7 @@ def _decision(
     """The operator decision record of ``choice``."""
     decided, edited = choice.decided, choice.edited
     return operator_decision_record(
-        operator=answer.claim.operator,
+        operator=answer.claim.value.operator,
         reason=choice.reason,
         action=choice.action,
         gate=answer.gate,
@@ -171,11 +172,11 @@ def _decision(
         answered_in_thread=answer.elsewhere,
         verdict=choice.verdict,
         roles=answer.roles,
-        digest=decided.get("digest"),
-        interrupt_id=decided.get("interrupt_id"),
-        asked_at=decided.get("asked_at") or choice.denial.get("raised_at"),
-        decided_at=answer.claim.answer.get("decided_at"),
-        expires_at=decided.get("expires_at"),
+        digest=decided.digest,
+        interrupt_id=decided.interrupt_id,
+        asked_at=decided.asked_at or choice.denial.get("raised_at"),
+        decided_at=answer.claim.value.decided_at,
+        expires_at=decided.expires_at,
         original_args=recorded.original_args if edited is not None else None,
         edited_args=edited,
         tool=recorded.tool,
@@ -186,7 +187,6 @@ def _decision(
 async def _apply_each(
     answer: _Answer,
     pending: Sequence[Mapping[str, Any]],
-    approved: OperatorVerdict,
     effect: Callable[[_Choice], Awaitable[_Effect]],
     recorded: Callable[[_Choice], _Recorded],
     told: Callable[[ToolMessage, _Choice, str], tuple[str, str]],
@@ -196,7 +196,6 @@ async def _apply_each(
     Args:
         answer: the claimed answer.
         pending: the escalated denials, in the order the answer's decisions follow.
-        approved: the verdict of a bare approval.
         effect: what one decision does.
         recorded: what its record names besides the answer.
         told: ``(the model's original answer, the choice, the note) -> (content, tool name)``
@@ -204,7 +203,7 @@ async def _apply_each(
     """
     decisions: list[OperatorDecisionRecord] = []
     messages: list[ToolMessage] = []
-    for choice in _choices(answer, pending, approved):
+    for choice in _choices(answer, pending):
         done = await effect(choice)
         decisions.append(_decision(answer, choice, done, recorded(choice)))
         original = answer.by_call.get(choice.call_id or "")
@@ -252,7 +251,7 @@ async def apply_override(
         The update: the model's messages, receipts, denials and operator decisions.
     """
     answer = _answer(gate, claim, state, config)
-    operator, where = claim.operator, answer.where
+    operator, where = claim.value.operator, answer.where
     receipts: list[ReceiptRecord] = []
     denials: list[DenialRecord] = []
     flag = OVERRIDE_FLAGS[gate]
@@ -263,7 +262,7 @@ async def apply_override(
         if choice.verdict == "expired":
             return _Effect(
                 "declined",
-                f"The {gate} escalation EXPIRED at {choice.decided.get('expires_at')} before "
+                f"The {gate} escalation EXPIRED at {choice.decided.expires_at} before "
                 f"an operator's answer could take effect{where}. Decision {decision_id} was "
                 "not executed.",
             )
@@ -343,7 +342,7 @@ async def apply_override(
             EXECUTE_TOOL,
         )
 
-    decisions, messages = await _apply_each(answer, pending, "overrode", effect, recorded, told)
+    decisions, messages = await _apply_each(answer, pending, effect, recorded, told)
     return {
         "messages": messages,
         "receipts": receipts,
@@ -385,7 +384,7 @@ def _spent(
 async def apply_held(
     executor: DecisionExecutor,
     gate: str,
-    store: ClaimStore,
+    ledger: Ledger,
     claim: Claim,
     pending: Sequence[Mapping[str, Any]],
     state: GovernedState,
@@ -395,7 +394,7 @@ async def apply_held(
     """Apply the claim's answer to held calls of a graph-side gate.
 
     An approval (or an edit) runs the held call exactly once
-    (:func:`~algenta_graph.nodes.held_calls.run_held`, written ahead in ``store``); a reject, a
+    (:func:`~algenta_graph.nodes.write_ahead.run_once`, written ahead in ``ledger``); a reject, a
     ``respond`` or an expired escalation runs nothing. Each answer is an operator decision
     naming the tool and the digest of the arguments it ran with; the held call's answer is
     replaced by the outcome, so the model sees it.
@@ -410,7 +409,7 @@ async def apply_held(
         count against the budgets).
     """
     answer = _answer(gate, claim, state, config)
-    operator, where = claim.operator, answer.where
+    operator, where = claim.value.operator, answer.where
     ran: list[ToolCallRecord] = []  # a held call that ran counts against the budgets
 
     async def effect(choice: _Choice) -> _Effect:
@@ -419,7 +418,7 @@ async def apply_held(
         if choice.verdict == "expired":
             return _Effect(
                 "declined",
-                f"The {gate} escalation EXPIRED at {choice.decided.get('expires_at')} before "
+                f"The {gate} escalation EXPIRED at {choice.decided.expires_at} before "
                 f"an operator's answer could take effect{where}. The call of {tool} was NOT "
                 "run.",
             )
@@ -438,17 +437,26 @@ async def apply_held(
             )
         how = f" with edited arguments {json.dumps(run_args)}" if choice.edited else ""
         refused = _spent(tool_gates, gate, denial, state, ran)
-        outcome = await run_held(
-            executor.conn, store, denial, run_args, operator=operator, refused=refused
+        escalation = escalation_id_of(denial)
+        name = str(denial.get("catalog_name") or denial.get("tool") or "")
+        ran_once = await run_once(
+            ledger,
+            held_call_id(escalation),
+            name,
+            partial(executor.conn.call_tool, name, run_args, tool_call_id=f"held:{escalation}"),
+            operator=operator,
+            thread_id=answer.thread_id,
+            refused=refused,
         )
+        outcome = ran_once.outcome
         if outcome.refused:
             return _Effect(
                 "failed",
                 f"Operator {operator} APPROVED the call of {tool}{why}{where}{how}, but it was "
                 f"NOT run: {outcome.content}.",
-                outcome=dataclasses.asdict(outcome),
+                outcome=outcome_fields(outcome),
             )
-        ran.append(tool_call_record(held_call(denial, str(digest))))
+        ran.append(tool_call_record(held_call(denial, str(digest)), result=outcome.result))
         if outcome.result == "unknown":
             note = (
                 f"Operator {operator} approved the call of {tool}{why}{where}{how}, but "
@@ -460,7 +468,7 @@ async def apply_held(
                 f"ran once and answered:\n{outcome.content}"
             )
         success = outcome.result == "executed"
-        return _Effect(outcome.result, note, success=success, outcome=dataclasses.asdict(outcome))
+        return _Effect(outcome.result, note, success=success, outcome=outcome_fields(outcome))
 
     def recorded(choice: _Choice) -> _Recorded:
         tool, _, digest = _held(choice)
@@ -470,7 +478,7 @@ async def apply_held(
     def told(original: ToolMessage, choice: _Choice, note: str) -> tuple[str, str]:
         return note, str(original.name or choice.denial.get("catalog_name") or "")
 
-    decisions, messages = await _apply_each(answer, pending, "approved", effect, recorded, told)
+    decisions, messages = await _apply_each(answer, pending, effect, recorded, told)
     return {
         "messages": messages,
         "receipts": [],

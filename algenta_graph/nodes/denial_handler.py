@@ -19,12 +19,14 @@ Before it asks, the handler notifies (:mod:`algenta_graph.governance.notificatio
 escalation, whatever process runs it) and, when served, records in the thread's metadata that
 the thread waits on its gate (:mod:`algenta_graph.governance.visibility`).
 
-A valid answer is **claimed** under the escalation's own identity
-(:mod:`algenta_graph.governance.claims`, invariant 12) before any side effect: exactly one
-answer takes effect, whichever thread (a copy), task (after a cancel) or process gives it; an
-answer given elsewhere is completed here in its operator's name, never asked again; one being
-applied by a live claimant raises :class:`~algenta_graph.errors.EscalationAlreadyDecided`. An
-answer that arrives after the escalation's deadline declines it (``expired``), whatever it says.
+A valid answer is **claimed** under the escalation's own identity, in the graph's ledger
+(:mod:`algenta_graph.ledger`, invariants 12 and 17) before any side effect: exactly one answer
+takes effect, whichever thread (a copy), task (after a cancel) or process gives it; an answer
+given elsewhere is completed here in its operator's name, never asked again, and a resume whose
+own answer lost to it is told so once the run ends (the run's
+:class:`~algenta_graph.nodes.claiming.AnswerReport`); one being applied by a live claimant raises
+:class:`~algenta_graph.errors.EscalationAlreadyDecided`. An answer that arrives after the
+escalation's deadline declines it (``expired``), whatever it says.
 The claim's side is :mod:`algenta_graph.nodes.claiming`; who the operator is,
 :mod:`algenta_graph.nodes.operators`. The answer is applied by :mod:`algenta_graph.nodes.applying`:
 an approval (or an edit, sent with the edited arguments) re-executes on the operator path (the
@@ -49,10 +51,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
-from algenta_graph._langgraph import checkpointer_of, interrupt_id
+from algenta_graph._langgraph import interrupt_id
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.outcomes import tool_result_json
-from algenta_graph.governance.claims import ClaimStore, claims_for, escalation_key
 from algenta_graph.governance.escalations import EscalationSettings, deadline, is_overdue
 from algenta_graph.governance.gates import (
     DEFAULT_POLICIES,
@@ -64,11 +65,18 @@ from algenta_graph.governance.gates import (
 )
 from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
-from algenta_graph.governance.tool_gates import CompiledGates, ToolRef
+from algenta_graph.governance.tool_gates import CompiledGates
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
-from algenta_graph.nodes.answers import OperatorAnswer, answer_schema
+from algenta_graph.ledger import ClaimAnswer, Ledger, escalation_key, process_ledger
+from algenta_graph.nodes.answers import OperatorAnswer, answer_schema, check_rules
 from algenta_graph.nodes.applying import apply_held, apply_override
-from algenta_graph.nodes.claiming import adopt, apply_claimed, claim_answer
+from algenta_graph.nodes.claiming import (
+    adopt,
+    apply_claimed,
+    claim_answer,
+    report_lost,
+    run_id_of,
+)
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.operators import AuthorizeOperator, answering_operator, authenticated_roles
 from algenta_graph.nodes.questions import (
@@ -156,6 +164,11 @@ class DenialHandler:
             when served; none otherwise).
         tool_gates: the graph-side gates' rules: an operator's edit of a held call must keep its
             tool's argument rules (default: none checked).
+        ledger: the graph's ledger, where answers are claimed, notices marked and held calls
+            written ahead (:mod:`algenta_graph.ledger`; every process serving the graph must
+            share it). Default: this process's own
+            (:func:`~algenta_graph.ledger.process_ledger`), right for one process only;
+            :func:`~algenta_graph.graph.create_governed_agent` gives every node the one it chose.
     """
 
     def __init__(
@@ -169,8 +182,10 @@ class DenialHandler:
         clock: Callable[[], datetime] | None = None,
         thread_metadata: MetadataWriter | None = None,
         tool_gates: CompiledGates | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.gate = gate
+        self.ledger: Ledger = ledger if ledger is not None else process_ledger()
         self.tool_gates = tool_gates
         self.executor = executor
         self.authorize_operator = authorize_operator
@@ -210,39 +225,40 @@ class DenialHandler:
             return Command(goto=END)
         if policy == "report":
             return Command(goto=self._next(order))
-        store = claims_for(checkpointer_of(config))
-        key = escalation_key(escalation_id_of(d) for d in pending)
+        ledger = self.ledger
+        ids = [escalation_id_of(d) for d in pending]
+        key = escalation_key(ids)
         thread_id = (config.get("configurable") or {}).get("thread_id")
         thread = str(thread_id) if thread_id else None
         # 0. an escalation answered before -- in a copy of this thread or its original, by a run
         #    that was cancelled or died, in another process, expired by the command -- is never
         #    asked again: that answer is completed here, in its operator's name (invariant 12)
-        earlier = await store.get(key)
+        earlier = await ledger.get(key, ClaimAnswer)
         if earlier is not None:
-            claim = await adopt(store, earlier)
+            claim = await adopt(ledger, earlier)
+            lost = True  # a resume carrying another answer is told, once this one is applied
         else:
             items = await self._items(pending, thread, config)
             # 1. tell who must answer (once per escalation) and who may see it; both are safe to
             #    repeat, as the node runs again from its start when it is resumed
-            await self._announce(store, items, thread)
+            await self._announce(ledger, items, thread)
             # 2. the interrupt: no side effect may precede it; the answer arrives validated
             answer = self._ask(items, config)
             now = self.clock()
             expired = [is_overdue(i["expires_at"], now) for i in items]
             operator = answer.operator or "?"
             # 3. exactly one answer takes effect: claim it before any side effect
-            claim = await claim_answer(
-                store,
-                key,
-                answer.as_claim(
-                    operator,
-                    items=items,
-                    thread_id=thread,
-                    roles=authenticated_roles(config),
-                    decided_at=now.isoformat(),
-                    expired=expired,
-                ),
+            given = answer.as_claim(
+                operator,
+                items=items,
+                thread_id=thread,
+                roles=authenticated_roles(config),
+                decided_at=now.isoformat(),
+                expired=expired,
             )
+            given["run_id"] = run_id_of(config)
+            claim, mine = await claim_answer(ledger, key, ClaimAnswer.model_validate(given))
+            lost = not mine  # another answer was claimed first: it takes effect, this is told
         # 4. side effects, in the name of the claim's operator, the claim kept alive meanwhile
         #    (:mod:`algenta_graph.nodes.applying`)
         apply: Callable[[], Awaitable[dict[str, Any]]]
@@ -251,7 +267,7 @@ class DenialHandler:
                 apply_held,
                 self.executor,
                 self.gate,
-                store,
+                ledger,
                 claim,
                 pending,
                 state,
@@ -263,7 +279,9 @@ class DenialHandler:
             apply = partial(
                 apply_override, self.executor, self.gate, claim, pending, state, config, policy_for
             )
-        update = await apply_claimed(store, claim, apply)
+        update = await apply_claimed(ledger, claim, apply)
+        if lost:
+            report_lost(config, ids, claim.finished())
         decisions = [*state.get("operator_decisions", []), *update["operator_decisions"]]
         after = {
             **state,
@@ -338,7 +356,7 @@ class DenialHandler:
         return snapshot
 
     async def _announce(
-        self, store: ClaimStore, items: Sequence[EscalationItem], thread: str | None
+        self, ledger: Ledger, items: Sequence[EscalationItem], thread: str | None
     ) -> None:
         for item in items:
             notice = {
@@ -354,7 +372,7 @@ class DenialHandler:
                 "expires_at": item["expires_at"],
                 "allowed_decisions": list(item["allowed_decisions"]),
             }
-            await notify_once(store, self.settings, notice)
+            await notify_once(ledger, self.settings, notice)
         await set_waiting(thread, [self.gate], write=self.thread_metadata)
 
     def _ask(self, items: Sequence[EscalationItem], config: RunnableConfig) -> OperatorAnswer:
@@ -394,23 +412,8 @@ class DenialHandler:
         return OperatorAnswer(first, tuple(decided), tuple(i["digest"] for i in items))
 
     def _check_edits(self, answer: OperatorAnswer, items: Sequence[EscalationItem]) -> None:
-        """Refuse an edit of a held call whose arguments break one of its tool's rules.
-
-        Raises:
-            ValueError: naming the rule (the answer is refused before it is saved; nothing ran).
-        """
-        if self.tool_gates is None:
-            return
-        for decided, item in zip(answer.decisions, items, strict=False):
-            if decided.type != "edit" or decided.edited_args is None or not item.get("tool"):
-                continue
-            server, _, name = str(item.get("tool")).partition(".")
-            broken = self.tool_gates.check_arguments(ToolRef(server, name), decided.edited_args)
-            if broken is not None:
-                raise ValueError(
-                    f"edit: {broken.message}; refused, nothing was run: edit within the rule, "
-                    "or reject"
-                )
+        """Refuse an approval or edit that breaks an argument rule in force (``check_rules``)."""
+        check_rules(answer, items, self.tool_gates)
 
     def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
         return answering_operator(answer.operator, self.gate, config, self.authorize_operator)

@@ -13,7 +13,13 @@ For each call of the latest AI message (``docs/ARCHITECTURE.md``, "The graph"):
 - before any call runs, the graph-side gates (:mod:`algenta_graph.governance.tool_gates`) decide
   it by its real MCP name: a call that breaks an argument rule or a budget is denied, one that
   needs approval is held (a denial record with its tool, arguments and their digest, escalated
-  by default); each call its own decision, counted from the thread's records.
+  by default); each call its own decision, counted from the thread's records;
+- a call a rule names and lets through is **written ahead** in the graph's ledger
+  (:mod:`algenta_graph.nodes.write_ahead`, invariant 18) under the identity of the model message
+  that made it: an earlier attempt's outcome is reused, and a call an earlier attempt started
+  (a run cancelled or killed while the tool ran, then a new message; a copy; another worker)
+  is never sent again nor gated again: it is recorded ``unknown`` (its ``tool_calls`` record
+  counts against every budget naming the tool) and the model is told it may have run.
 
 Every receipt and denial is written to state; each denial carries the policy it was raised
 under, so its handling never depends on a later run's settings. :meth:`GovernedToolNode.route`
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -59,6 +66,7 @@ from algenta_graph.governance.tool_gates import (
     args_digest,
     count_calls,
 )
+from algenta_graph.ledger import CallOutcome, Ledger, process_ledger, step_call_id
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.recovery import counts_as_executed
 from algenta_graph.nodes.steps import (
@@ -72,6 +80,7 @@ from algenta_graph.nodes.steps import (
     step_denials,
     tool_message,
 )
+from algenta_graph.nodes.write_ahead import Ran, earlier_outcome, run_once
 from algenta_graph.records import (
     DenialRecord,
     GatedCall,
@@ -97,6 +106,11 @@ class GovernedToolNode:
             (the denial handlers hold the same one).
         built: what the graph was built with (the ceiling of every run's settings).
         tool_gates: the graph-side gates' rules (none: no call is held, counted or checked).
+        ledger: the graph's ledger, where every call a rule names is written ahead
+            (:mod:`algenta_graph.ledger`; every process serving the graph must share it).
+            Default: this process's own (:func:`~algenta_graph.ledger.process_ledger`), right
+            for one process only; :func:`~algenta_graph.graph.create_governed_agent` gives every
+            node the one it chose.
     """
 
     def __init__(
@@ -105,7 +119,9 @@ class GovernedToolNode:
         executor: DecisionExecutor,
         built: GraphSettings,
         tool_gates: CompiledGates | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
+        self.ledger: Ledger = ledger if ledger is not None else process_ledger()
         self.catalog = catalog
         self.conn = catalog.conn
         self.executor = executor
@@ -139,6 +155,7 @@ class GovernedToolNode:
         used: list[tuple[str, ToolMessage]] = []  # (real name, answer) of each catalog call
         calls: list[ToolCallRecord] = []
         turn = latest_turn(state.get("messages", []))
+        thread = (config.get("configurable") or {}).get("thread_id")
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id in done:
@@ -171,12 +188,25 @@ class GovernedToolNode:
                     )
                 )
                 continue
-            if self.tool_gates is not None:
-                held = self._gate(name, args, call_id, run, turn, state, denials, calls)
+            engine_execute = name == EXECUTE_TOOL and self.conn.is_algenta_tool(name)
+            gated = self._gated(name, args, call_id, turn)
+            identity = step_call_id(str(ai.id), call_id) if ai.id else None
+            if gated is not None and not engine_execute:
+                if identity is None:  # never in a thread (add_messages ids every message)
+                    out_messages.append(_unsendable(name, call_id))
+                    continue
+                # written ahead: an earlier attempt's call is never sent (nor gated) again
+                earlier = await earlier_outcome(self.ledger, identity, name)
+                if earlier is not None:
+                    calls.append(tool_call_record(gated, result=earlier.result))
+                    out_messages.append(_answer(name, call_id, Ran(earlier)))
+                    continue
+            if gated is not None:
+                held = self._gate(name, args, gated, run, turn, state, denials, calls)
                 if held is not None:
                     out_messages.append(held)
                     continue
-            if name == EXECUTE_TOOL and self.conn.is_algenta_tool(name):
+            if engine_execute:
                 message, receipt, denial = await self.executor.execute(
                     args, call_id, run, executed, state.get("messages", [])
                 )
@@ -189,7 +219,18 @@ class GovernedToolNode:
                 out_messages.append(message)
                 used.append((name, message))
                 continue
-            out_messages.append(await self._plain_call(name, args, call_id))
+            if gated is not None and identity is not None:
+                ran = await run_once(
+                    self.ledger,
+                    identity,
+                    name,
+                    partial(self.conn.call_tool, name, args, tool_call_id=call_id),
+                    thread_id=str(thread) if thread else None,
+                )
+                calls[-1]["result"] = ran.outcome.result  # its record, written by the gate
+                out_messages.append(_answer(name, call_id, ran))
+            else:
+                out_messages.append(await self._plain_call(name, args, call_id))
             used.append((name, out_messages[-1]))
         await self._learn(state, run, used, getattr(runtime, "store", None))
         called = {c["id"]: c["name"] for c in ai.tool_calls}
@@ -213,29 +254,44 @@ class GovernedToolNode:
             return ToolRef(*found)
         return ToolRef("algenta" if self.conn.is_algenta_tool(name) else "?", name)
 
+    def _gated(
+        self, name: str, args: dict[str, Any], call_id: str, turn: str | None
+    ) -> GatedCall | None:
+        """The call as its gate records name it, when a graph-side rule names its tool."""
+        if self.tool_gates is None:
+            return None
+        tool = self.tool_ref(name)
+        if not self.tool_gates.governs(tool):
+            return None
+        return GatedCall(
+            tool=tool.name,
+            server=tool.server,
+            catalog_name=name,
+            tool_call_id=call_id,
+            args_digest=args_digest(tool.qualified, _sent(args)),
+            turn=turn,
+        )
+
     def _gate(
         self,
         name: str,
         args: dict[str, Any],
-        call_id: str,
+        call: GatedCall,
         run: RunSettings,
         turn: str | None,
         state: GovernedState,
         denials: list[DenialRecord],
         calls: list[ToolCallRecord],
     ) -> ToolMessage | None:
-        """The graph-side gates' decision on one call, before it runs.
+        """The graph-side gates' decision on one call a rule names, before it runs.
 
-        ``None``: it may run (recorded in ``calls`` when a rule names its tool). Else its
-        denial is added to ``denials`` and its answer returned: nothing ran.
+        ``None``: it may run (recorded in ``calls``). Else its denial is added to ``denials``
+        and its answer returned: nothing ran.
         """
         gates = self.tool_gates
         assert gates is not None
-        tool = self.tool_ref(name)
-        if not gates.governs(tool):
-            return None
-        sent = {k: v for k, v in scrub_arguments(args).items() if k not in GRAPH_SUPPLIED_FIELDS}
-        digest = args_digest(tool.qualified, sent)
+        tool = ToolRef(call["server"], call["tool"])
+        sent = _sent(args)
         counts = count_calls(
             gates,
             tool,
@@ -250,14 +306,6 @@ class GovernedToolNode:
             decision = gates.check(tool, sent, counts, approval=False)
         else:
             decision = gates.check(tool, sent, counts)
-        call = GatedCall(
-            tool=tool.name,
-            server=tool.server,
-            catalog_name=name,
-            tool_call_id=call_id,
-            args_digest=digest,
-            turn=turn,
-        )
         if decision is None:
             calls.append(tool_call_record(call))
             return None
@@ -268,7 +316,7 @@ class GovernedToolNode:
         return tool_message(
             gate_text(decision, tool, policy),
             name=name,
-            tool_call_id=call_id,
+            tool_call_id=call["tool_call_id"] or "",
             outcome=f"gate:{decision.gate}",
             status="error",
         )
@@ -340,6 +388,54 @@ class GovernedToolNode:
             status=status,
             artifact=result.artifact,
         )
+
+
+def _sent(args: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments as gate rules see them: scrubbed, without the graph-supplied fields."""
+    return {k: v for k, v in scrub_arguments(args).items() if k not in GRAPH_SUPPLIED_FIELDS}
+
+
+def _answer(name: str, call_id: str, ran: Ran) -> ToolMessage:
+    """The model's answer to a call written ahead: the tool's own, or its recorded outcome."""
+    answer, outcome = ran.answer, ran.outcome
+    ok = outcome.status == "success"
+    if answer is not None:
+        return tool_message(
+            plain_content(answer.content),
+            name=name,
+            tool_call_id=call_id,
+            outcome="ok" if ok else "failed",
+            status=outcome.status,
+            artifact=answer.artifact,
+        )
+    return tool_message(
+        _told(outcome),
+        name=name,
+        tool_call_id=call_id,
+        outcome="ok" if ok else "failed",
+        status=outcome.status,
+    )
+
+
+def _unsendable(name: str, call_id: str) -> ToolMessage:
+    return tool_message(
+        f"Error: the call of {name} was not sent: its model message has no id to write it ahead "
+        "under (a governed call is sent only once it is written ahead)",
+        name=name,
+        tool_call_id=call_id,
+        outcome="failed",
+        status="error",
+    )
+
+
+def _told(outcome: CallOutcome) -> str:
+    """What the model is told of a recorded outcome it did not see sent."""
+    if outcome.result == "unknown":
+        return (
+            f"UNKNOWN OUTCOME: {outcome.content}. Do not call it again for this request; tell "
+            "the user it may have run and an operator must check."
+        )
+    return outcome.content
 
 
 def latest_turn(messages: Sequence[Any]) -> str | None:

@@ -5,7 +5,8 @@ In the default ``batched`` mode the ``interrupt()`` value of a denial handler is
 ``action_requests[i]`` and one ``review_configs[i]`` per escalated call, the review config naming
 the decisions that gate accepts) plus Algenta's fields (``escalations[i]``, an
 :class:`EscalationItem`: the denial, the escalation's identity, the **digest** of what the
-operator is shown, the interrupt id, when it was asked and its deadline). In ``per_call`` mode
+operator is shown, the interrupt id, when it was asked and its deadline; the graph's rules in
+force for the tool, which the digest binds). In ``per_call`` mode
 each escalated call has an interrupt of its own, an :class:`EscalationApproval` (LangChain's
 ``ToolApprovalRequest``), answered with one decision.
 """
@@ -22,6 +23,7 @@ from langchain.agents.middleware.human_in_the_loop import (
 )
 from typing_extensions import NotRequired, TypedDict
 
+from algenta_graph.connection.catalog import ENGINE_EXECUTE
 from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
@@ -29,6 +31,7 @@ from algenta_graph.governance.escalations import (
     escalation_digest,
 )
 from algenta_graph.governance.gates import GATES, OVERRIDE_FLAGS
+from algenta_graph.governance.tool_gates import ToolRef
 from algenta_graph.nodes.steps import step_denials
 from algenta_graph.records import escalation_id_of
 
@@ -44,6 +47,7 @@ __all__ = [
     "pending_escalations",
     "request_digest",
     "reviewed_args",
+    "reviewed_tool",
     "tool_approval",
 ]
 
@@ -73,6 +77,9 @@ class EscalationItem(TypedDict):
     """A held call's tool, ``server.name`` (its real MCP name)."""
     args_digest: NotRequired[str]
     """A held call's arguments' digest."""
+    rule: NotRequired[str]
+    """A held call's rule: the one that held it (an ``arguments`` escalation's approval
+    overrides it, and no other)."""
     tool_call_id: str | None
     """The escalated tool call."""
     escalation_id: str
@@ -85,6 +92,10 @@ class EscalationItem(TypedDict):
     """The decisions this gate accepts (its review config's)."""
     policy_snapshot_id: str | None
     """The engine's policy snapshot when it was asked (``get_contract``), if the engine said."""
+    rules: dict[str, Any] | None
+    """The graph's rules in force for the call's tool and the gate's policy
+    (:meth:`~algenta_graph.governance.tool_gates.CompiledGates.in_force`), or ``None`` (no rules
+    bound): the digest binds them, so an answer given under other rules is stale."""
     digest: str
     """The digest of what is shown (:func:`~algenta_graph.governance.escalations.
     escalation_digest`): an answer that carries another one is refused as stale."""
@@ -217,12 +228,15 @@ def escalation_items(
         }
         allowed = list(settings.decisions_for(gate))
         held: dict[str, str] = {}
+        tool = ENGINE_EXECUTE
         if flag is None:
             args = dict(denial.get("args") or {})
+            tool = ToolRef(str(denial.get("server")), str(denial.get("tool")))
             held = {
                 "action_name": str(denial.get("catalog_name") or denial.get("tool")),
-                "tool": f"{denial.get('server')}.{denial.get('tool')}",
+                "tool": tool.qualified,
                 "args_digest": str(denial.get("args_digest")),
+                "rule": str(denial.get("rule")),
             }
             shown.update(tool=held["tool"], args=args, args_digest=denial.get("args_digest"))
             shown.update(rule=denial.get("rule"), denial=why)
@@ -235,6 +249,9 @@ def escalation_items(
             why.update(status_code=denial.get("status_code"))
             shown.update(decision_id=denial.get("decision_id"), args=args, denial=why)
             shown.update(policy_snapshot_id=snapshot)
+        in_force = settings.rules_in_force
+        rules = dict(in_force(gate, tool)) if in_force is not None else None
+        shown.update(rules=rules)
         engine = denial if flag is not None else {}
         item = EscalationItem(
             gate=gate,
@@ -250,6 +267,7 @@ def escalation_items(
             args=args,
             allowed_decisions=allowed,
             policy_snapshot_id=snapshot,
+            rules=rules,
             digest=escalation_digest(shown),
             interrupt_id=interrupt_id,
             asked_at=denial.get("raised_at"),
@@ -259,8 +277,19 @@ def escalation_items(
             item["action_name"] = held["action_name"]
             item["tool"] = held["tool"]
             item["args_digest"] = held["args_digest"]
+            item["rule"] = held["rule"]
         items.append(item)
     return items
+
+
+def reviewed_tool(item: EscalationItem) -> ToolRef:
+    """The tool an approval of ``item`` runs, as tool rules name it.
+
+    A held call's own, else the engine's ``execute_decision`` (server names hold no dot, so
+    ``server.name`` splits at the first one).
+    """
+    held = item.get("tool")
+    return ToolRef.parse(held) if held else ENGINE_EXECUTE
 
 
 def action_name(item: EscalationItem) -> str:

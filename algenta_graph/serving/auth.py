@@ -12,8 +12,14 @@ resource handlers below. Credentials come from the environment:
   Clients send ``Authorization: Bearer <token>``; the digest is compared in constant time against
   every entry. The file is re-read when it changes (revocation without a restart); if it becomes
   unreadable or malformed, every request is refused until it is fixed (fail closed).
-- Without ``ALGENTA_AUTH_FILE`` the server runs **open**, as without auth: every request is
-  allowed, as an unauthenticated user, and a warning says so at start-up.
+- ``ALGENTA_OIDC_ISSUER`` (with the other ``ALGENTA_OIDC_*`` settings,
+  :mod:`algenta_graph.serving.oidc_settings`) makes the server accept the identity provider's
+  JWTs too, verified against its keys, the identity and roles mapped from their claims
+  (:mod:`algenta_graph.serving.jwt_bearer`). With both set, a bearer shaped as a JWT goes to the
+  verifier only and any other to the tokens file only (:func:`authenticated_principal`); an
+  identity the tokens file names is never accepted from a JWT (one name, one source).
+- With neither, the server runs **open**, as without auth: every request is allowed, as an
+  unauthenticated user, and a warning says so at start-up.
 
 Roles (a token may carry several):
 
@@ -51,7 +57,12 @@ from typing import Any, cast
 
 from langgraph_sdk import Auth
 
-from algenta_graph.errors import AuthFileError
+from algenta_graph.errors import (
+    AuthFileError,
+    BearerTokenRefused,
+    IdentityProviderError,
+    OIDCConfigError,
+)
 from algenta_graph.governance.visibility import (
     DECIDED_KEY,
     GRAPH_METADATA_KEYS,
@@ -59,7 +70,8 @@ from algenta_graph.governance.visibility import (
     WAITING_KEY,
     is_graph_write,
 )
-from algenta_graph.serving import tokens
+from algenta_graph.serving import jwt_bearer, tokens
+from algenta_graph.serving.jwt_bearer import looks_like_jwt
 from algenta_graph.serving.principals import forbidden, principal_of
 from algenta_graph.serving.store_auth import store_rule
 from algenta_graph.serving.tokens import (
@@ -95,6 +107,7 @@ __all__ = [
     "TokenTable",
     "auth",
     "auth_configured",
+    "authenticated_principal",
     "forbidden",
     "is_operator",
     "load_auth_file",
@@ -135,6 +148,56 @@ def _presented_token(authorization: str | None, headers: Mapping[Any, Any] | Non
     return None
 
 
+async def authenticated_principal(token: str) -> Principal | None:
+    """Who ``token`` is, by the tokens file or the identity provider (``None``: runs open).
+
+    A token shaped as a JWT (:func:`~algenta_graph.serving.jwt_bearer.looks_like_jwt`) is
+    verified against the identity provider when one is configured, and never looked up in the
+    tokens file; any other token is looked up in the tokens file only.
+
+    Raises:
+        Auth.exceptions.HTTPException: 401 naming why the token is not accepted (or why no token
+            can be now: a broken tokens file or provider settings), 403 when a valid JWT grants
+            no role here.
+    """
+    try:
+        table = tokens.TOKENS.current()
+        verifier = jwt_bearer.VERIFIERS.current()
+    except AuthFileError:
+        raise _unauthorized(
+            "authentication is unavailable: the server's auth file is invalid"
+        ) from None
+    except OIDCConfigError:
+        raise _unauthorized(
+            "authentication is unavailable: the server's identity provider settings are invalid"
+        ) from None
+    if table is None and verifier is None:
+        return None
+    if verifier is not None and looks_like_jwt(token):
+        try:
+            principal = await verifier.aprincipal(token)
+        except BearerTokenRefused as exc:
+            if exc.status == 403:
+                raise forbidden(exc.detail) from None
+            raise _unauthorized(exc.detail) from None
+        except IdentityProviderError as exc:
+            raise _unauthorized(f"the token cannot be verified now: {exc}") from None
+        if table is not None and principal.identity in table.identities:
+            raise _unauthorized(
+                f"the identity {principal.identity!r} is named by the tokens file too: it is "
+                "accepted from one source only (rename it in one of them)"
+            )
+        return principal
+    if table is None:
+        raise _unauthorized(
+            "invalid token: only the identity provider's JWTs are accepted here (no tokens file)"
+        )
+    found = table.lookup(token)
+    if found is None:
+        raise _unauthorized("invalid token")
+    return found
+
+
 @auth.authenticate
 async def authenticate(
     authorization: str | None,
@@ -144,30 +207,23 @@ async def authenticate(
     """Token -> identity and roles (the roles are the user's ``permissions``).
 
     The token is ``Authorization: Bearer <token>`` or the ``x-api-key`` header (what
-    ``langgraph_sdk.get_client(api_key=...)`` sends). The server's own ``/mcp`` endpoint runs
+    ``langgraph_sdk.get_client(api_key=...)`` sends), a token of the tokens file or the identity
+    provider's JWT (:func:`authenticated_principal`). The server's own ``/mcp`` endpoint runs
     the graph, so an auditor (who may run nothing) is refused there with 403 at once.
     """
-    try:
-        table = tokens.TOKENS.current()
-    except AuthFileError:
+    token = _presented_token(authorization, headers)
+    if token is None and auth_configured():
         raise _unauthorized(
-            "authentication is unavailable: the server's auth file is invalid"
-        ) from None
-    if table is None:
+            "a token is required (Authorization: Bearer <token>, or the x-api-key header)"
+        )
+    principal = await authenticated_principal(token or "")
+    if principal is None:
         return {
             "identity": OPEN_IDENTITY,
             "is_authenticated": False,
             "permissions": [],
             "display_name": "open server (no authentication)",
         }
-    token = _presented_token(authorization, headers)
-    if token is None:
-        raise _unauthorized(
-            "a token is required (Authorization: Bearer <token>, or the x-api-key header)"
-        )
-    principal = table.lookup(token)
-    if principal is None:
-        raise _unauthorized("invalid token")
     if _is_mcp(path) and not _can_write(frozenset(principal.roles)):
         raise forbidden("an auditor cannot run the graph (the /mcp endpoint runs it)")
     return {

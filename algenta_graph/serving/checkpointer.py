@@ -13,6 +13,10 @@ command line, ``checkpointer=`` in Python) into a LangGraph ``BaseCheckpointSave
   thread's checkpoints are keyed by its ``thread_id``.
 - anything else: a SQLite file path (``AsyncSqliteSaver``), for one machine.
 
+A saver opened here remembers the path or URL it was opened from (:func:`database_of`): the
+graph's ledger lives in the same database by default (:mod:`algenta_graph.ledger`), chosen from
+that configuration, never from the saver's class.
+
 Example::
 
     async with open_checkpointer("postgresql://app@db.internal/agents") as saver:
@@ -25,115 +29,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import re
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from algenta_graph.config.deployment import served_runtime
+from algenta_graph.config.names import ENV_CHECKPOINTER
+from algenta_graph.database_urls import check_postgres_url, is_postgres_url, redact_url
 from algenta_graph.errors import CheckpointerError, CheckpointerURLError
 
 __all__ = [
     "CheckpointerError",
     "CheckpointerURLError",
     "check_postgres_url",
+    "database_of",
     "is_postgres_url",
     "open_checkpointer",
     "redact_url",
     "server_checkpointer",
 ]
 
-_PG_SCHEMES = ("postgresql://", "postgres://")
-
-
-ENV_CHECKPOINTER = "ALGENTA_CHECKPOINTER"
-"""The served graph's checkpoint store (``server_checkpointer``): a ``postgresql://`` URL."""
-
 _SETUP_LOCK_KEY = 0x616C67656E7461  # "algenta": the advisory lock that serialises setup()
 DEFAULT_POOL_SIZE = 10
 CONNECT_TIMEOUT_SECONDS = 10
 SETUP_LOCK_TIMEOUT_SECONDS = 120
-
-
-def is_postgres_url(spec: object) -> bool:
-    """Whether ``spec`` names a PostgreSQL database rather than a SQLite file.
-
-    >>> is_postgres_url("postgresql://u@localhost/db"), is_postgres_url("runs.sqlite")
-    (True, False)
-    """
-    return isinstance(spec, str) and spec.strip().lower().startswith(_PG_SCHEMES)
-
-
-def redact_url(url: str) -> str:
-    """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``.
-
-    The query (which may hold a ``password=``) is dropped. A URL too malformed to parse is
-    redacted as text, never raised on.
-
-    >>> redact_url("postgresql://u:pw@h:5432/db?sslmode=require")
-    'postgresql://u:***@h:5432/db'
-    >>> redact_url("postgresql://u:pw@[::1")
-    'postgresql://u:***@[::1'
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. an unclosed IPv6 bracket: redact the text itself
-        head, sep, rest = url.partition("://")
-        rest = re.split(r"[?#]", rest, maxsplit=1)[0]
-        if "@" in rest:
-            user, host = rest.rsplit("@", 1)
-            if ":" in user:
-                user = user.split(":", 1)[0] + ":***"
-            rest = f"{user}@{host}"
-        return f"{head}{sep}{rest}"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        if ":" in user:
-            user = user.split(":", 1)[0] + ":***"
-        netloc = f"{user}@{host}"
-    return f"{parts.scheme}://{netloc}{parts.path}"
-
-
-def check_postgres_url(url: str) -> None:
-    """Raise :class:`CheckpointerURLError` unless ``url`` is a well-formed PostgreSQL URL.
-
-    Parsed as libpq parses it (``psycopg.conninfo``, when the PostgreSQL extra is installed;
-    else only the URL syntax is checked), and every port must be a number from 1 to 65535.
-    Nothing connects. The error shows the URL without its password.
-
-    >>> check_postgres_url("postgresql://u@h1:5432,h2:5433/db")
-    >>> try:
-    ...     check_postgres_url("postgresql://[::1")
-    ... except CheckpointerURLError as exc:
-    ...     print(exc)  # doctest: +ELLIPSIS
-    postgresql://[::1 is not a valid PostgreSQL URL: end of string reached when looking for ...
-    """
-    shown = redact_url(url)
-
-    def bad(why: str) -> CheckpointerURLError:
-        why = " ".join(why.replace(url, shown).split())
-        why = re.sub(r'\s*in URI: "[^"]*"$', "", why)  # libpq repeats the URL: once is enough
-        return CheckpointerURLError(f"{shown} is not a valid PostgreSQL URL: {why}")
-
-    try:
-        from psycopg import conninfo
-    except ImportError:  # pragma: no cover - depends on the install
-        try:
-            urlsplit(url)
-        except ValueError as exc:
-            raise bad(str(exc)) from None
-        return
-    try:
-        params = conninfo.conninfo_to_dict(url)
-    except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
-        raise bad(str(exc)) from None
-    for port in str(params.get("port") or "").split(","):
-        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
-            raise bad(f"the port {port!r} is not a number from 1 to 65535")
 
 
 @contextlib.asynccontextmanager
@@ -154,14 +76,30 @@ async def open_checkpointer(
         yield spec
         return
     if is_postgres_url(spec):
-        check_postgres_url(str(spec).strip())
-        async with _open_postgres(str(spec).strip(), setup=setup, pool_size=pool_size) as saver:
+        url = str(spec).strip()
+        check_postgres_url(url)
+        async with _open_postgres(url, setup=setup, pool_size=pool_size) as saver:
+            _OPENED[saver] = url
             yield saver
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     async with AsyncSqliteSaver.from_conn_string(str(spec)) as saver:
+        _OPENED[saver] = str(spec)
         yield saver
+
+
+_OPENED: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], str] = weakref.WeakKeyDictionary()
+
+
+def database_of(saver: object) -> str | None:
+    """The path or URL :func:`open_checkpointer` opened ``saver`` from (``None``: not here)."""
+    if not isinstance(saver, BaseCheckpointSaver):
+        return None
+    try:
+        return _OPENED.get(saver)
+    except TypeError:  # not weak-referenceable: not one of ours
+        return None
 
 
 @contextlib.asynccontextmanager
@@ -231,7 +169,7 @@ async def server_checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     checkpoint of every thread then lives in that database, where any worker (and
     ``algenta-graph receipts``) can read it. A SQLite path works too, for one process.
     """
-    spec = os.environ.get(ENV_CHECKPOINTER, "").strip()
+    spec = served_runtime().algenta_checkpointer
     if not spec:
         raise CheckpointerError(
             f"{ENV_CHECKPOINTER} is not set: set it to the checkpoint database "

@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from langgraph_sdk import Auth
 
-from algenta_graph.serving.tokens import (
-    AGENT,
-    AUDITOR,
-    GATE_ROLES,
-    OPERATOR,
-    auth_configured,
-    roles_of,
-)
+from algenta_graph.serving.roles import AGENT, AUDITOR, GATE_ROLES, OPERATOR, roles_of
+from algenta_graph.serving.tokens import auth_configured
 
 __all__ = ["forbidden", "principal_of"]
 

@@ -16,7 +16,9 @@ which win over the file (the server's process environment, or the ``env`` file n
 - ``ALGENTA_API_KEY``: bearer token for the engine (default: none).
 - ``ALGENTA_OPERATOR_API_KEY``: the engine credential of the operator path alone (a key with the
   engine's operator role): overrides are sent with it after an operator's answer, never the
-  model's calls (default: none; the operator path then uses ``ALGENTA_API_KEY``).
+  model's calls (default: none; an override is then refused, unless
+  ``ALGENTA_OPERATOR_KEY_IS_AGENT_KEY=1`` says ``ALGENTA_API_KEY`` is the operator credential
+  too, for a relaxed local engine).
 - ``ALGENTA_PROFILE``: ``observe`` (default), ``govern``, ``execute`` or ``full``.
 - ``ALGENTA_MODEL``: an ``init_chat_model`` string (``"openai:gpt-5"``), or ``demo`` (default)
   for the offline :class:`~algenta_graph.models.DemoChatModel` stand-in.
@@ -30,6 +32,17 @@ server imports this module): an unknown key, a wrong type, an import path that d
 a secret missing from the environment, each one line naming the key and the file (or the
 variable). An extra MCP server that cannot be reached is a warning naming its URL; the graph
 serves without its tools.
+
+**The ledger** (:mod:`algenta_graph.ledger`: escalation claims, notices, the write-ahead of every
+governed call) is the one every process serving the graph shares, chosen by :func:`served_ledger`
+from the configuration and the server's own (:mod:`algenta_graph.config.deployment`), never from
+the adapter object a run sees: ``ALGENTA_LEDGER`` (``ledger = ...``) when set; else, under the
+server checkpointer (:func:`~algenta_graph.serving.checkpointer.server_checkpointer`), its
+database (``ALGENTA_CHECKPOINTER``); else, under ``langgraph dev``'s in-memory runtime, a SQLite
+file beside its state (``.langgraph_api/algenta-ledger.sqlite``, kept across restarts as that
+state is; memory when the runtime keeps none). A custom checkpointer or another runtime needs
+``ALGENTA_LEDGER`` (or ``ALGENTA_SINGLE_PROCESS=1``): the server does not start without it
+(:class:`~algenta_graph.errors.LedgerRequired`).
 
 Security (see :mod:`algenta_graph.serving.auth`): ``langgraph.json`` names the custom auth object
 ``algenta_graph.serving.auth:auth`` (bearer tokens from ``ALGENTA_AUTH_FILE``, roles ``agent``,
@@ -55,6 +68,7 @@ RunContext`: Studio's context panel, or ``context={...}`` in ``langgraph_sdk``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -85,9 +99,12 @@ from algenta_graph.config import (
     load_config,
     resolve_config,
 )
+from algenta_graph.config.deployment import DEV_STATE_DIR, ServedRuntime, served_runtime
 from algenta_graph.governance.record_guard import guard_records
 from algenta_graph.graph.connecting import open_engine_connection, unreachable_servers
 from algenta_graph.graph.factory import create_governed_agent
+from algenta_graph.graph.resumes import check_resumes
+from algenta_graph.ledger import MEMORY, Ledger, choose_ledger, connect_ledger, describe_ledger
 from algenta_graph.serving.auth import served_authorize_operator
 
 if TYPE_CHECKING:
@@ -107,8 +124,15 @@ __all__ = [
     "aclose_cached",
     "build_graph",
     "make_graph",
+    "served_ledger",
     "startup_check",
 ]
+
+DEV_LEDGER_FILE = "algenta-ledger.sqlite"
+"""The ledger's file beside ``langgraph dev``'s own state (:data:`DEV_STATE_DIR`)."""
+SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
+"""How ``langgraph.json`` names :func:`~algenta_graph.serving.checkpointer.server_checkpointer`
+(langgraph-api's dotted ``module.attribute``; any other spelling is taken for a custom one)."""
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +216,15 @@ class ServerSettings:
             c.profile,
             c.connect_timeout,
             c.call_timeout,
-            c.model_dump(mode="json", include={"api_key", "operator_api_key", "extra_servers"}),
+            c.model_dump(
+                mode="json",
+                include={
+                    "api_key",
+                    "operator_api_key",
+                    "operator_key_is_agent_key",
+                    "extra_servers",
+                },
+            ),
             self.secrets,
         ]
         return json.dumps(parts, sort_keys=True, default=str)
@@ -231,6 +263,50 @@ def served_rule(
 
 
 # ---------------------------------------------------------------------------------------------
+# the ledger
+
+
+def _implied_ledger(runtime: ServedRuntime) -> tuple[str | None, str]:
+    """The ledger the server's runtime implies (``None``: none), and what the deployment is."""
+    path = runtime.checkpointer_path
+    if path is not None:
+        if path == SERVER_CHECKPOINTER:
+            return runtime.algenta_checkpointer, "the server checkpointer (ALGENTA_CHECKPOINTER)"
+        return None, f"a LangGraph server with the custom checkpointer {path!r}"
+    if runtime.edition is None:  # imported outside a server: compiled without a checkpointer
+        return MEMORY, "the served graph outside a LangGraph server"
+    if runtime.edition == "inmem":
+        if not runtime.file_persistence:
+            return MEMORY, "langgraph dev's in-memory runtime, kept in memory only"
+        return os.path.join(DEV_STATE_DIR, DEV_LEDGER_FILE), "langgraph dev's in-memory runtime"
+    return None, f"a LangGraph server on its {runtime.edition!r} runtime"
+
+
+def served_ledger(
+    settings: ServerSettings, ledger: str | None, runtime: ServedRuntime | None = None
+) -> str | Ledger:
+    """The ledger the served graph uses (see the module docs).
+
+    Args:
+        settings: the served configuration (its ``single_process``).
+        ledger: the configured ledger, its secret read (``ALGENTA_LEDGER``), if any.
+        runtime: the server's runtime (default: read from the environment).
+
+    Raises:
+        LedgerRequired: a custom checkpointer or another runtime, no ledger configured, and no
+            single process declared (the server does not start).
+    """
+    implied, deployment = _implied_ledger(runtime or served_runtime())
+    chosen = choose_ledger(
+        ledger,
+        implied=implied,
+        deployment=deployment,
+        single_process=settings.config.single_process,
+    )
+    return chosen if isinstance(chosen, Ledger) else os.fspath(chosen)
+
+
+# ---------------------------------------------------------------------------------------------
 # the per-event-loop cache
 
 
@@ -240,6 +316,8 @@ class _LoopCache:
     lock: asyncio.Lock
     connections: dict[str, EngineConnection]
     graphs: dict[ServerSettings, CompiledStateGraph[Any, Any, Any, Any]]
+    ledgers: dict[str, Ledger]
+    opened: contextlib.AsyncExitStack
 
 
 _CACHES: dict[int, _LoopCache] = {}
@@ -252,7 +330,9 @@ def _loop_cache() -> _LoopCache:
             del _CACHES[key]
     found = _CACHES.get(id(loop))
     if found is None or found.loop is not loop:
-        found = _CACHES[id(loop)] = _LoopCache(loop, asyncio.Lock(), {}, {})
+        found = _CACHES[id(loop)] = _LoopCache(
+            loop, asyncio.Lock(), {}, {}, {}, contextlib.AsyncExitStack()
+        )
     return found
 
 
@@ -269,6 +349,7 @@ async def _connection(
             api_key=resolved.api_key or "",
             # "": no operator credential of its own (never the process environment again)
             operator_api_key=resolved.operator_api_key or "",
+            operator_key_is_agent_key=config.operator_key_is_agent_key,
             profile=config.profile,
             extra_servers=resolved.extra_servers,
         )  # EngineConnectionError naming the URL; nothing is cached then
@@ -276,11 +357,28 @@ async def _connection(
     return conn
 
 
+async def _ledger(cache: _LoopCache, spec: str | Ledger) -> Ledger:
+    """The ledger ``spec`` names, opened once per event loop (closed by :func:`aclose_cached`)."""
+    if isinstance(spec, Ledger):
+        return spec
+    found = cache.ledgers.get(spec)
+    if found is None:
+        if spec.startswith(DEV_STATE_DIR + os.sep):  # the runtime makes it too, maybe later
+            await asyncio.to_thread(os.makedirs, DEV_STATE_DIR, exist_ok=True)
+        found, opened = await connect_ledger(spec)
+        if opened:
+            cache.opened.push_async_callback(found.aclose)
+        cache.ledgers[spec] = found
+        logger.info("algenta-graph: ledger %s", describe_ledger(found))
+    return found
+
+
 async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The compiled graph for ``settings`` on the running event loop, built once and cached.
 
-    One engine connection (MCP sessions, catalog) per event loop and engine setting; a failed
-    connection raises :class:`~algenta_graph.errors.EngineConnectionError` and caches nothing.
+    One engine connection (MCP sessions, catalog) and one ledger (:func:`served_ledger`) per
+    event loop and setting; a failed connection raises
+    :class:`~algenta_graph.errors.EngineConnectionError` and caches nothing.
     The configuration's objects (model, embeddings, operator rule) are made off the event loop.
     """
     cache = _loop_cache()
@@ -291,6 +389,7 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
         graph = cache.graphs.get(settings)
         if graph is None:
             resolved = await asyncio.to_thread(resolve_config, settings.config)
+            ledger = await _ledger(cache, served_ledger(settings, resolved.ledger))
             conn = await _connection(cache, settings, resolved)
             graph = await create_governed_agent(
                 resolved.model,
@@ -299,8 +398,9 @@ async def build_graph(settings: ServerSettings) -> CompiledStateGraph[Any, Any, 
                 embeddings=resolved.embeddings,
                 authorize_operator=served_rule(resolved.authorize_operator),
                 checkpointer=None,
+                ledger=ledger,
             )
-            graph = guard_records(graph)
+            graph = check_resumes(guard_records(graph))
             cache.graphs[settings] = graph
     return graph
 
@@ -315,6 +415,8 @@ async def aclose_cached() -> None:
     for conn in cache.connections.values():
         await conn.aclose()
     cache.connections.clear()
+    cache.ledgers.clear()
+    await cache.opened.aclose()
 
 
 async def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -335,16 +437,21 @@ async def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
 def startup_check(environ: Mapping[str, str] | None = None) -> ServerSettings:
     """Check the configuration before the server serves anything; returns its settings.
 
-    Reads and resolves it (secrets, import paths, the model) and connects once to each extra
-    server; an unreachable one is a warning naming its URL (the graph serves without it).
+    Reads and resolves it (secrets, import paths, the model), chooses the ledger
+    (:func:`served_ledger`) and connects once to each extra server; an unreachable one is a
+    warning naming its URL (the graph serves without it).
 
     Raises:
         ConfigError: the configuration is wrong (the server does not start); every problem
             on its own line, naming the key and the file or variable.
+        LedgerRequired: no ledger every process shares can be found (the server does not
+            start); the message names what to set.
     """
     env = os.environ if environ is None else environ
     settings = ServerSettings.from_env(env)
     resolved = resolve_config(settings.config, environ=env)
+    chosen = served_ledger(settings, resolved.ledger, served_runtime(env))
+    logger.info("algenta-graph: the ledger is %s", describe_ledger(chosen))
     if resolved.extra_servers:
         for name, why in _run_now(
             unreachable_servers(resolved.extra_servers, settings.config.connect_timeout)

@@ -6,10 +6,12 @@
 1. **The graph's own namespace is the graph's alone**, for every caller, with or without an auth
    file: no API request may put, get, delete, search or list under
    :data:`GRAPH_NAMESPACE` (``("algenta_graph", ...)``; the usage signal's history is
-   ``("algenta_graph", "usage", <profile>)``), and a search must name a namespace prefix (an
-   empty one would reach it). Writes there could poison retrieval for every user, and its items
-   hold the query terms of other users' turns. The graph writes there directly, through
-   ``runtime.store``, never through the API.
+   ``("algenta_graph", "usage", <profile>)``, the operator inbox's sessions
+   ``("algenta_graph", "inbox_sessions")``), and a search must name a namespace prefix (an
+   empty one would reach it). Writes there could poison retrieval for every user or forge an
+   operator's session, and its items hold the query terms of other users' turns. The graph
+   writes there directly, through ``runtime.store``, and the inbox through the server's own
+   store object, never through the API.
 2. Beyond it, the store is closed to every authenticated caller, as every resource without a
    handler of its own is (``docs/ARCHITECTURE.md``, the security model). Without an auth file
    the server runs open: the rest of the store is anyone's, as without auth.
@@ -57,7 +59,8 @@ async def store_rule(ctx: Auth.types.AuthContext, value: Any) -> None:
     if touches_graph_namespace(str(ctx.action), namespace):
         raise forbidden(
             f"store.{ctx.action}: the namespace {GRAPH_NAMESPACE[0]!r} (the usage signal's "
-            "history) is written and read only by the graph itself; name another namespace"
+            "history, the inbox's sessions) is written and read only by the graph itself; name "
+            "another namespace"
         )
     if principal_of(ctx) is None:
         return

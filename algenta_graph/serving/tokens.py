@@ -1,12 +1,13 @@
-"""The tokens file of the served graph and the roles it grants.
+"""The tokens file of the served graph: hashed bearer tokens and the principals they name.
 
 ``ALGENTA_AUTH_FILE`` names a JSON file ``{"tokens": {"<sha256 hex>": {"identity": ..., "roles":
 [...]}}}`` (see :mod:`algenta_graph.serving.auth` for what each role may do): parsed and checked
 here (:func:`load_auth_file`), re-read when it changes (:data:`TOKENS`), refused whole when it is
-malformed (fail closed). The roles (``agent``, ``operator``, ``operator:<gate>``, ``auditor``)
-and who may answer an escalation of a gate (:func:`is_operator`,
-:func:`served_authorize_operator`) are decided here too, so the LangGraph auth handlers and the
-operator inbox read one table with one rule.
+malformed (fail closed). The roles themselves, and who may answer an escalation of a gate, are
+:mod:`algenta_graph.serving.roles` (re-exported here); the identity provider's JWTs, accepted
+next to this file, are :mod:`algenta_graph.serving.jwt_bearer`. Whether the server requires
+authentication at all (:func:`auth_configured`: this file, the identity provider, or both) and
+the check at start-up (:func:`startup_check`) are here too.
 """
 
 from __future__ import annotations
@@ -19,15 +20,27 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from algenta_graph.errors import AuthFileError
-from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.serving.oidc_settings import ENV_ISSUER, oidc_configured, oidc_settings
+from algenta_graph.serving.roles import (
+    AGENT,
+    AUDITOR,
+    GATE_ROLES,
+    OPEN_IDENTITY,
+    OPERATOR,
+    ROLES,
+    Principal,
+    is_operator,
+    operator_gates,
+    roles_of,
+    valid_role,
+)
 
 __all__ = [
     "AGENT",
@@ -54,26 +67,11 @@ __all__ = [
 ]
 
 ENV_AUTH_FILE = "ALGENTA_AUTH_FILE"
-AGENT = "agent"
-OPERATOR = "operator"
-AUDITOR = "auditor"
-ROLES: tuple[str, ...] = (AGENT, OPERATOR, AUDITOR)
-GATE_ROLES: tuple[str, ...] = tuple(f"{OPERATOR}:{gate}" for gate in GATE_NAMES)
 OWNER_KEY = "algenta_owner"
 """Thread metadata key holding the identity that created the thread (set by the server)."""
-OPEN_IDENTITY = "anonymous"
-"""The (unauthenticated) identity of every request when the server runs open."""
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _log = logging.getLogger("algenta_graph.serving.auth")  # one logger for the served auth
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a token is: an identity and its roles."""
-
-    identity: str
-    roles: tuple[str, ...]
 
 
 def token_digest(token: str) -> str:
@@ -99,6 +97,11 @@ class TokenTable:
         """How many tokens the table knows."""
         return len(self._entries)
 
+    @property
+    def identities(self) -> frozenset[str]:
+        """Every identity the table names (the identity provider may name none of them)."""
+        return frozenset(principal.identity for _, principal in self._entries)
+
     def lookup(self, token: str) -> Principal | None:
         """The principal of ``token``, or ``None``; constant time in the token's content."""
         digest = token_digest(token).encode("ascii")
@@ -108,10 +111,6 @@ class TokenTable:
             if hmac.compare_digest(digest, known.encode("ascii")):
                 found = principal
         return found
-
-
-def _valid_role(role: Any) -> bool:
-    return isinstance(role, str) and (role in ROLES or role in GATE_ROLES)
 
 
 def parse_auth_file(raw: Any, source: str) -> TokenTable:
@@ -155,7 +154,7 @@ def parse_auth_file(raw: Any, source: str) -> TokenTable:
         if not isinstance(roles, list) or not roles:
             raise bad(f"{where}.roles", f"must be a non-empty list of roles ({valid})")
         for i, role in enumerate(roles):
-            if not _valid_role(role):
+            if not valid_role(role):
                 raise bad(f"{where}.roles[{i}]", f"unknown role {role!r}; valid roles: {valid}")
         entries[digest] = Principal(identity, tuple(dict.fromkeys(roles)))
     return TokenTable(entries)
@@ -194,7 +193,7 @@ class TokenSource:
         self._error: str | None = None
 
     def current(self) -> TokenTable | None:
-        """The table for ``ALGENTA_AUTH_FILE``, or ``None`` when the server runs open.
+        """The table for ``ALGENTA_AUTH_FILE``, or ``None`` when no tokens file is set.
 
         Raises :class:`AuthFileError` while the named file is missing or malformed.
         """
@@ -223,16 +222,26 @@ TOKENS = TokenSource()
 """The process's token table, re-read when the file changes."""
 
 
-def auth_configured() -> bool:
-    """Whether the server runs with auth (``ALGENTA_AUTH_FILE`` is set)."""
-    return bool(os.environ.get(ENV_AUTH_FILE))
+def auth_configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the server requires authentication: a tokens file, an identity provider, or both.
+
+    Any ``ALGENTA_OIDC_*`` variable counts, even a malformed one (then every request is refused
+    until it is fixed): a mistyped identity provider never leaves the server open.
+
+    >>> auth_configured({"ALGENTA_AUTH_FILE": "auth.json"}), auth_configured({})
+    (True, False)
+    >>> auth_configured({"ALGENTA_OIDC_AUDIENCE": "api"})
+    True
+    """
+    env = os.environ if environ is None else environ
+    return bool(env.get(ENV_AUTH_FILE)) or oidc_configured(env)
 
 
 _STARTED = False
 
 
 def startup_check() -> None:
-    """Once per process: refuse to start on a bad auth file, or warn loudly that it runs open.
+    """Once per process: refuse to start on bad auth settings, or warn loudly that it runs open.
 
     Runs when a LangGraph server loads this module (``langgraph.json`` ``auth.path``); a plain
     import (the CLI, the library, tests) does not print anything.
@@ -244,45 +253,40 @@ def startup_check() -> None:
     if not auth_configured():
         message = (
             f"\n{'!' * 78}\n"
-            f"algenta-graph: {ENV_AUTH_FILE} is not set: the server runs OPEN. Anyone who can\n"
-            "reach this port can start runs, read every thread and answer escalations under\n"
-            f"any name. Set {ENV_AUTH_FILE} to a token file to require authentication.\n"
+            f"algenta-graph: {ENV_AUTH_FILE} is not set: the server runs OPEN, with no identity\n"
+            f"provider either ({ENV_ISSUER} is not set). Anyone who can reach this port can\n"
+            "start runs, read every thread and answer escalations under any name. Set\n"
+            f"{ENV_AUTH_FILE} to a token file, or {ENV_ISSUER} (and the other\n"
+            "ALGENTA_OIDC_* settings) to an identity provider.\n"
             f"{'!' * 78}"
         )
         print(message, file=sys.stderr, flush=True)
-        _log.warning("%s is not set: the server runs open, without authentication", ENV_AUTH_FILE)
+        _log.warning(
+            "%s and %s are not set: the server runs open, without authentication",
+            ENV_AUTH_FILE,
+            ENV_ISSUER,
+        )
         return
-    table = TOKENS.current()  # AuthFileError naming the file: the server does not start
-    _log.info(
-        "algenta-graph: authentication required: %d token(s) from %s",
-        len(table or ()),
-        os.environ[ENV_AUTH_FILE],
-    )
+    # a malformed tokens file or identity provider: the error names it, the server does not start
+    table = TOKENS.current()
+    provider = oidc_settings()
+    if table is not None:
+        _log.info(
+            "algenta-graph: authentication required: %d token(s) from %s",
+            len(table),
+            os.environ[ENV_AUTH_FILE],
+        )
+    if provider is not None:
+        _log.info(
+            "algenta-graph: authentication required: JWTs of %s for %s, roles from %r",
+            provider.issuer,
+            ", ".join(provider.audiences),
+            provider.roles_claim,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
-# roles
-
-
-def roles_of(permissions: Sequence[str] | None) -> frozenset[str]:
-    """The roles among a user's ``permissions`` (anything not a string is dropped)."""
-    return frozenset(p for p in permissions or () if isinstance(p, str))
-
-
-def is_operator(roles: Sequence[str] | frozenset[str], gate: str | None = None) -> bool:
-    """Whether ``roles`` may answer an escalation (of ``gate``, or of some gate if ``None``).
-
-    >>> is_operator(["operator:confidence"], "confidence"), is_operator(["agent"])
-    (True, False)
-    >>> is_operator(["operator:confidence"], "risk_floor")
-    False
-    """
-    roles = frozenset(roles)
-    if OPERATOR in roles:
-        return True
-    if gate is None:
-        return any(r.startswith(f"{OPERATOR}:") for r in roles)
-    return f"{OPERATOR}:{gate}" in roles
+# who may answer on the served graph
 
 
 def _user_field(user: Any, name: str, default: Any = None) -> Any:
@@ -299,9 +303,9 @@ def served_authorize_operator(identity: str, gate: str, config: RunnableConfig) 
 
     Reads the authenticated user LangGraph put in ``config["configurable"]
     ["langgraph_auth_user"]``: allowed when its identity is ``identity`` and its roles include
-    ``operator`` or ``operator:<gate>``. When the server runs open (no ``ALGENTA_AUTH_FILE``)
-    anyone may answer, as without auth. With auth configured and no authenticated user on the
-    run, nobody may (fail closed).
+    ``operator`` or ``operator:<gate>``. When the server runs open (neither a tokens file nor an
+    identity provider) anyone may answer, as without auth. With auth configured and no
+    authenticated user on the run, nobody may (fail closed).
     """
     configurable = (config or {}).get("configurable") or {}
     user = configurable.get("langgraph_auth_user")
@@ -315,17 +319,3 @@ def served_authorize_operator(identity: str, gate: str, config: RunnableConfig) 
     if permissions is None:
         permissions = configurable.get("langgraph_auth_permissions")
     return is_operator(roles_of(permissions), gate)
-
-
-def operator_gates(roles: Sequence[str] | frozenset[str]) -> tuple[str, ...]:
-    """The gates whose waiting threads ``roles`` may read (every gate for ``operator``).
-
-    >>> operator_gates(["operator:risk_floor", "agent"]), operator_gates(["agent"])
-    (('risk_floor',), ())
-    >>> operator_gates(["operator"]) == GATE_NAMES
-    True
-    """
-    roles = frozenset(roles)
-    if OPERATOR in roles:
-        return GATE_NAMES
-    return tuple(g for g in GATE_NAMES if f"{OPERATOR}:{g}" in roles)

@@ -20,6 +20,14 @@
   execute_decision`` whose metadata and tags carry the gate, the decision, the outcome and the
   operator, so a LangSmith trace shows governance without opening the state.
 
+Argument values and results are content, recorded only when the telemetry captures content
+(``Telemetry(capture_content=True)``, the OpenTelemetry GenAI conventions' opt-in
+``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result``): by default the span has none, and
+the LangChain run's inputs are the tool and its argument names, its outputs the outcome's
+governance facts (never the webhook URL, the caller's metadata or the payload summary). An
+error is recorded without the credentials its message may name
+(:mod:`algenta_graph.telemetry.redaction`).
+
 Without a configured SDK the span is a no-op and no ``traceparent`` exists, so nothing is
 added to the request.
 
@@ -30,6 +38,7 @@ True
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -46,6 +55,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from algenta_graph.telemetry import names
 from algenta_graph.telemetry.instruments import Telemetry
+from algenta_graph.telemetry.redaction import record_error, without_credentials
 from algenta_graph.telemetry.runs import current_parent
 
 if TYPE_CHECKING:
@@ -161,6 +171,8 @@ class EngineCall:
         url: the server's URL (``server.address`` / ``server.port``).
         arguments: the call's arguments (the decision, the operator path's tag are read).
         operator: whether this is the operator path's ``execute_decision``.
+        shown: the arguments as a trace may show them (the graph-supplied ones left out);
+            their values are recorded only when the telemetry captures content.
     """
 
     def __init__(
@@ -171,6 +183,7 @@ class EngineCall:
         arguments: Mapping[str, Any] | None = None,
         *,
         operator: bool = False,
+        shown: Mapping[str, Any] | None = None,
     ) -> None:
         parent, entry = current_parent()
         self.telemetry = entry.telemetry if entry and entry.telemetry else default_telemetry()
@@ -187,6 +200,9 @@ class EngineCall:
         self._use: Any = None
         self._started = time.perf_counter()
         self.tag: Mapping[str, Any] = {}
+        self.shown: Mapping[str, Any] = shown or {}
+        self.capture = self.telemetry.capture_content
+        """Whether argument values and results are recorded (opt-in content)."""
         self.governed = False
         self.base: dict[str, Any] = {}
         self.attributes: dict[str, Any] = {}
@@ -220,6 +236,8 @@ class EngineCall:
         self.attributes = attributes
         if not self.active:
             return
+        if self.capture and tool is not None:
+            attributes = {**attributes, names.GEN_AI_TOOL_CALL_ARGUMENTS: _json(self.shown)}
         span_name = names.engine_span_name(tool) if tool else method
         self.span = self.telemetry.tracer.start_span(
             span_name, context=parent, kind=SpanKind.CLIENT, attributes=attributes
@@ -295,10 +313,7 @@ class EngineCall:
     def failed(self, exc: BaseException) -> None:
         """The request raised (the connection's typed error, a cancellation): end the span."""
         error = type(exc).__name__
-        self.span.set_attribute(names.ERROR_TYPE, error)
-        if isinstance(exc, Exception):
-            self.span.record_exception(exc)
-        self.span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+        record_error(self.span, exc)
         self._metrics(error)
         self.span.end()
 
@@ -308,7 +323,6 @@ class EngineCall:
         is_error: bool,
         outcome: ExecutionOutcome | None = None,
         body: Any = None,
-        inputs: Mapping[str, Any] | None = None,
     ) -> None:
         """The engine answered: record what it said, end the span, record the LangSmith run.
 
@@ -316,7 +330,6 @@ class EngineCall:
             is_error: the MCP result's ``isError``.
             outcome: ``execute_decision``'s parsed outcome.
             body: ``get_decision``'s JSON body (the executions read back are linked to).
-            inputs: the arguments, as the LangSmith run shows them.
         """
         error = "tool_error" if is_error else None
         facts: dict[str, Any] = {}
@@ -339,12 +352,15 @@ class EngineCall:
             self.span.set_status(Status(StatusCode.ERROR, error))
         if facts:
             self.span.set_attributes(facts)
+        if outcome is not None and self.capture:
+            result = _json(outcome.model_dump(mode="json"))
+            self.span.set_attribute(names.GEN_AI_TOOL_CALL_RESULT, result)
         if body is not None:
             self._link_executions(body)
         self._metrics(error)
         self.span.end()
         if outcome is not None and self.recorded:
-            await self._langsmith_run(outcome, facts, inputs or {})
+            await self._langsmith_run(outcome, facts)
 
     def _link_executions(self, body: Any) -> None:
         """Link to the span that sent each execution read back (in another trace)."""
@@ -361,10 +377,12 @@ class EngineCall:
                 attributes[names.ATTR_EXECUTION_ID] = execution["execution_id"]
             self.span.add_link(found, attributes)
 
-    async def _langsmith_run(
-        self, outcome: ExecutionOutcome, facts: Mapping[str, Any], inputs: Mapping[str, Any]
-    ) -> None:
-        """A child LangChain run of the current run, its metadata and tags the governance."""
+    async def _langsmith_run(self, outcome: ExecutionOutcome, facts: Mapping[str, Any]) -> None:
+        """A child LangChain run of the current run, its metadata and tags the governance.
+
+        Its inputs: the tool and its argument names (their values with content capture); its
+        outputs: the outcome's governance facts (the whole outcome with content capture).
+        """
         from langchain_core.runnables import RunnableLambda
 
         metadata: dict[str, Any] = {
@@ -381,18 +399,60 @@ class EngineCall:
             tags.append(f"algenta:gate:{facts[names.ATTR_GATE]}")
         if names.ATTR_OPERATOR_IDENTITY in metadata:
             tags.append(f"algenta:operator:{metadata[names.ATTR_OPERATOR_IDENTITY]}")
-        result = outcome.model_dump(mode="json")
+        if self.capture:
+            result = outcome.model_dump(mode="json")
+            arguments: Any = dict(self.shown)
+        else:
+            result = governance_facts(outcome)
+            arguments = sorted(self.shown)  # their names only
         record: RunnableLambda[Any, dict[str, Any]] = RunnableLambda(
             lambda _: result, name=names.LANGSMITH_RUN_NAME
         )
         await record.ainvoke(
-            {"tool": self.tool, "arguments": dict(inputs)},
+            {"tool": self.tool, "arguments": arguments},
             {
                 "run_name": f"{names.LANGSMITH_RUN_NAME} {self.tool}",
                 "tags": tags,
                 "metadata": metadata,
             },
         )
+
+
+_FACTS = {
+    "receipt": (
+        "kind",
+        "decision_id",
+        "execution_status",
+        "response_code",
+        "executed_at",
+        "policy_snapshot_id",
+        "schema_snapshot_id",
+        "manifest_version",
+        "safety_overridden",
+        "receipt_version",
+        "execution_id",
+        "approval_state",
+        "trace_id",
+    ),
+    "denial": ("kind", "gate", "code", "status_code", "message", "override_hint"),
+    "failure": ("kind", "message"),
+}
+"""What an outcome's governance facts are, by kind (its webhook URL, the caller's metadata,
+its payload summary and a failure's raw answer are content)."""
+
+
+def governance_facts(outcome: ExecutionOutcome) -> dict[str, Any]:
+    """What a trace shows of an outcome without content capture: its governance facts.
+
+    Texts (a denial's message, a failure's) without the credentials they may name.
+    """
+    dumped = outcome.model_dump(mode="json")
+    facts = {k: dumped[k] for k in _FACTS.get(outcome.kind, ("kind",)) if k in dumped}
+    return {k: without_credentials(v) if isinstance(v, str) else v for k, v in facts.items()}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
 
 
 def now_iso() -> str:

@@ -41,7 +41,7 @@ from langchain_core.runnables import Runnable
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind
 
 from algenta_graph.governance.gates import GATE_NAMES
 from algenta_graph.telemetry import names
@@ -56,6 +56,7 @@ from algenta_graph.telemetry.records import (
     update_facts,
     update_of,
 )
+from algenta_graph.telemetry.redaction import record_error
 from algenta_graph.telemetry.runs import REGISTRY, RunEntry
 from algenta_graph.topology import GOVERNED_TOOL_NODE, RETRIEVE_NODE, handler_node_name
 
@@ -73,6 +74,7 @@ def instrument(
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
     always: bool = False,
+    capture_content: bool = False,
 ) -> _R:
     """``graph`` with a :class:`TelemetryHandler` in its config (idempotent).
 
@@ -86,6 +88,8 @@ def instrument(
         meter_provider: where metrics go (default the global provider).
         always: attach the handler even when nothing is configured yet (an application that
             sets its providers after building the graph).
+        capture_content: record argument values and results too (opt-in content, the
+            OpenTelemetry GenAI conventions'; see :class:`Telemetry`). Off by default.
 
     Returns:
         The graph with the handler (``graph.with_config``); a graph already instrumented, or
@@ -95,7 +99,7 @@ def instrument(
     callbacks = config.get("callbacks") if isinstance(config, dict) else None
     if isinstance(callbacks, list) and any(isinstance(c, TelemetryHandler) for c in callbacks):
         return graph
-    telemetry = Telemetry(tracer_provider, meter_provider)
+    telemetry = Telemetry(tracer_provider, meter_provider, capture_content=capture_content)
     if not (always or telemetry.configured):
         return graph
     handler = TelemetryHandler(telemetry)
@@ -263,7 +267,7 @@ class TelemetryHandler(BaseCallbackHandler):
                 if root is not None and root.span is not None:
                     root.span.set_attribute(names.ATTR_ESCALATION_WAITING, True)
         else:
-            _error(entry.span, error)
+            record_error(entry.span, error)
         entry.span.end()
         if entry.parent is None:
             REGISTRY.drop_root(run_id)
@@ -336,7 +340,7 @@ class TelemetryHandler(BaseCallbackHandler):
         entry = REGISTRY.get(run_id)
         if entry is None or entry.span is None:
             return
-        _error(entry.span, error)
+        record_error(entry.span, error)
         entry.span.end()
 
     # ------------------------------------------------------------------ records
@@ -444,13 +448,6 @@ def _escalation_link(ask: Asked) -> Link:
             }
         ),
     )
-
-
-def _error(span: Span, error: BaseException) -> None:
-    span.set_attribute(names.ERROR_TYPE, type(error).__name__)
-    if isinstance(error, Exception):
-        span.record_exception(error)
-    span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
 
 
 def _str(value: Any) -> str | None:

@@ -55,15 +55,25 @@ class Telemetry:
         tracer_provider: where spans go; default the global one
             (``opentelemetry.trace.get_tracer_provider()``).
         meter_provider: where metrics go; default the global one.
+        capture_content: record argument values and results (the OpenTelemetry GenAI
+            conventions' opt-in content: ``gen_ai.tool.call.arguments`` and
+            ``gen_ai.tool.call.result`` on the spans, the values in the LangChain run of
+            ``execute_decision``). Off by default: a webhook URL, the caller's metadata or a
+            payload may hold credentials and personal data, and a trace is read by more people
+            than the state.
     """
 
     def __init__(
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        *,
+        capture_content: bool = False,
     ) -> None:
         from algenta_graph import __version__
 
+        self.capture_content = capture_content
+        """Whether argument values and results are recorded (opt-in content)."""
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self.tracer = trace.get_tracer(

@@ -46,7 +46,9 @@ __all__ = [
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_TOOL_CALL_ARGUMENTS",
     "GEN_AI_TOOL_CALL_ID",
+    "GEN_AI_TOOL_CALL_RESULT",
     "GEN_AI_TOOL_NAME",
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
@@ -103,6 +105,12 @@ GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 """The engine tool called (its MCP name)."""
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 """The model's tool call an engine call answers (the escalated call's, on the operator path)."""
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+"""Opt-in content (``capture_content=True``): an engine call's arguments as JSON, without the
+graph-supplied ``idempotency_key`` and ``nonce``. Never recorded otherwise."""
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+"""Opt-in content (``capture_content=True``): ``execute_decision``'s parsed outcome as JSON.
+Never recorded otherwise."""
 MCP_METHOD_NAME: Final = "mcp.method.name"
 """Always ``tools/call`` for an engine call."""
 SERVER_ADDRESS: Final = "server.address"
@@ -204,7 +212,10 @@ trace context the call was sent under and when it was answered. It rides in chec
 so a run hours later (an operator's answer) links to it and times the decision."""
 LANGSMITH_RUN_NAME: Final = "algenta.engine"
 """The name of the LangChain run recorded for each ``execute_decision`` (LangSmith shows its
-metadata and tags: gate, decision, outcome, operator)."""
+metadata and tags: gate, decision, outcome, operator). Its inputs are the tool and the names of
+its arguments, its outputs the outcome's governance facts; the argument values and the whole
+outcome (the webhook URL, the caller's metadata, the payload summary) only with
+``capture_content=True``, as on the spans."""
 OTEL_TRACE_ID: Final = "otel.trace_id"
 """In a LangSmith run's metadata: the OpenTelemetry trace id of the engine call."""
 OTEL_SPAN_ID: Final = "otel.span_id"

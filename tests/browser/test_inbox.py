@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 from browser_support import chromium, sign_in, text_of, unstale, wait_for
 from guarantee_support import async_wait_until, figure
+from inbox_support import COOKIE, cookie_decodings
 from repo_paths import REPO
 from served_support import (
     CONFIG,
     bearer,
+    escalate,
     interrupt_value,
     langgraph_dev,
-    log_shaky_decision,
     user_turn,
     write_auth_file,
 )
@@ -70,7 +71,10 @@ REQUIRED_REASONS = '[escalation]\nrequire_reason = true\nexpires_after = {confid
 
 @contextmanager
 def served(
-    engine: ReferenceEngine, tmp_path: Path, settings_toml: str = REQUIRED_REASONS
+    engine: ReferenceEngine,
+    tmp_path: Path,
+    settings_toml: str = REQUIRED_REASONS,
+    **more_env: str,
 ) -> Iterator[tuple[Any, Path]]:
     config = json.loads(CONFIG.read_text())
     assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
@@ -89,29 +93,26 @@ def served(
         "ALGENTA_CHECKPOINTER": str(db),
         "ALGENTA_INBOX_SECRET": "browser-test-secret",
         ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
+        **more_env,
     }
     with langgraph_dev(path, workdir=tmp_path / "server", env=env) as server:
         yield server, db
-
-
-async def escalate(client: Any, url: str) -> tuple[str, str, dict[str, Any]]:
-    """A new thread of alice's waiting on the confidence gate: (thread, decision, interrupt)."""
-    thread = (await client.threads.create())["thread_id"]
-    decision = await log_shaky_decision(client, thread)
-    await client.runs.wait(
-        thread,
-        "governed_agent",
-        input=user_turn(f"execute_decision decision_id={decision} webhook_url={url}"),
-    )
-    state = await client.threads.get_state(thread)
-    assert state["next"] == ["denial_handler_confidence"], state["next"]
-    return thread, decision, interrupt_value(state)
 
 
 def by_id(driver: Any, element_id: str) -> Any:
     from selenium.webdriver.common.by import By
 
     return driver.find_element(By.ID, element_id)
+
+
+def replay(driver: Any, base: str, cookie: str, path: str = "/inbox/queue") -> str:
+    """Open ``path`` in ``driver``'s browser holding only ``cookie`` as its session; the URL
+    the browser ends on (the sign-in page when the session is refused)."""
+    driver.delete_all_cookies()
+    driver.get(f"{base}/inbox/static/inbox.css")  # (a cookie is set on a page of its site)
+    driver.add_cookie({"name": COOKIE, "value": cookie, "path": "/inbox", "httpOnly": True})
+    driver.get(f"{base}{path}")
+    return str(driver.current_url)
 
 
 def queue_ids(driver: Any) -> list[str]:
@@ -241,8 +242,10 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert count.text == "2"
             deadline = ana.find_element(By.CSS_SELECTOR, f"tr[data-escalation='{esc1}'] .deadline")
             assert item1["expires_at"] and deadline.text == item1["expires_at"]
-            cookie = ana.get_cookie("algenta_inbox")
+            cookie = ana.get_cookie(COOKIE)
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and "expiry" in cookie
+            # the cookie is an opaque id: the token is in none of its decodings
+            assert all(b"tok-ana" not in d for d in cookie_decodings(cookie["value"]))
 
             # the queue refreshes itself: a new escalation appears without a reload
             ana.execute_script("window.__same_page = 'yes';")
@@ -350,6 +353,18 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert ana.find_elements(By.CSS_SELECTOR, "#decided tr.decided") == []
             assert "No decisions match" in text_of(ana, "none")
 
+            # ana's cookie in olga's browser is ana's live session; once ana signs out, the
+            # server has ended it: the same cookie, replayed, opens nothing
+            held = str(ana.get_cookie(COOKIE)["value"])
+            assert replay(olga, base, held).endswith("/inbox/queue")
+            assert text_of(olga, "who") == "ana"
+            ana.find_element(By.CSS_SELECTOR, "form.who button").click()
+            wait_for(ana, lambda d: "/inbox/login" in d.current_url)
+            assert ana.get_cookie(COOKIE) is None
+            assert "/inbox/login" in replay(olga, base, held)
+            assert not olga.find_elements(By.ID, "who")
+            counts["replayed_cookie_refused"] = 1
+
         with chromium(tmp_path / "chrome-others") as other:
             # an agent's token: 403; an unknown token: 401
             sign_in(other, base, "tok-alice")
@@ -406,12 +421,15 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert "receipts[0]" in broken, broken
             counts["tamper_named"] = 1
 
-            # a token revoked in the tokens file ends its session at the next page
+            # a token revoked in the tokens file ends its session at the next page, for good
+            held = str(other.get_cookie(COOKIE)["value"])
             rest = {t: who for t, who in TOKENS.items() if t != "tok-audrey"}
             write_auth_file(tmp_path / "auth.json", rest)
             other.get(f"{base}/inbox/threads/{t1}/timeline")
             assert "no longer accepts your token" in text_of(other, "error")
-            assert other.get_cookie("algenta_inbox") is None
+            assert other.get_cookie(COOKIE) is None
+            write_auth_file(tmp_path / "auth.json", TOKENS)  # the token is back, not the session
+            assert "/inbox/login" in replay(other, base, held, f"/inbox/threads/{t1}/timeline")
             counts["revoked_signed_out"] = 1
 
     figure(
@@ -429,7 +447,35 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
         live_refresh=counts["live_refresh"],
         tamper_named=counts["tamper_named"],
         revoked_signed_out=counts["revoked_signed_out"],
+        replayed_cookie_refused=counts["replayed_cookie_refused"],
     )
+
+
+def test_a_session_past_its_age_is_refused_even_when_its_cookie_is_sent_again(
+    engine: ReferenceEngine, tmp_path: Path
+) -> None:
+    """``ALGENTA_INBOX_SESSION_SECONDS``: past it the browser drops the cookie, and the server
+    has ended the session too: the cookie put back in the browser opens nothing."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with (
+        served(engine, tmp_path, ALGENTA_INBOX_SESSION_SECONDS="20") as (server, _),
+        chromium(tmp_path / "chrome") as ana,
+    ):
+        base = server.url
+        sign_in(ana, base, "tok-ana")
+        wait_for(ana, lambda d: "/inbox/queue" in d.current_url)
+        held = str(ana.get_cookie(COOKIE)["value"])
+        assert replay(ana, base, held).endswith("/inbox/queue")  # the cookie alone opens it
+
+        def ended(driver: Any) -> bool:  # a page every 2 seconds: the session is never idle
+            driver.get(f"{base}/inbox/queue")
+            return "/inbox/login" in driver.current_url
+
+        WebDriverWait(ana, 120, poll_frequency=2).until(ended)
+        assert "/inbox/login" in replay(ana, base, held)
+        assert not ana.find_elements(By.ID, "who")
 
 
 async def test_per_call_escalations_are_answered_in_the_browser_one_call_at_a_time(

@@ -37,11 +37,18 @@ def test_help_shows_every_default_and_choice() -> None:
     run = " ".join(cli("run", "--help").stdout.split())  # unwrapped
     for profile in PROFILE_NAMES:
         assert profile in run
-    assert f"(default: {DEFAULT_PROFILE})" in run
+    # every option's default is the configuration's (--config, $ALGENTA_CONFIG), else the graph's
+    assert f"(default: the configuration's, else {DEFAULT_PROFILE})" in run
     assert "default: algenta-graph.sqlite" in run
     for gate in GATE_NAMES:
         assert f"{gate} {DEFAULT_POLICIES[gate]}" in run  # each gate and its default policy
-    for word in ("|".join(POLICIES), "default: 5", "default: cli", "ALGENTA_BASE_URL"):
+    for word in (
+        "|".join(POLICIES),
+        "default: the configuration's, else 5",
+        "default: cli",
+        "ALGENTA_BASE_URL",
+        "default: $ALGENTA_CONFIG",
+    ):
         assert word in run, word
     receipts = " ".join(cli("receipts", "--help").stdout.split())
     assert "default: algenta-graph.sqlite" in receipts and "never written" in receipts
@@ -52,7 +59,7 @@ def test_help_shows_every_default_and_choice() -> None:
 def test_every_subcommand_is_registered() -> None:
     """The console script lists (and runs) every subcommand, ``config check`` included."""
     listed = cli("--help").stdout
-    for name in ("demo", "run", "receipts", "escalations", "config", "engine"):
+    for name in ("demo", "run", "receipts", "escalations", "config", "engine", "init", "tokens"):
         assert f"    {name}" in listed, (name, listed)
     check = cli("config", "check", "--help")
     assert check.returncode == 0 and "secret masked" in " ".join(check.stdout.split())

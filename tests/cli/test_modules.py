@@ -92,3 +92,63 @@ def test_the_operator_prompt_records_the_os_user_unless_told_otherwise() -> None
     assert f"[{me}]" in prompts[1]
     named = iter(["decline", "ana", "no"])
     assert ask_operator(payload, lambda _p: next(named), out)["operator"] == "ana"
+
+
+def test_a_held_call_is_described_by_its_tool_never_as_decision_none() -> None:
+    held = {
+        "gate": "approval",
+        "decision_id": None,
+        "override_flag": None,
+        "tool": "crm.delete_customer",
+        "args": {"customer_id": "b2"},
+        "message": "calls of crm.delete_customer need an operator's approval",
+    }
+    text = console.describe_escalation(held)
+    assert text == (
+        'the approval gate held the call of crm.delete_customer({"customer_id": "b2"}): calls '
+        "of crm.delete_customer need an operator's approval; an approval runs it once"
+    )
+    out = io.StringIO()
+    update = {
+        "denials": [{**held, "kind": "denial"}],
+        "operator_decisions": [
+            {"operator": "ana", "action": "override", "gate": "approval", "reason": None,
+             "result": "executed"}
+        ],
+    }  # fmt: skip
+    console.print_update("governed_tool", update, out)
+    printed = out.getvalue()
+    assert "None" not in printed, printed
+    assert "[denial] approval gate held the call of crm.delete_customer" in printed
+    assert "[operator] ana chose override on the approval gate: executed" in printed
+
+
+def test_json_events_carry_each_tool_result_whole() -> None:
+    from langchain_core.messages import ToolMessage
+
+    plan = {"plan_id": "plan_1", "plan_hash": "sha256:" + "ab" * 32, "nonce": "n" * 200}
+    message = ToolMessage(
+        content=json.dumps(plan, indent=2),
+        name="plan_decision",
+        tool_call_id="c1",
+        artifact={"structured_content": plan},
+    )
+    out = io.StringIO()
+    printer = console.JsonPrinter(out)
+    printer.feed("updates", {"governed_tool": {"messages": [message]}})
+    printer.feed("messages", ("token", {"langgraph_node": "model"}))  # tokens are not events
+    [event] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert event == {
+        "event": "tool_result",
+        "node": "governed_tool",
+        "tool": "plan_decision",
+        "tool_call_id": "c1",
+        "status": "success",
+        "result": plan,
+    }
+    text = io.StringIO()
+    console.print_update("governed_tool", {"messages": [message]}, text)
+    assert plan["nonce"] not in text.getvalue()  # shortened by default
+    text = io.StringIO()
+    console.print_update("governed_tool", {"messages": [message]}, text, full=True)
+    assert json.loads(text.getvalue().split(": ", 1)[1]) == plan

@@ -12,7 +12,11 @@ found in (exit 1):
   only looks shorter), and a record deleted from a checkpoint in the middle;
 - a record rewritten in the latest checkpoint with its links recomputed (no audit key), so
   that the latest chain verifies on its own;
-- a checkpoint deleted from the middle of the history.
+- a checkpoint deleted from the middle of the history;
+- a record deleted from the checkpoint where it first appears, when the next step wrote its
+  list again (an escalation declined: checkpoints holding 0, 0, 0, 0, 1, 2, 2 records, the
+  denial gone from the one holding 1): its channel version changed in between, so only what
+  the store keeps of that step's writes shows it.
 
 A history that LangGraph's time travel branched verifies intact, checkpoint by checkpoint,
 and the file or the database is never written.
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ import pytest
 from cli_support import assert_one_line_error, cli
 from graph_support import config, execute, log_decision, open_connection
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Command
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 
 from algenta_graph.audit.chain import ENV_AUDIT_KEY, link_hash
@@ -61,11 +66,26 @@ async def _governed_thread(engine: ReferenceEngine, webhook: WebhookReceiver, sa
         model = ScriptedChatModel(
             replies=[execute(ok, webhook.url, "c1"), "sent", execute(low, webhook.url, "c2"), "no"]
         )
-        graph = await create_governed_agent(
-            model, connection=conn, checkpointer=saver, on_denial={"confidence": "report"}
+        graph = await create_governed_agent(  # one process: its ledger may be in memory
+            model,
+            connection=conn,
+            checkpointer=saver,
+            on_denial={"confidence": "report"},
+            single_process=True,
         )
         await graph.ainvoke({"messages": [("user", "one")]}, config("t1"))
         await graph.ainvoke({"messages": [("user", "two")]}, config("t1"))
+
+
+async def _declined_thread(engine: ReferenceEngine, webhook: WebhookReceiver, saver: Any) -> None:
+    """Thread ``t1``: a confidence escalation (a denial), declined (an operator decision)."""
+    async with open_connection(engine) as conn:
+        low = await log_decision(conn, confidence=0.3)
+        model = ScriptedChatModel(replies=[execute(low, webhook.url, "c1"), "declined"])
+        graph = await create_governed_agent(model, connection=conn, checkpointer=saver)
+        await graph.ainvoke({"messages": [("user", "one")]}, config("t1"))
+        decline = {"action": "decline", "operator": "ana", "reason": "too risky"}
+        await graph.ainvoke(Command(resume=decline), config("t1"))
 
 
 @pytest.fixture
@@ -227,6 +247,41 @@ def test_a_record_deleted_from_a_middle_checkpoint_is_named_with_it(history_file
     assert f"receipts[0] in checkpoint {later}" in out and "gone from this one" in out
 
 
+async def test_a_record_deleted_where_it_first_appears_is_named_though_its_list_was_rewritten(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    db = tmp_path / "declined.sqlite"
+    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+        await _declined_thread(engine, webhook, saver)
+    rows = _rows(db)
+    counts = [sum(len(v.get(f) or []) for f in ("denials", "operator_decisions")) for *_, v in rows]
+    assert counts == [0, 0, 0, 0, 1, 2, 2]
+    code, out = _verify(db)
+    assert code == 0 and "t1: ok: 2 record(s)" in out, out  # no false alarm
+
+    first, parent = rows[4][0], rows[4][1]
+    following = rows[5][0]
+    _rewrite(db, first, lambda v: v["denials"].clear())
+    assert all(verify_chain(v).ok for *_, v in _rows(db))  # every checkpoint alone is intact
+    code, out = _verify(db)
+    assert code == 1, out
+    # gone from the checkpoint the step wrote it into...
+    assert f"denials in checkpoint {first}" in out
+    assert f"written by the step after checkpoint {parent}" in out
+    # ...and in the next one, though no step since wrote it
+    assert f"denials[0] in checkpoint {following}" in out
+    assert f"not in checkpoint {first}" in out and "nor written by the step between them" in out
+    [report] = verify_audit(db).values()
+    assert not report.ok and report.broken is not None
+    assert (report.broken.field, report.broken.seq, report.broken.checkpoint) == (
+        "denials",
+        1,
+        first,
+    )
+
+
 def test_a_record_rewritten_with_its_links_recomputed_differs_from_the_checkpoint_before(
     history_file: Path,
 ) -> None:
@@ -274,7 +329,9 @@ async def test_a_branched_history_verifies_along_each_branch(
         async with open_connection(engine) as conn:
             other = await log_decision(conn)
             model = ScriptedChatModel(replies=[execute(other, webhook.url, "c3"), "again"])
-            graph = await create_governed_agent(model, connection=conn, checkpointer=saver)
+            graph = await create_governed_agent(
+                model, connection=conn, checkpointer=saver, ledger=str(db)
+            )
             history = [s async for s in graph.aget_state_history(config("t1"))]
             end_of_turn_one = next(
                 s
@@ -343,14 +400,25 @@ def _pg_rewrite_blob(url: str, channel: str, version: str, change: Callable[[Any
         )
 
 
+async def _pg_thread(
+    postgres_server: Any,  # noqa: F811
+    thread: Callable[[ReferenceEngine, WebhookReceiver, Any], Awaitable[None]],
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+) -> str:
+    """A new database holding ``thread``'s checkpoints; its URL."""
+    url = postgres_server.create_database()
+    async with open_checkpointer(url) as saver:
+        await thread(engine, webhook, saver)
+    return str(url)
+
+
 async def test_every_checkpoint_is_verified_in_postgres_too(
     postgres_server: Any,  # noqa: F811
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
 ) -> None:
-    url = postgres_server.create_database()
-    async with open_checkpointer(url) as saver:
-        await _governed_thread(engine, webhook, saver)
+    url = await _pg_thread(postgres_server, _governed_thread, engine, webhook)
     versions = _pg_versions(url, "receipts")
     before = _pg_snapshot(url)
     code, out = _verify(url)
@@ -370,9 +438,7 @@ async def test_every_checkpoint_is_verified_in_postgres_too(
     assert f"receipts[0] in checkpoint {first_user}" in out and "hash mismatch" in out
 
     # the receipt deleted from the latest version of the list (the one before still has it)
-    other = postgres_server.create_database()
-    async with open_checkpointer(other) as saver:
-        await _governed_thread(engine, webhook, saver)
+    other = await _pg_thread(postgres_server, _governed_thread, engine, webhook)
     receipts = _pg_versions(other, "receipts")
     last = receipts[-1][1]
     assert last is not None and _has_receipt(other, last)
@@ -383,19 +449,38 @@ async def test_every_checkpoint_is_verified_in_postgres_too(
     assert f"receipts[0] in checkpoint {first_user}" in out and "gone from this one" in out
 
 
+async def test_a_record_deleted_where_it_first_appears_is_named_in_postgres_too(
+    postgres_server: Any,  # noqa: F811
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+) -> None:
+    url = await _pg_thread(postgres_server, _declined_thread, engine, webhook)
+    code, out = _verify(url)
+    assert code == 0 and "t1: ok: 2 record(s)" in out, out
+    denials = _pg_versions(url, "denials")
+    # the value governed_tool wrote: one checkpoint uses it, the handler wrote the next one
+    written = [v for _, v in denials if v is not None]
+    first_value = next(v for v in written if written.count(v) == 1)
+    first = next(cid for cid, v in denials if v == first_value)
+    _pg_rewrite_blob(url, "denials", first_value, lambda ds: ds.clear())
+    code, out = _verify(url)
+    assert code == 1, out
+    assert f"denials in checkpoint {first}" in out and "written by the step after" in out
+    assert [r.ok for r in (await averify_audit(url)).values()] == [False]
+
+
 async def test_what_the_history_cannot_show_a_kept_head_does(
     postgres_server: Any,  # noqa: F811
     engine: ReferenceEngine,
     webhook: WebhookReceiver,
     tmp_path: Path,
 ) -> None:
-    """The documented limit: the chain's last record deleted from the stored value of the list
-    where it was first written (PostgreSQL keeps one value per version of a list, so every
-    later checkpoint loses it too) leaves a history in which it was never written. Only a
+    """The chain's last record deleted from the stored value of the list where it was first
+    written (PostgreSQL keeps one value per version of a list, so every later checkpoint loses
+    it too): the step's writes, which the store keeps, still show it. The documented limit:
+    with those writes deleted too, the history is one in which it was never written; only a
     head exported before shows it (a truncated tail)."""
-    url = postgres_server.create_database()
-    async with open_checkpointer(url) as saver:
-        await _governed_thread(engine, webhook, saver)
+    url = await _pg_thread(postgres_server, _governed_thread, engine, webhook)
     exported = cli("receipts", "--db", url, "--jsonl", timeout=120)
     assert exported.returncode == 0, exported.stderr
     heads = tmp_path / "heads.jsonl"
@@ -404,6 +489,10 @@ async def test_what_the_history_cannot_show_a_kept_head_does(
     origin = denials[-1][1]  # the version governed_tool wrote, used to the end
     assert origin is not None
     _pg_rewrite_blob(url, "denials", origin, lambda ds: ds.clear())
+    code, out = _verify(url)
+    assert code == 1 and "written by the step after" in out, out
+    with psycopg.connect(url) as conn:
+        conn.execute("DELETE FROM checkpoint_writes WHERE channel = 'denials'")
     code, out = _verify(url)
     assert code == 0 and "t1: ok: 1 record(s)" in out, out  # not visible in the history
     code, out = _verify(url, "--head", str(heads))

@@ -19,7 +19,14 @@ NOTEBOOKS = REPO / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 # what each walkthrough must show, not only run: retrieval's selection, the records, the gates
 KEY_OUTPUTS = {
-    "01_": ["[retrieve_tools] selected: plan_decision", "[receipt] decision", "denials: []"],
+    "01_": [
+        "[retrieve_tools] selected: plan_decision",
+        "[receipt] decision",
+        "denials: []",
+        # the picture's text: the handlers as one box, the routes they share drawn once
+        "denial_handler_<gate> --(then <gate>)--> denial_handler_<gate>",
+        "governed_tool         --(risk_floor)--> denial_handler_risk_floor",
+    ],
     "02_": [
         "'confidence': 'override_safety'",
         "blocked by the confidence gate",

@@ -3,11 +3,14 @@ its comments say."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from repo_paths import REPO
 
 README = REPO / "README.md"
@@ -83,3 +86,49 @@ def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) ->
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.split() == ["confidence", "ana", "override", "receipt"]
         assert len(webhook.received) == 1
+
+
+def test_the_notice_receiver_refuses_an_old_notice_replayed_and_a_moved_timestamp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The README's receiver, served over HTTP: a notice the graph posts is accepted and acted
+    on once (a retry of it too); one signed 10 minutes ago and sent again is refused, and so is
+    the same with its timestamp moved to now (the signature covers it)."""
+    import asyncio
+    import time
+
+    import httpx
+
+    from algenta_graph._serve import BackgroundServer
+    from algenta_graph.governance.escalations import WebhookNotify
+    from algenta_graph.governance.notice_signing import new_secret, signed_headers
+    from algenta_graph.governance.notifications import post_notice
+
+    secret = new_secret()
+    monkeypatch.setenv("ALGENTA_NOTIFY_SECRET", secret)
+    paged: list[Any] = []
+    snippet = _python_block_after("A receiver, with\nthe `standardwebhooks` library")
+    receiver: dict[str, Any] = {"page_the_on_call": paged.append}
+    exec(compile(snippet, "README.md", "exec"), receiver)
+    server = BackgroundServer(receiver["app"], name="readme-receiver")
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/hooks/algenta"
+        notice = {"escalation_id": "esc_1", "gate": "confidence", "decision_id": "d1"}
+        target = WebhookNotify.model_validate({"url": url, "secret": secret, "attempts": 1})
+        asyncio.run(post_notice(target, notice))  # a refusal (non-2xx) would raise
+        assert paged == [notice]
+        body = json.dumps(notice, sort_keys=True).encode()
+        again = httpx.post(url, content=body, headers=signed_headers(secret, "esc_1", body))
+        assert again.status_code == 200 and paged == [notice]  # a retry: acted on once
+
+        other = json.dumps({**notice, "escalation_id": "esc_2"}, sort_keys=True).encode()
+        old = signed_headers(secret, "esc_2", other, time.time() - 600)
+        replayed = httpx.post(url, content=other, headers=old)
+        assert replayed.status_code == 400 and "too old" in replayed.text
+        moved = {**old, "webhook-timestamp": str(int(time.time()))}
+        changed = httpx.post(url, content=other, headers=moved)
+        assert changed.status_code == 400 and "No matching signature" in changed.text
+        assert paged == [notice]
+    finally:
+        server.stop()

@@ -397,6 +397,46 @@ async def test_an_override_over_http_needs_an_operator_key(
     assert len(api.executions()) == 1
 
 
+@pytest.mark.parametrize("flag", ["force", "override_safety"])
+async def test_an_agent_key_sending_either_override_flag_over_http_is_refused(
+    api: ReferenceEngine, webhook: WebhookReceiver, flag: str
+) -> None:
+    async with client(api) as c:
+        plan = await fresh_plan(c, f"agent {flag}")
+        await approve(c, plan)
+    async with client(api, AGENT) as c:
+        refused = await c.post(
+            f"/v1/decision-plans/{plan['plan_id']}/execute",
+            json={flag: True, "webhook_url": webhook.url},
+        )
+    assert refused.status_code == 403 and code(refused) == "override_not_permitted"
+    assert await plan_state(api, plan["plan_id"]) == "approved"  # nothing was executed
+    assert api.executions() == [] and webhook.received == []
+
+
+async def test_reading_a_plan_needs_an_operator_key(api: ReferenceEngine) -> None:
+    async with client(api) as c:
+        plan = await fresh_plan(c, "read")
+    path = f"/v1/decision-plans/{plan['plan_id']}"
+    answers = {}
+    for label, token in [("no key", None), ("unknown key", "nope"), ("agent", AGENT)]:
+        async with client(api, token) as c:
+            answers[label] = await c.get(path)
+    async with httpx.AsyncClient(base_url=base_url(api), timeout=30) as c:
+        answers["no header at all"] = await c.get(path)
+    got = {k: (v.status_code, code(v)) for k, v in answers.items()}
+    assert got == {
+        "no key": (401, "unauthorized"),
+        "unknown key": (401, "unauthorized"),
+        "agent": (403, "role_not_permitted"),
+        "no header at all": (401, "unauthorized"),
+    }
+    assert all(plan["nonce"] not in v.text for v in answers.values())  # its secret kept
+    async with client(api, OPERATOR) as c:
+        shown = await c.get(path)
+    assert shown.status_code == 200 and shown.json()["nonce"] == plan["nonce"]
+
+
 # -- auth: X-API-Key and Bearer, the same keys and roles ---------------------------------------
 
 

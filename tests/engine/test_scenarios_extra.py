@@ -230,9 +230,9 @@ async def test_scenario_3_execution_paused_for_approval_is_the_graphs_escalation
     continuation (the operator's ``Command(resume=...)`` on the same thread). Nothing runs
     while it waits; the continuation executes once and records who approved.
 
-    The graph holds one key with both roles (as ``--api-key`` has) until its operator path has
-    a credential of its own (``operator_api_key``, issue 19): the engine accepts the override
-    only from a key with the operator role."""
+    The graph holds one key with both roles (as ``--api-key`` has), given to its operator path
+    as the operator credential too (``operator_api_key``): the engine accepts the override only
+    from a key with the operator role."""
     fields = ("chosen_action", "expected_value", "confidence", "risk_p5", "risk_p95")
     override = {"action": "override", "operator": "ana", "reason": "pricing committee approved"}
 
@@ -240,7 +240,9 @@ async def test_scenario_3_execution_paused_for_approval_is_the_graphs_escalation
         return dict(json.loads(tool_messages(out)[-1].text))
 
     async with (
-        EngineConnection(api.url, profile="execute", api_key=RUNNER) as conn,
+        EngineConnection(
+            api.url, profile="execute", api_key=RUNNER, operator_api_key=RUNNER
+        ) as conn,
         agent(conn, tmp_path / "cp.sqlite", []) as (graph, model),
     ):
         cfg = config("paused")

@@ -61,7 +61,9 @@ async def test_eight_threads_on_one_sqlite_file_lose_nothing_and_leak_nothing(
         EngineConnection(engine.url, profile="execute") as conn,
         AsyncSqliteSaver.from_conn_string(db) as saver,
     ):
-        graph = await create_governed_agent(DemoChatModel(), connection=conn, checkpointer=saver)
+        graph = await create_governed_agent(
+            DemoChatModel(), connection=conn, checkpointer=saver, single_process=True
+        )
 
         async def own_turns(name: str) -> None:
             for decision_id in owned[name]:
@@ -83,7 +85,9 @@ async def test_eight_threads_on_one_sqlite_file_lose_nothing_and_leak_nothing(
         EngineConnection(engine.url, profile="execute") as conn,
         AsyncSqliteSaver.from_conn_string(db) as saver,
     ):
-        graph = await create_governed_agent(DemoChatModel(), connection=conn, checkpointer=saver)
+        graph = await create_governed_agent(
+            DemoChatModel(), connection=conn, checkpointer=saver, single_process=True
+        )
         stored = {name: (await graph.aget_state(config(name))).values for name in names}
 
     lost = 0

@@ -52,6 +52,7 @@ from guarantee_support import figure, log_decision, wait_until
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from mcp import ClientSession
 
+from algenta_graph.audit.history import verify_audit
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 KILL_POINTS = ("startup", "retrieve", "model", "webhook", "tool", "random", "twice", "webhook")
@@ -321,6 +322,10 @@ def test_sigkill_anywhere_then_resume_delivers_every_decision_exactly_once(
     assert lost_checkpoint_kills == sum(1 for r in summary if r["point"] in ("webhook", "twice"))
     assert recovered_after_lost_checkpoint == lost_checkpoint_kills == 9
     assert recovered >= recovered_after_lost_checkpoint
+    # every checkpoint of every thread, killed and resumed, verifies: no false alarm
+    reports = verify_audit(tmp_path / "checkpoints.sqlite")
+    assert len(reports) == len(summary)
+    assert [t for t, r in reports.items() if not r.ok] == [], [str(r) for r in reports.values()]
 
 
 # --------------------------------------------------------------------------- operator overrides

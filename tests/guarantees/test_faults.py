@@ -198,7 +198,10 @@ async def _fault_mid_run(
                 connection as conn,
             ):
                 graph = await create_governed_agent(
-                    DemoChatModel(), connection=conn, checkpointer=saver
+                    DemoChatModel(),
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
                 )
                 # 1. the fault strikes after the model chose execute_decision
                 raised: BaseException | None = None
@@ -308,7 +311,9 @@ async def test_a_retry_during_a_timed_out_call_is_not_failed_by_its_late_answer(
         AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver,
         EngineConnection(engine.url, profile="execute", call_timeout=1.0) as conn,
     ):
-        graph = await create_governed_agent(DemoChatModel(), connection=conn, checkpointer=saver)
+        graph = await create_governed_agent(
+            DemoChatModel(), connection=conn, checkpointer=saver, single_process=True
+        )
         first = await graph.ainvoke({"messages": [("user", prompt)]}, config)
         assert "did not answer within 1 s" in str(_error_messages(first)[-1].content)
         # retry at once, with a timeout long enough: the engine serialises it behind the

@@ -21,6 +21,7 @@ import pytest
 from graph_support import agent, config, execute, log_decision, open_connection
 from repo_paths import SUPPORT
 
+from algenta_graph.audit.history import verify_audit
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 
 pytestmark = pytest.mark.timeout(300)
@@ -106,3 +107,7 @@ async def test_racing_operators_leave_exactly_one_answer_and_a_true_record(
     )
     assert deliveries == executed
     assert contested >= ROUNDS // 2  # the race was real in most rounds
+    # two workers resumed every thread: each checkpoint verifies, no false alarm
+    reports = verify_audit(db)
+    assert set(reports) == set(threads)
+    assert [t for t, r in reports.items() if not r.ok] == [], [str(r) for r in reports.values()]

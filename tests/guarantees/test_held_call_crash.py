@@ -34,6 +34,7 @@ import pytest
 from crm_support import CrmServer, running_crm
 from guarantee_support import figure, wait_until
 
+from algenta_graph.audit.history import verify_audit
 from algenta_graph.audit.records import read_thread_values
 from algenta_graph.engine import ReferenceEngine
 
@@ -145,3 +146,7 @@ def test_an_approved_held_call_killed_at_every_step_never_runs_twice(
         assert r["operator"] == "ana"
         if r["result"] == "unknown":
             assert "UNKNOWN" in r["messages"][-1] and "NOT run again" in r["messages"][-1]
+    # every checkpoint of every thread, killed and resumed, verifies: no false alarm
+    reports = verify_audit(db)
+    assert len(reports) == len(results)
+    assert [t for t, r in reports.items() if not r.ok] == [], [str(r) for r in reports.values()]

@@ -277,6 +277,7 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
             engine.url,
             profile="execute",
             extra_servers={"shadow": {"transport": "streamable_http", "url": shadow_url}},
+            operator_key_is_agent_key=True,  # the reference engine here has no keys
         )
         async with (
             connection as conn,
@@ -293,7 +294,11 @@ async def test_no_generated_attempt_gets_a_flag_to_the_engine(
             for n, case in enumerate(cases):
                 model = ScriptedChatModel(replies=_replies(case["calls"]))
                 graph = await create_governed_agent(
-                    model, connection=conn, checkpointer=saver, on_denial=REPORT_ALL
+                    model,
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
+                    on_denial=REPORT_ALL,
                 )
                 out = await graph.ainvoke(
                     {"messages": [("user", f"attempt {case['label']}")]},

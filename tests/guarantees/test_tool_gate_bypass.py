@@ -280,7 +280,11 @@ async def test_no_bypass_attempt_runs_a_gated_call_ungoverned(
                         )
                     )
                     graph = await create_governed_agent(
-                        model, connection=conn, checkpointer=saver, tool_gates=GATES
+                        model,
+                        connection=conn,
+                        checkpointer=saver,
+                        single_process=True,
+                        tool_gates=GATES,
                     )
                     out = await graph.ainvoke(
                         {"messages": [("user", f"look up b ({k})")]},
@@ -289,7 +293,11 @@ async def test_no_bypass_attempt_runs_a_gated_call_ungoverned(
             else:
                 model = ScriptedChatModel(replies=replies_for(case, n))
                 graph = await create_governed_agent(
-                    model, connection=conn, checkpointer=saver, tool_gates=GATES
+                    model,
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
+                    tool_gates=GATES,
                 )
                 cfg: RunnableConfig = {"configurable": {"thread_id": thread}}
                 for kind, value in case["steps"]:

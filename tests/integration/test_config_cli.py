@@ -94,3 +94,109 @@ def test_an_unreachable_extra_server_is_a_warning_not_an_error(cli: Run, tmp_pat
     assert f"warning: {path}: extra_servers.crm: unreachable at {dead}" in err
     code, _, err = cli("config", "check", "--no-connect", str(path))
     assert code == 0 and err == ""
+
+
+def test_check_refuses_a_rule_that_names_no_tool_naming_the_nearest(
+    cli: Run, engine: ReferenceEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``require_approval = ["crm.delete_custmer"]``: check connects to the engine and the CRM,
+    and refuses the rule (exit 2), naming the tool meant; nothing on stdout."""
+    from crm_support import TOKEN, running_crm
+
+    monkeypatch.setenv("CRM_TOKEN", TOKEN)
+    with running_crm() as crm:
+        path = tmp_path / "agent.toml"
+        path.write_text(
+            f'base_url = "{engine.url}"\nprofile = "execute"\n'
+            f'[extra_servers.crm]\ntransport = "streamable_http"\nurl = "{crm.url}"\n'
+            'headers = { Authorization = { env = "CRM_TOKEN", prefix = "Bearer " } }\n'
+            '[tool_gates]\nrequire_approval = ["crm.delete_custmer"]\n'
+        )
+        code, out, err = cli("config", "check", str(path))
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"algenta-graph config check: error: {path}: tool_gates.")
+    assert "'crm.delete_custmer' names no tool" in line
+    assert "crm.delete_customer" in line.partition("nearest:")[2]
+
+
+def test_check_prints_each_rule_with_the_tools_it_governs(
+    cli: Run, engine: ReferenceEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crm_support import TOKEN, running_crm
+
+    monkeypatch.setenv("CRM_TOKEN", TOKEN)
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    with running_crm(destructive=True) as crm:
+        path = tmp_path / "agent.toml"
+        path.write_text(
+            f'base_url = "{engine.url}"\nprofile = "execute"\n'
+            f'[extra_servers.crm]\ntransport = "streamable_http"\nurl = "{crm.url}"\n'
+            'headers = { Authorization = { env = "CRM_TOKEN", prefix = "Bearer " } }\n'
+            f'[extra_servers.billing]\ntransport = "streamable_http"\nurl = "{dead}"\n'
+            "[tool_gates]\n"
+            'require_approval = ["delete_customer", "billing.refund"]\n'
+            "[[tool_gates.budgets]]\n"
+            'tool = "crm.*"\n'
+            "thread_limit = 20\n"
+            "[tool_gates.servers.billing]\n"
+            "optional = true\n"
+        )
+        code, out, err = cli("config", "check", str(path))
+        assert code == 0, err
+        assert f"extra_servers.billing: unreachable at {dead}" in err
+        assert "tool_gates" not in err
+        shown = json.loads(out)
+        assert shown["tool_gates_resolved"] == [
+            {
+                "rule": "require_approval 'delete_customer'",
+                "gate": "approval",
+                "tools": ["crm.delete_customer"],
+            },
+            {
+                "rule": "require_approval 'billing.refund'",
+                "gate": "approval",
+                "tools": [],
+                "note": "server 'billing' is unreachable and optional: kept for its return",
+            },
+            {
+                "rule": "budget 'crm.*' (thread_limit=20, run_limit=None)",
+                "gate": "budget",
+                "tools": [
+                    "crm.purge_customer",
+                    "crm.email_customer",
+                    "crm.lookup_customer",
+                    "crm.delete_customer",
+                    "crm.refund",
+                    "crm.customers.delete",
+                ],
+            },
+            {
+                "rule": "servers.billing.unlisted = 'allow'",
+                "gate": "approval",
+                "tools": [],
+                "note": "server 'billing' is unreachable",
+            },
+            {
+                "rule": "destructiveHint: held for an operator (allow releases a tool)",
+                "gate": "approval",
+                "tools": ["crm.purge_customer"],
+            },
+        ]
+        code, out, err = cli("config", "check", "--no-connect", str(path))
+    assert code == 0 and "tool_gates_resolved" not in json.loads(out)
+    assert err.splitlines() == [
+        f"algenta-graph config check: warning: {path}: tool_gates: not resolved against the "
+        "catalog (--no-connect): a rule that names no tool is not found"
+    ]
+
+
+def test_check_with_rules_needs_the_engine(cli: Run, tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    path.write_text(f'base_url = "{dead}"\n[tool_gates]\nrequire_approval = ["x"]\n')
+    code, out, err = cli("config", "check", str(path))
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"algenta-graph config check: error: {path}: base_url: the engine is ")
+    assert dead in line and "--no-connect" in line

@@ -45,6 +45,8 @@ from algenta_graph.errors import (
     EngineAuthError,
     EngineConnectionError,
     EngineTimeoutError,
+    OperatorCredentialMissing,
+    ToolCallLostError,
     ToolNotInProfileError,
 )
 from algenta_graph.governance.contract import resolve_profile
@@ -363,7 +365,7 @@ async def test_the_operator_path_sends_the_flags_and_returns_a_parsed_outcome(
     wire: WireServer, form: str
 ) -> None:
     # the operator path works whatever the profile: it is not a model tool
-    async with EngineConnection(wire.url, profile="observe") as c:
+    async with EngineConnection(wire.url, profile="observe", operator_key_is_agent_key=True) as c:
         assert c.get_tool("execute_decision") is None
         denied = await c.execute_as_operator(f"{form}:idempotency", "http://h/x")
         forced = await c.execute_as_operator(
@@ -392,6 +394,53 @@ async def test_the_operator_path_sends_the_flags_and_returns_a_parsed_outcome(
             "metadata": {"algenta_graph": {"operator": "ana"}},
         },
     ]
+
+
+async def _override(c: EngineConnection, flag: str) -> Any:
+    """The operator path with one override flag set."""
+    return await c.execute_as_operator(
+        "receipt_text", "http://h/x", force=flag == "force", override_safety=flag != "force"
+    )
+
+
+@pytest.mark.parametrize("flag", ["force", "override_safety"])
+async def test_an_override_without_an_operator_credential_is_refused_and_never_sent(
+    wire: WireServer, flag: str
+) -> None:
+    async with EngineConnection(wire.url, api_key=SECRET, profile="execute") as c:
+        with pytest.raises(OperatorCredentialMissing) as info:
+            await _override(c, flag)
+        assert wire.tool_calls("execute_decision") == []  # nothing was sent
+        # not an override: the operator path may still send it
+        assert isinstance(
+            await c.execute_as_operator("receipt_text", "http://h/x"), ExecutionReceipt
+        )
+    text = str(info.value)
+    assert isinstance(info.value, PermissionError) and "was not sent" in text
+    assert "operator_api_key=" in text and "ALGENTA_OPERATOR_API_KEY" in text
+    assert "operator_key_is_agent_key=True" in text and SECRET not in text
+    # told explicitly that the one key is also the operator credential: sent with that key
+    async with EngineConnection(
+        wire.url, api_key=SECRET, profile="execute", operator_key_is_agent_key=True
+    ) as c:
+        forced = await _override(c, flag)
+    assert isinstance(forced, ExecutionReceipt)
+    [_, sent] = wire.tool_calls("execute_decision")
+    assert sent["arguments"][flag] is True
+    # an operator credential of its own: sent over its own session, with its key
+    operator = WireServer(api_key="op-key").start()
+    try:
+        async with EngineConnection(
+            operator.url, api_key="op-key", operator_api_key="op-key", profile="execute"
+        ) as c:
+            assert "operator token" in repr(c)
+            await c.call_tool("get_contract", {}, tool_call_id="g")
+            await _override(c, flag)
+        [model] = operator.tool_calls("get_contract")
+        [call] = operator.tool_calls("execute_decision")
+        assert call["session"] and call["session"] != model["session"]  # its own session
+    finally:
+        operator.stop()
 
 
 async def test_the_operator_path_rejects_missing_ids(conn: EngineConnection) -> None:
@@ -654,6 +703,9 @@ async def test_a_slow_call_times_out_naming_the_tool_and_the_session_survives(
             await c.call_tool("slow", {"seconds": 3}, tool_call_id="s")
         text = str(info.value)
         assert "'slow'" in text and "0.5 s" in text and wire.url in text
+        # it was sent and may still run: nothing invites sending it again
+        assert "may have run" in text and "do not call it again" in text
+        assert "raise" not in text and "if it is just slow" not in text
         fast = await c.call_tool("slow", {"seconds": 0}, tool_call_id="f")
         assert fast.status == "success"
         assert c.sessions_opened == 1
@@ -825,8 +877,10 @@ async def test_an_engine_killed_mid_answer_fails_that_call_at_once(
             with pytest.raises(EngineConnectionError) as info:
                 await call
             # it failed on the lost connection, not by waiting out call_timeout
-            assert not isinstance(info.value, EngineTimeoutError)
+            assert isinstance(info.value, ToolCallLostError)
+            assert info.value.tool == "execute_decision"
             assert "lost the connection" in str(info.value) and url in str(info.value)
+            assert "may have run" in str(info.value)
             proc.wait(timeout=10)
             proc = await asyncio.to_thread(_engine_process, port, db)
             back = await c.call_tool("get_contract", {}, tool_call_id="3")
@@ -861,7 +915,7 @@ async def test_the_reference_engine_gates_in_every_wire_form(
     start_engine: Any, webhook: WebhookReceiver, denials: str
 ) -> None:
     engine: ReferenceEngine = start_engine(denials=denials)
-    async with EngineConnection(engine.url, profile="execute") as c:
+    async with EngineConnection(engine.url, profile="execute", operator_key_is_agent_key=True) as c:
         low = await _log(c, confidence=0.2)
         risky = await _log(c, risk_p5=-1000.0)
         good = await _log(c)

@@ -16,47 +16,26 @@ import asyncio
 import json
 import signal
 import subprocess
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import cli, cli_env, command
-from graph_support import agent, config, execute, log_decision, open_connection
+from graph_support import agent, config, copy_thread, execute, log_decision, open_connection
 from guarantee_support import async_wait_until
 from guarantee_support import log_decision as log_over_mcp
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.errors import EscalationAlreadyDecided
 from algenta_graph.serving.checkpoint_reader import read_thread_values
 
 pytestmark = pytest.mark.timeout(240)
 
 OVERRIDE = {"action": "override", "operator": "ana", "reason": "committee approved"}
 DECLINE = {"action": "decline", "operator": "bo", "reason": "too risky"}
-
-
-async def copy_thread(saver: Any, source: str, target: str) -> None:
-    """Copy every checkpoint of ``source`` (and its pending writes) to ``target``, as the
-    LangGraph server's ``POST /threads/{id}/copy`` does."""
-    tuples = [t async for t in saver.alist(config(source))]
-    for saved in reversed(tuples):  # oldest first, each under its parent
-        parent = (
-            saved.parent_config["configurable"]["checkpoint_id"] if saved.parent_config else None
-        )
-        cfg = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
-        if parent:
-            cfg["configurable"]["checkpoint_id"] = parent
-        stored = await saver.aput(
-            cfg, saved.checkpoint, saved.metadata, saved.checkpoint["channel_versions"]
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-        for task_id, channel, value in saved.pending_writes or []:
-            by_task[task_id].append((channel, value))
-        for task_id, writes in by_task.items():
-            await saver.aput_writes(stored, writes, task_id)
 
 
 def _who(record: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -82,9 +61,10 @@ async def test_a_copy_of_a_waiting_thread_carries_the_same_single_escalation(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
     """Issue 19 case 1, in the library: a decline in the original, then an override in the
-    copy. The copy completes the decline (in bo's name, saying where it was given); the
-    decision is never delivered. Then the other order: an override in a copy, a decline in the
-    original: one delivery, and both threads record the override."""
+    copy. The copy completes the decline (in bo's name, saying where it was given) and the
+    override is refused naming bo; the decision is never delivered. Then the other order: an
+    override in a copy, a decline in the original (refused, naming ana): one delivery, and both
+    threads record the override."""
     async with open_connection(engine) as conn:
         declined = await log_decision(conn, confidence=0.3)
         overridden = await log_decision(conn, confidence=0.3)
@@ -103,12 +83,16 @@ async def test_a_copy_of_a_waiting_thread_carries_the_same_single_escalation(
             copied = await graph.aget_state(config("copy"))
             assert copied.next == ("denial_handler_confidence",)
             await graph.ainvoke(Command(resume=DECLINE), config("orig"))
-            out = await graph.ainvoke(Command(resume=OVERRIDE), config("copy"))
+            with pytest.raises(EscalationAlreadyDecided, match=r"by bo \(decline in thread orig"):
+                await graph.ainvoke(Command(resume=OVERRIDE), config("copy"))
+            out = (await graph.aget_state(config("copy"))).values  # bo's answer, recorded
             # the other order, on a second pair of threads
             await graph.ainvoke({"messages": [("user", "go")]}, config("orig2"))
             await copy_thread(saver, "orig2", "copy2")
             first = await graph.ainvoke(Command(resume=OVERRIDE), config("copy2"))
-            second = await graph.ainvoke(Command(resume=DECLINE), config("orig2"))
+            with pytest.raises(EscalationAlreadyDecided, match=r"by ana \(override in thread"):
+                await graph.ainvoke(Command(resume=DECLINE), config("orig2"))
+            second = (await graph.aget_state(config("orig2"))).values
             [original] = (await graph.aget_state(config("orig"))).values["operator_decisions"]
     [record] = out["operator_decisions"]
     assert (record["operator"], record["action"], record["result"]) == ("bo", "decline", "declined")
@@ -147,7 +131,8 @@ async def test_a_cancelled_override_then_a_new_message_completes_the_override(
 ) -> None:
     """Issue 19 case 2, in the library: the operator's override is in flight (a slow webhook)
     when its run is cancelled; a new message on the thread does not ask again: it completes the
-    override in ana's name, with the engine's receipt; a later decline finds nothing to answer."""
+    override in ana's name, with the engine's receipt; a later decline finds nothing to answer
+    and is refused, naming ana, before anything is written."""
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, confidence=0.3)
         replies = [execute(decision, webhook.url_for_delay(3), "c1"), "after", "again"]
@@ -159,7 +144,9 @@ async def test_a_cancelled_override_then_a_new_message_completes_the_override(
             cut = await graph.aget_state(cfg)
             out = await graph.ainvoke({"messages": [("user", "what happened?")]}, cfg)
             state = await graph.aget_state(cfg)
-            late = await graph.ainvoke(Command(resume=DECLINE), cfg)
+            with pytest.raises(EscalationAlreadyDecided, match=r"by ana \(override in thread t"):
+                await graph.ainvoke(Command(resume=DECLINE), cfg)
+            late = (await graph.aget_state(cfg)).values
     assert cut.next == ("denial_handler_confidence",)
     assert state.next == () and not state.interrupts  # never asked again
     [record] = out["operator_decisions"]

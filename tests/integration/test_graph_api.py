@@ -43,7 +43,9 @@ async def test_governed_agent_owns_and_closes_its_connection(
 
     async with (
         AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver,
-        governed_agent(base_url=engine.url, checkpointer=saver) as graph,
+        governed_agent(
+            base_url=engine.url, checkpointer=saver, ledger=str(tmp_path / "cp.sqlite")
+        ) as graph,
     ):
         assert graph in _OWNED
         out = await graph.ainvoke(

@@ -19,6 +19,7 @@ from graph_support import config, execute, log_decision, open_connection
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.errors import EscalationAlreadyDecided
 from algenta_graph.graph import create_governed_agent
 from algenta_graph.testing import ScriptedChatModel
 
@@ -54,7 +55,10 @@ async def test_delivery_lost_between_webhook_and_checkpoint_is_recovered(
         replies = [execute(decision, webhook.url, "c1"), "delivered"]
         async with CrashBeforeReceiptIsSaved.from_conn_string(str(db)) as saver:
             graph = await create_governed_agent(
-                ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                ScriptedChatModel(replies=replies),
+                connection=conn,
+                checkpointer=saver,
+                single_process=True,
             )
             with pytest.raises(SimulatedCrash):
                 await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
@@ -69,6 +73,7 @@ async def test_delivery_lost_between_webhook_and_checkpoint_is_recovered(
             ScriptedChatModel(replies=["delivered"]),  # the tool call is already checkpointed
             connection=conn2,
             checkpointer=s2,
+            single_process=True,
         )
         assert (await graph2.aget_state(config("t"))).next == ("governed_tool",)
         out = await graph2.ainvoke(None, config("t"))
@@ -93,6 +98,7 @@ async def test_another_threads_delivery_is_not_claimed(
                 ScriptedChatModel(replies=[*replies, "denied"]),
                 connection=conn,
                 checkpointer=saver,
+                single_process=True,
             )
             await graph.ainvoke({"messages": [("user", "go")]}, config("owner"))
             out = await graph.ainvoke({"messages": [("user", "go")]}, config("other"))
@@ -114,22 +120,34 @@ async def test_override_delivered_before_a_crash_is_not_delivered_twice(
         replies = [execute(decision, webhook.url, "c1")]
         async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
             graph = await create_governed_agent(
-                ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                ScriptedChatModel(replies=replies),
+                connection=conn,
+                checkpointer=saver,
+                single_process=True,
             )
             await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
         async with CrashBeforeReceiptIsSaved.from_conn_string(str(db)) as saver:
             graph = await create_governed_agent(
-                ScriptedChatModel(replies=[]), connection=conn, checkpointer=saver
+                ScriptedChatModel(replies=[]),
+                connection=conn,
+                checkpointer=saver,
+                single_process=True,
             )
             with pytest.raises(SimulatedCrash):
                 await graph.ainvoke(resume, config("t"))
     assert len(webhook.received) == 1  # the override was delivered, its checkpoint lost
     async with open_connection(engine) as conn2, AsyncSqliteSaver.from_conn_string(str(db)) as s2:
         graph2 = await create_governed_agent(
-            ScriptedChatModel(replies=["done"]), connection=conn2, checkpointer=s2
+            ScriptedChatModel(replies=["done"]),
+            connection=conn2,
+            checkpointer=s2,
+            single_process=True,
         )
         assert (await graph2.aget_state(config("t"))).interrupts  # still waiting
-        out = await graph2.ainvoke(resume, config("t"))
+        # the answer given before the crash is completed, and its repeat told so
+        with pytest.raises(EscalationAlreadyDecided, match="already decided by ana"):
+            await graph2.ainvoke(resume, config("t"))
+        out = (await graph2.aget_state(config("t"))).values
     assert len(webhook.received) == 1 and len(engine.executions(decision)) == 1
     [receipt] = out["receipts"]
     assert receipt["safety_overridden"] is True and receipt["source"] == "operator"

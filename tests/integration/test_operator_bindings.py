@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.errors import EscalationAlreadyDecided
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.graph import assembly as graph_module
 from algenta_graph.nodes.denial_handler import DenialHandler
@@ -242,15 +243,17 @@ async def test_past_its_deadline_an_escalation_is_only_declined_whatever_the_ans
         assert "no escalation was past its deadline" in again.stderr  # idempotent
         table = cli("escalations", "--db", str(db))
         assert all(thread in table.stdout for thread in cron) and "expired" in table.stdout
-        # any answer given later (or a new turn) completes the expiry, never executes
+        # any answer given later (or a new turn) completes the expiry, never executes; an
+        # answer is refused, naming the expiry
         for n, thread in enumerate(cron):
             replies = ["done", "done"]
             async with governed(conn, db, replies, monkeypatch, settings=settings) as graph:
                 if n == 0:
-                    out = await graph.ainvoke({"messages": [("user", "well?")]}, served(thread))
+                    await graph.ainvoke({"messages": [("user", "well?")]}, served(thread))
                 else:
                     answer = {"decisions": [{"type": "approve"}]}
-                    out = await graph.ainvoke(Command(resume=answer), served(thread))
+                    with pytest.raises(EscalationAlreadyDecided, match="--expire"):
+                        await graph.ainvoke(Command(resume=answer), served(thread))
                 state = await graph.aget_state(served(thread))
             [record] = state.values["operator_decisions"]
             assert (record["verdict"], record["operator"]) == (

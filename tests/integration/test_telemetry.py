@@ -20,6 +20,7 @@ no global state). The model is the scripted stand-in.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from cli_support import cli
 from graph_support import call, config, execute, log_decision, open_connection
 from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from opentelemetry.sdk.metrics import MeterProvider
@@ -144,7 +146,10 @@ async def test_one_trace_from_retrieval_to_the_receipt(
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
                 )
             )
             first = await graph.ainvoke({"messages": [("user", "execute both")]}, config("t"))
@@ -310,7 +315,10 @@ async def test_a_crash_and_resume_keep_the_deliverys_trace_id(
         async with CrashBeforeReceiptIsSaved.from_conn_string(db) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
                 )
             )
             with pytest.raises(RuntimeError, match="process died"):
@@ -321,7 +329,10 @@ async def test_a_crash_and_resume_keep_the_deliverys_trace_id(
     async with open_connection(engine) as conn2, AsyncSqliteSaver.from_conn_string(db) as saver2:
         graph2 = telemetry.instrument(
             await create_governed_agent(
-                ScriptedChatModel(replies=["delivered"]), connection=conn2, checkpointer=saver2
+                ScriptedChatModel(replies=["delivered"]),
+                connection=conn2,
+                checkpointer=saver2,
+                single_process=True,
             )
         )
         out = await graph2.ainvoke(None, config("t"))
@@ -388,7 +399,10 @@ async def test_langchain_runs_carry_the_governance(
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
                 )
             )
             cfg = {**config("t"), "callbacks": [recorder]}
@@ -463,7 +477,10 @@ async def test_the_receipts_command_shows_each_receipts_trace_id(
         async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
             graph = telemetry.instrument(
                 await create_governed_agent(
-                    ScriptedChatModel(replies=replies), connection=conn, checkpointer=saver
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=saver,
+                    single_process=True,
                 )
             )
             out = await graph.ainvoke({"messages": [("user", "go")]}, config("t1"))
@@ -501,3 +518,112 @@ async def test_with_nothing_configured_nothing_is_added_but_langsmith_still_sees
     assert record.extra["metadata"]["algenta.outcome"] == "denial"
     assert record.extra["metadata"]["algenta.gate"] == "confidence"
     assert "otel.trace_id" not in record.extra["metadata"]
+
+
+SECRETS = {
+    "agent": "tok-agent-0f3c9a",
+    "operator": "tok-operator-7b21e4",
+    "url": "url-s3cret-51d0",
+    "hook_password": "hook-pass-9e77",
+    "hook_token": "hook-s3cret-2c4a",
+    "metadata": "meta-s3cret-a8f1",
+}
+"""Every credential the run below handles: engine keys, a tool server's URL token, a webhook
+URL's user info and query token, a secret in the caller's metadata."""
+CONTENT = ("hook_password", "hook_token", "metadata")
+"""Those that are argument values (the model's own messages carry them: conversation)."""
+
+
+def _found(text: str, names: Sequence[str]) -> list[str]:
+    return [n for n in names if SECRETS[n] in text]
+
+
+def _span_text(span: ReadableSpan) -> str:
+    parts = [span.name, repr(dict(span.attributes or {})), str(span.status.description)]
+    parts += [f"{e.name} {dict(e.attributes or {})!r}" for e in span.events]
+    parts += [repr(dict(link.attributes or {})) for link in span.links]
+    return "\n".join(parts)
+
+
+def _run_text(run: Run) -> str:
+    return "\n".join(
+        repr(x) for x in (run.name, run.inputs, run.outputs, run.error, run.extra, run.tags)
+    )
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["default", "capture_content"])
+async def test_no_token_key_or_url_credential_reaches_a_trace(
+    start_engine: Any, webhook: WebhookReceiver, tmp_path: Path, capture: bool
+) -> None:
+    from tool_process import tool_process
+
+    from algenta_graph._net import free_port
+    from algenta_graph.engine import ApiKey
+
+    keys = {
+        SECRETS["agent"]: ApiKey("graph-worker", frozenset({"agent"}), execute=True),
+        SECRETS["operator"]: ApiKey("ops-desk", frozenset({"operator"}), execute=True),
+    }
+    engine: ReferenceEngine = start_engine(keys=keys)
+    scheme, rest = webhook.url.split("://", 1)
+    hook = f"{scheme}://hook-user:{SECRETS['hook_password']}@{rest}?token={SECRETS['hook_token']}"
+    telemetry = Telemetry()
+    recorder = RecordingTracer()
+    with tool_process(free_port(), tmp_path / "crm.log", "json") as crm:
+        extra = {"crm": {**crm.connection(), "url": f"{crm.url}?key={SECRETS['url']}"}}
+        async with EngineConnection(
+            engine.url,
+            profile="execute",
+            api_key=SECRETS["agent"],
+            operator_api_key=SECRETS["operator"],
+            extra_servers=extra,
+        ) as conn:
+            low = await log_decision(conn, confidence=0.3)
+            crm.stop(signal.SIGKILL)  # its calls now fail, naming its URL
+            replies = [
+                call("refund", {"account_id": "a1", "amount": 5}, "r1"),
+                execute(low, hook, "c1", metadata={"api_token": SECRETS["metadata"]}),
+                "done",
+            ]
+            graph = instrument(
+                await create_governed_agent(
+                    ScriptedChatModel(replies=replies),
+                    connection=conn,
+                    checkpointer=InMemorySaver(),
+                ),
+                tracer_provider=telemetry.tracer_provider,
+                meter_provider=telemetry.meter_provider,
+                capture_content=capture,
+            )
+            cfg: Any = {**config("t"), "callbacks": [recorder]}
+            await graph.ainvoke({"messages": [("user", "go")]}, cfg)
+            out = await graph.ainvoke(OVERRIDE, cfg)
+    assert out["receipts"][-1]["safety_overridden"] is True  # sent with the operator key
+    assert len(webhook.requests) == 1
+    runs = [r for root in recorder.finished if root.parent_run_id is None for r in walk(root)]
+    [record] = [r for r in runs if r.name == "algenta.engine execute_decision"][-1:]
+    spans = telemetry.spans
+    [failed] = [s for s in spans if s.name == "tools/call refund"]
+    assert failed.status.description and "[redacted]" in failed.status.description
+    [sent] = [
+        s for s in spans if s.name == "tools/call execute_decision" and s.attributes
+        and s.attributes.get("algenta.operator.path")
+    ]  # fmt: skip
+    keys_and_urls = ("agent", "operator", "url")
+    # never, anywhere: not in a span, not in any LangChain run (the whole tree)
+    assert [(_span_text(s), _found(_span_text(s), keys_and_urls)) for s in spans
+            if _found(_span_text(s), keys_and_urls)] == []  # fmt: skip
+    assert [r.name for r in runs if _found(_run_text(r), keys_and_urls)] == []
+    if not capture:  # argument values: not on the spans, not in the governance run
+        assert [s.name for s in spans if _found(_span_text(s), CONTENT)] == []
+        assert _found(_run_text(record), CONTENT) == []
+        assert record.inputs["arguments"] == sorted(record.inputs["arguments"])
+        assert "webhook_url" in record.inputs["arguments"]  # named, not shown
+        assert record.outputs and record.outputs["execution_status"] == "delivered"
+        assert "gen_ai.tool.call.arguments" not in (sent.attributes or {})
+    else:  # opted in: the values are there (the default above is not vacuous)
+        executes = [s for s in spans if s.name == "tools/call execute_decision"]
+        shown = " ".join(str((s.attributes or {})["gen_ai.tool.call.arguments"]) for s in executes)
+        assert _found(shown, CONTENT) == ["hook_password", "hook_token", "metadata"]
+        assert _found(_run_text(record), CONTENT) != []
+        assert "gen_ai.tool.call.result" in (sent.attributes or {})

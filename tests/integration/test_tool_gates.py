@@ -26,6 +26,8 @@ from algenta_graph.config import ConfigError, parse_config
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.tool_gates import ArgumentRule, Budget, ToolGates
+from algenta_graph.graph import create_governed_agent
+from algenta_graph.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -454,3 +456,161 @@ async def test_approving_a_batch_counts_each_call_it_runs_against_the_next(
         ("approved", "failed"),
     ]
     assert len(out["tool_calls"]) == 1
+
+
+# --------------------------------------------------------------------------- rules in force
+
+
+async def test_a_typo_in_a_rule_refuses_the_build_naming_the_real_tool(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    """``require_approval = ["crm.delete_custmer"]`` would leave ``delete_customer`` ungated:
+    the graph is not built, and the error names the tool meant."""
+    gates = ToolGates(require_approval=["crm.delete_custmer"])
+    replies = [calls(("delete_customer", {"account_id": "a1"})), "deleted"]
+    async with connection(engine, crm) as conn:
+        with pytest.raises(ConfigError) as refused:
+            async with agent(conn, tmp_path / "cp.sqlite", replies, tool_gates=gates):
+                pass  # pragma: no cover - never built
+    assert "'crm.delete_custmer' names no tool" in str(refused.value)
+    assert "crm.delete_customer" in str(refused.value).partition("nearest:")[2]
+    assert crm.calls == []
+
+
+async def test_a_string_amount_cannot_slip_past_a_numeric_limit(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    """FastMCP converts ``"5000"`` to 5000.0 for ``refund(amount: float)``: a limit written
+    without ``type`` is refused when it is made, and with ``type`` the string is denied."""
+    with pytest.raises(ValidationError, match='"type"'):
+        ArgumentRule(
+            name="refund_at_most_1000",
+            tool="crm.refund",
+            schema={"properties": {"amount": {"maximum": 1000}}},
+        )
+    rule = ArgumentRule(
+        name="refund_at_most_1000",
+        tool="crm.refund",
+        schema={"properties": {"amount": {"type": "number", "maximum": 1000}}},
+    )
+    replies = [calls(("refund", {"account_id": "a1", "amount": "5000"})), "refused"]
+    async with (
+        connection(engine, crm) as conn,
+        agent(
+            conn, tmp_path / "cp.sqlite", replies, tool_gates=ToolGates(argument_rules=[rule])
+        ) as (graph, _),
+    ):
+        out = await graph.ainvoke({"messages": [("user", "refund 5000")]}, config("t"))
+    assert crm.calls == []
+    [denied] = out["denials"]
+    assert (denied["gate"], denied["rule"]) == ("arguments", "refund_at_most_1000")
+
+
+async def test_a_server_name_with_a_dot_is_refused_by_the_python_api_as_by_the_file(
+    engine: ReferenceEngine, crm: CrmServer
+) -> None:
+    """Rules name a tool ``server.name``: a server ``crm.eu`` would make ``crm.eu.refund``
+    ambiguous, so it is refused wherever servers are named."""
+    with pytest.raises(ConfigError, match=r"crm\.eu"):
+        await create_governed_agent(
+            ScriptedChatModel(replies=["hi"]),
+            base_url=engine.url,
+            profile="execute",
+            extra_servers={"crm.eu": crm.connection()},
+        )
+    with pytest.raises(ConfigError, match=r"crm\.eu"):
+        async with EngineConnection(engine.url, extra_servers={"crm.eu": crm.connection()}):
+            pass  # pragma: no cover - never opened
+    with pytest.raises(ConfigError, match=r"crm\.eu"):
+        parse_config({"extra_servers": {"crm.eu": crm.connection()}}, source="agent.toml")
+    assert crm.calls == []
+
+
+async def test_a_tool_its_server_marks_destructive_is_held_unless_allowed(
+    engine: ReferenceEngine, tmp_path: Path
+) -> None:
+    """FastMCP's ``destructiveHint: true`` reaches the catalog (the adapters keep the
+    annotations in the tool's ``metadata``): its calls are held with no rule at all, and an
+    explicit ``allow`` releases them."""
+    replies = [calls(("purge_customer", {"account_id": "a1"})), "held", "purged"]
+    with running_crm(destructive=True) as crm:
+        async with connection(engine, crm) as conn:
+            [purge] = [t for t in conn.tools if t.name == "purge_customer"]
+            assert (purge.metadata or {}).get("destructiveHint") is True
+            async with agent(conn, tmp_path / "held.sqlite", replies) as (graph, _):
+                out = await graph.ainvoke({"messages": [("user", "purge a1")]}, config("t"))
+                assert crm.calls == []
+                [held] = out["denials"]
+                assert (held["gate"], held["rule"], held["tool"]) == (
+                    "approval",
+                    "destructiveHint",
+                    "purge_customer",
+                )
+                await graph.ainvoke(Command(resume=APPROVE), config("t"))
+            assert crm.calls == [("purge_customer", {"account_id": "a1"})]
+            allowed = ToolGates(allow=["crm.purge_customer"])
+            async with agent(conn, tmp_path / "allowed.sqlite", replies, tool_gates=allowed) as (
+                graph,
+                _,
+            ):
+                out = await graph.ainvoke({"messages": [("user", "purge a1")]}, config("u"))
+    assert out["denials"] == [] and crm.count("purge_customer") == 2
+    assert [(c["tool"], c["server"]) for c in out["tool_calls"]] == [("purge_customer", "crm")]
+
+
+async def test_a_configured_deny_posture_refuses_the_crms_unlisted_tools(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    tomllib = pytest.importorskip("tomllib")
+    text = (
+        'profile = "execute"\n'
+        "[tool_gates]\n"
+        'allow = ["crm.lookup_customer"]\n'
+        "[tool_gates.servers.crm]\n"
+        'unlisted = "deny"\n'
+    )
+    cfg = parse_config(tomllib.loads(text), source="agent.toml")
+    replies = [
+        calls(
+            ("lookup_customer", {"account_id": "a1"}),
+            ("refund", {"account_id": "a1", "amount": 5}),
+            ("delete_customer", {"account_id": "a1"}),
+        ),
+        "one of three",
+    ]
+    async with (
+        connection(engine, crm) as conn,
+        agent(conn, tmp_path / "cp.sqlite", replies, config=cfg) as (graph, _),
+    ):
+        out = await graph.ainvoke({"messages": [("user", "do it all")]}, config("t"))
+    assert crm.calls == [("lookup_customer", {"account_id": "a1"})]
+    assert [(d["tool"], d["gate"], d["rule"]) for d in out["denials"]] == [
+        ("refund", "arguments", "unlisted:crm"),
+        ("delete_customer", "arguments", "unlisted:crm"),
+    ]
+
+
+async def test_an_optional_server_down_at_start_keeps_its_rules_and_a_required_one_refuses(
+    engine: ReferenceEngine, crm: CrmServer, tmp_path: Path
+) -> None:
+    from algenta_graph._net import free_port
+
+    dead = {"transport": "streamable_http", "url": f"http://127.0.0.1:{free_port()}/mcp"}
+    servers = {"crm": crm.connection(), "billing": dead}
+    gates = {"require_approval": ["billing.refund", "crm.delete_customer"]}
+    model = ScriptedChatModel(replies=["hi"])
+    with pytest.raises(ConfigError, match=r"server 'billing' is unreachable; to start without"):
+        await create_governed_agent(
+            model, base_url=engine.url, extra_servers=servers, tool_gates=gates
+        )
+    optional = {**gates, "servers": {"billing": {"optional": True}}}
+    graph = await create_governed_agent(
+        model, base_url=engine.url, extra_servers=servers, tool_gates=optional
+    )
+    try:
+        out = await graph.ainvoke({"messages": [("user", "hello")]}, config("t"))
+        assert out["messages"][-1].content == "hi"
+    finally:
+        from algenta_graph.graph import aclose_governed_agent
+
+        await aclose_governed_agent(graph)

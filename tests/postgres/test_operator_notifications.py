@@ -29,20 +29,17 @@ from guarantee_support import figure, log_decision, wait_until
 from mcp import ClientSession
 from postgres_support import postgres_server, postgres_url  # noqa: F401
 from repo_paths import SUPPORT
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from algenta_graph._net import free_port
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.governance.notifications import (
-    ESCALATION_ID_HEADER,
-    SIGNATURE_HEADER,
-    verify_signature,
-)
+from algenta_graph.governance.notice_signing import WEBHOOK_ID_HEADER, new_secret
 
 pytestmark = pytest.mark.timeout(900)
 
 THREADS = 12
 ROUNDS = 3
-SECRET = "pg-notify-secret"
+SECRET = new_secret()
 
 
 class FailingReceiver:
@@ -64,9 +61,11 @@ class FailingReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                escalation = str(self.headers.get(ESCALATION_ID_HEADER))
+                escalation = str(self.headers.get(WEBHOOK_ID_HEADER))
                 with outer.lock:
-                    if not verify_signature(SECRET, body, self.headers.get(SIGNATURE_HEADER)):
+                    try:  # Standard Webhooks' own check: the signature, and a fresh timestamp
+                        Webhook(SECRET).verify(body, dict(self.headers))
+                    except WebhookVerificationError:
                         outer.forged += 1
                     outer.attempts[escalation] += 1
                     n = outer.attempts[escalation]

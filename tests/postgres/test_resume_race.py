@@ -281,18 +281,21 @@ FRESH_DATABASES = 12
 async def test_two_first_claims_on_a_fresh_database_both_get_an_answer(
     postgres_server: PostgresServer,  # noqa: F811
 ) -> None:
-    """Two savers (two pools: as two processes) make the first claim at once, on
+    """Two ledgers (two pools: as two processes) make the first claim at once, on
     ``FRESH_DATABASES`` new databases: each must get a claim back (the same one), never an
     error."""
-    from algenta_graph.governance.claims import claims_for, new_claim
+    from algenta_graph.ledger import ClaimAnswer, new_entry, open_ledger
+
+    def answer(operator: str) -> ClaimAnswer:
+        return ClaimAnswer(operator=operator, decisions=[])
 
     errors = []
     for _ in range(FRESH_DATABASES):
         url = postgres_server.create_database()
-        async with open_checkpointer(url) as east, open_checkpointer(url) as west:
+        async with open_ledger(url) as east, open_ledger(url) as west:
             answers = await asyncio.gather(
-                claims_for(east).claim(new_claim("escalation", {"operator": "ops-east"})),
-                claims_for(west).claim(new_claim("escalation", {"operator": "ops-west"})),
+                east.insert(new_entry("escalation", answer("ops-east"))),
+                west.insert(new_entry("escalation", answer("ops-west"))),
                 return_exceptions=True,
             )
         errors += [repr(a)[:200] for a in answers if isinstance(a, BaseException)]

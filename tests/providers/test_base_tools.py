@@ -93,6 +93,7 @@ async def test_the_bound_set_stays_bounded_over_a_long_thread(
                 model,
                 connection=conn,
                 checkpointer=saver,
+                single_process=True,
                 top_k=3,
                 always_include=["get_contract"],
             )

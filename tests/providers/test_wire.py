@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from ci_support import require_module
-from graph_support import config, log_decision, tool_messages
+from graph_support import RELAXED_ENGINE, config, log_decision, tool_messages
 from langchain_core.messages import AIMessageChunk, ToolMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
@@ -61,11 +61,17 @@ async def wired(
     extra_servers = {"wx": {"transport": "streamable_http", "url": extra}} if extra else None
     with ProviderStandIn(kind, script) as standin:  # type: ignore[arg-type]
         async with (
-            EngineConnection(engine.url, profile=profile, extra_servers=extra_servers) as conn,
+            EngineConnection(
+                engine.url, profile=profile, extra_servers=extra_servers, **RELAXED_ENGINE
+            ) as conn,
             AsyncSqliteSaver.from_conn_string(str(db)) as saver,
         ):
             graph = await create_governed_agent(
-                standin.chat_model(), connection=conn, checkpointer=saver, **options
+                standin.chat_model(),
+                connection=conn,
+                checkpointer=saver,
+                single_process=True,
+                **options,
             )
             yield graph, standin, conn
 

@@ -33,6 +33,12 @@ from served_support import (
 )
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
+from algenta_graph.governance.visibility import (
+    DECIDED_KEY,
+    GRAPH_WRITE_KEY,
+    WAITING_KEY,
+    graph_write,
+)
 from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +235,18 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
         )
         assert searched.status_code == 200 and searched.json() == []
         tally.refused("bob", "POST /threads/search (by owner)", 404, (404,))
+        # the graph's own thread metadata with a forged graph-write marker: refused to the
+        # thread's owner and to a stranger alike, the metadata unchanged
+        metadata = (await alice.threads.get(thread))["metadata"]
+        assert metadata[WAITING_KEY] == ["confidence"]
+        for who in ("tok-alice", "tok-bob"):
+            for marker in ("forged", "", None, 0, graph_write()):  # (not this process's secret)
+                patch = {WAITING_KEY: [], DECIDED_KEY: ["mallory"], GRAPH_WRITE_KEY: marker}
+                path = f"/threads/{thread}"
+                status = _status(http, "PATCH", path, bearer(who), {"metadata": patch})
+                tally.refused(who, "PATCH /threads/{thread} (forged graph marker)", status, (403,))
+        assert (await alice.threads.get(thread))["metadata"] == metadata
+
         # an operator may read alice's thread, but not run it with new input
         status = _status(
             http,

@@ -6,14 +6,18 @@ purpose where an answer must be in flight), driven through ``langgraph_sdk`` and
 the adversarial pass did (``docs/ARCHITECTURE.md``, invariants 12 and 13):
 
 1. a copy of a waiting thread (``POST /threads/{id}/copy``) answered the other way than its
-   original: one answer takes effect in both, in both orders;
+   original: one answer takes effect in both, in both orders, and the second answer's run ends
+   in ``EscalationAlreadyDecided`` naming the first (the default runtime: its ledger a file
+   beside ``.langgraph_api/``);
 2. an operator's override in flight, its run cancelled, then a new message: the override is
-   completed in the operator's name, nobody is asked again, a later decline changes nothing;
+   completed in the operator's name, nobody is asked again, a later decline changes nothing
+   and is refused naming the override's operator;
 3. a model's delivery in flight, its run cancelled, then a new message: the unfinished step is
    finished first and its receipt recorded; and an override in flight when a new message comes
    with ``multitask_strategy="interrupt"`` (the server cancels the run itself);
 4. an answer to a copy while the original's answer is being applied: refused with a message
-   naming who decides (not "An internal error occurred"), then completed as that answer.
+   naming who decides (not "An internal error occurred"); a later answer there completes that
+   answer and is refused too.
 
 Every round is checked against the engine's own execution log: 0 contradicting records, 0
 deliveries without a receipt in each thread that answered.
@@ -31,6 +35,7 @@ import pytest
 from guarantee_support import async_wait_until, figure
 from served_support import (
     CONFIG,
+    OPERATOR_TOKENS,
     bearer,
     interrupt_value,
     langgraph_dev,
@@ -44,12 +49,7 @@ from algenta_graph.serving.auth import ENV_AUTH_FILE
 
 pytestmark = pytest.mark.timeout(900)
 
-TOKENS: dict[str, tuple[str, list[str]]] = {
-    "tok-alice": ("alice", ["agent"]),
-    "tok-ana": ("ana", ["operator"]),
-    "tok-olga": ("olga", ["operator"]),
-    "tok-audrey": ("audrey", ["auditor"]),
-}
+TOKENS = OPERATOR_TOKENS
 ROUNDS = 2
 APPROVE = {"decisions": [{"type": "approve", "message": "signed off"}]}
 REJECT = {"decisions": [{"type": "reject", "message": "not this one"}]}
@@ -112,14 +112,22 @@ async def _escalate(client: Any, thread: str, decision: str, url: str) -> None:
     assert interrupt_value(state)["escalation_id"].startswith("esc_")
 
 
-async def _answer(operator: Any, owner: Any, thread: str, resume: Any) -> None:
+async def _answer(operator: Any, owner: Any, thread: str, resume: Any) -> Any:
     """``operator`` answers on ``thread``; its owner reads the run's end.
 
     (An operator reads a thread while it waits for an operator, and once it decided it: an
     answer that completes another operator's, given elsewhere, leaves the thread to its owner.)
     """
     run = await operator.runs.create(thread, "governed_agent", command={"resume": resume})
-    await owner.runs.join(thread, run["run_id"])
+    return await owner.runs.join(thread, run["run_id"])
+
+
+def _told(end: Any, winner: str) -> None:
+    """The run of an answer that lost ended in error naming the answer that won."""
+    assert isinstance(end, dict) and "__error__" in end, end
+    error = end["__error__"]
+    assert error["error"] == "EscalationAlreadyDecided", error
+    assert f"already decided by {winner} (" in error["message"], error
 
 
 def _copy(http: httpx.Client, thread: str, token: str = "tok-alice") -> str:
@@ -176,7 +184,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             await _escalate(alice, original, decision, webhook.url)
             copy = _copy(http, original)
             await _answer(ana, alice, original, REJECT)
-            await _answer(olga, alice, copy, APPROVE)
+            _told(await _answer(olga, alice, copy, APPROVE), "ana")
             first, second = await ledger.check(alice, decision, [original, copy])
             _one(first, "ana", "decline", "declined")
             assert _one(second, "ana", "decline", "declined")["answered_in_thread"] == original
@@ -187,7 +195,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             await _escalate(alice, original, decision, webhook.url)
             copy = _copy(http, original)
             await _answer(olga, alice, copy, APPROVE)
-            await _answer(ana, alice, original, REJECT)
+            _told(await _answer(ana, alice, original, REJECT), "olga")
             first, second = await ledger.check(alice, decision, [copy, original])
             _one(first, "olga", "override", "receipt")
             assert _one(second, "olga", "override", "receipt")["answered_in_thread"] == copy
@@ -209,7 +217,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             assert "internal error" not in error["message"]
             await ana.runs.join(original, run["run_id"])
             # the copy, entered again, completes ana's answer
-            await _answer(olga, alice, copy, REJECT)
+            _told(await _answer(olga, alice, copy, REJECT), "ana")
             first, second = await ledger.check(alice, decision, [original, copy])
             _one(first, "ana", "override", "receipt")
             assert _one(second, "ana", "override", "receipt")["answered_in_thread"] == original
@@ -226,7 +234,7 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             await alice.runs.wait(thread, "governed_agent", input=user_turn("what happened?"))
             state = await alice.threads.get_state(thread)
             assert state["next"] == [] and not state["interrupts"]  # nobody asked again
-            await _answer(olga, alice, thread, REJECT)
+            _told(await _answer(olga, alice, thread, REJECT), "ana")  # nothing waits
             [values] = await ledger.check(alice, decision, [thread])
             _one(values, "ana", "override", "receipt")
             assert [(r["operator"], r["execution_status"]) for r in values["receipts"]] == [

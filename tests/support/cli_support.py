@@ -15,7 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_DROP = ("ALGENTA_BASE_URL", "ALGENTA_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+_DROP = (
+    "ALGENTA_BASE_URL",
+    "ALGENTA_API_KEY",
+    "ALGENTA_OPERATOR_API_KEY",
+    "ALGENTA_CONFIG",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+)
 
 
 def command() -> list[str]:
@@ -36,8 +43,12 @@ def cli(
     input: bytes | None = None,
     cwd: str | Path | None = None,
     timeout: float = 180,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``algenta-graph ARGS`` to its end; stdout and stderr decoded (invalid bytes kept)."""
+    """Run ``algenta-graph ARGS`` to its end; stdout and stderr decoded (invalid bytes kept).
+
+    ``env``: variables set on top of :func:`cli_env`'s environment.
+    """
     proc = subprocess.run(
         [*command(), *args],
         input=input if input is not None else b"",
@@ -45,7 +56,7 @@ def cli(
         timeout=timeout,
         check=False,
         cwd=cwd,
-        env=cli_env(),
+        env=cli_env(**(env or {})),
     )
     return subprocess.CompletedProcess(
         proc.args,

@@ -29,7 +29,8 @@ killed one may leave a WAL to recover), and under load the default 5 s wait was 
 (``database is locked`` in a worker).
 
 Progress events (one JSON line each, flushed at once): ``start`` (``mode``: ``fresh``,
-``answer`` or ``resume``; ``next``), ``update`` (``node``), ``done`` (``receipts``,
+``answer`` or ``resume``; ``next``), ``update`` (``node``), ``told`` (an answer given again
+after a crash, refused: ``winner``, ``error``), ``done`` (``receipts``,
 ``denials``, ``operator_decisions``, ``interrupts``, ``next``) or ``error`` (``error``: the
 traceback).
 
@@ -61,6 +62,8 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.types import Command
 
+    from algenta_graph.connection.engine import EngineConnection
+    from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
 
@@ -77,11 +80,15 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
 
     async with (
         aiosqlite.connect(job["db"], timeout=BUSY_TIMEOUT_SECONDS) as db,
+        # the reference engine has no keys: its one (absent) key is the operator credential too
+        EngineConnection(
+            job["engine_url"], profile="execute", operator_key_is_agent_key=True
+        ) as conn,
         governed_agent(
             DemoChatModel(),
-            base_url=job["engine_url"],
-            profile="execute",
+            connection=conn,
             checkpointer=AsyncSqliteSaver(db),
+            ledger=job["db"],  # the processes that crash and resume share it
         ) as graph,
     ):
         saver = graph.checkpointer
@@ -104,10 +111,17 @@ async def run_job(job: dict[str, Any], progress: IO[str]) -> None:
         mark("start", mode=mode, next=list(snapshot.next))
         hold("start")
         kwargs = {"durability": job["durability"]} if job.get("durability") else {}
-        async for update in graph.astream(run_input, config, stream_mode="updates", **kwargs):
-            for node in update:
-                mark("update", node=node)
-                hold(node)
+        try:
+            async for update in graph.astream(run_input, config, stream_mode="updates", **kwargs):
+                for node in update:
+                    mark("update", node=node)
+                    hold(node)
+        except EscalationAlreadyDecided as exc:
+            if mode != "answer":
+                raise
+            # the same answer again after a crash: the one given before it took effect, and the
+            # thread's records hold it now; this one is told so
+            mark("told", winner=exc.claim.value.operator, error=str(exc))
         final = await graph.aget_state(config)
         mark(
             "done",

@@ -257,7 +257,10 @@ def make_node(
     built = GraphSettings(
         top_k=5, policies=dict(policies if policies is not None else DEFAULT_POLICIES)
     )
-    node = GovernedToolNode(catalog, DecisionExecutor(conn), built)  # type: ignore[arg-type]
+    from algenta_graph.ledger import MemoryLedger
+
+    # a ledger of its own: the stubs' escalation ids repeat from test to test
+    node = GovernedToolNode(catalog, DecisionExecutor(conn), built, ledger=MemoryLedger())  # type: ignore[arg-type]
     return node, conn, catalog
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from algenta_graph.connection.engine import EngineConnection
 from algenta_graph.engine import ReferenceEngine
-from algenta_graph.graph import create_governed_agent
+from algenta_graph.graph import aclose_governed_agent, create_governed_agent
 from algenta_graph.testing import ScriptedChatModel
 
 
@@ -53,6 +54,27 @@ async def log_decision(
     return str(tool_json(message)["decision_id"])
 
 
+async def copy_thread(saver: Any, source: str, target: str) -> None:
+    """Copy every checkpoint of ``source`` (and its pending writes) to ``target``, as the
+    LangGraph server's ``POST /threads/{id}/copy`` does."""
+    tuples = [t async for t in saver.alist(config(source))]
+    for saved in reversed(tuples):  # oldest first, each under its parent
+        parent = (
+            saved.parent_config["configurable"]["checkpoint_id"] if saved.parent_config else None
+        )
+        cfg = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
+        if parent:
+            cfg["configurable"]["checkpoint_id"] = parent
+        stored = await saver.aput(
+            cfg, saved.checkpoint, saved.metadata, saved.checkpoint["channel_versions"]
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for task_id, channel, value in saved.pending_writes or []:
+            by_task[task_id].append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(stored, writes, task_id)
+
+
 def tool_json(message: ToolMessage) -> dict[str, Any]:
     artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
     data = artifact.get("structured_content")
@@ -81,11 +103,17 @@ def tool_messages(values: Mapping[str, Any]) -> list[ToolMessage]:
     return [m for m in values["messages"] if isinstance(m, ToolMessage)]
 
 
+RELAXED_ENGINE: dict[str, Any] = {"operator_key_is_agent_key": True}
+"""How the tests connect to a reference engine without keys (a relaxed local engine): its one
+credential (none) is also the operator credential, said explicitly; without it an override is
+refused before it is sent (``OperatorCredentialMissing``)."""
+
+
 @contextlib.asynccontextmanager
 async def open_connection(
     engine: ReferenceEngine, profile: str = "execute"
 ) -> AsyncIterator[EngineConnection]:
-    async with EngineConnection(engine.url, profile=profile) as conn:
+    async with EngineConnection(engine.url, profile=profile, **RELAXED_ENGINE) as conn:
         yield conn
 
 
@@ -96,11 +124,17 @@ async def agent(
     replies: Sequence[Any],
     **options: Any,
 ) -> AsyncIterator[tuple[Any, ScriptedChatModel]]:
-    """A compiled governed graph over ``conn`` with a SQLite file checkpointer."""
+    """A compiled governed graph over ``conn`` with a SQLite file checkpointer, its ledger in
+    the same file (as every process on that file shares it)."""
     model = ScriptedChatModel(replies=list(replies))
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
-        graph = await create_governed_agent(model, connection=conn, checkpointer=saver, **options)
-        yield graph, model
+        graph = await create_governed_agent(
+            model, connection=conn, checkpointer=saver, ledger=str(db), **options
+        )
+        try:
+            yield graph, model
+        finally:
+            await aclose_governed_agent(graph)
 
 
 async def nodes_run(graph: Any, payload: Any, cfg: Any) -> list[str]:

@@ -12,7 +12,8 @@ Run as ``python held_call_worker.py '<job json>'``. The job::
 test's SIGKILL: ``claimed`` (the answer is claimed, the held call not yet run), ``started``
 (the write-ahead start marker is written, the call not yet sent), ``recorded`` (the call ran
 and its result is written ahead, the checkpoint not yet). A child that ends writes
-``{"done": true}``.
+``{"done": true}`` (after ``{"told": ...}`` when its approval repeats one a killed child claimed:
+that one is completed, and this one refused by name).
 """
 
 from __future__ import annotations
@@ -47,15 +48,16 @@ async def run(job: dict[str, Any]) -> None:
 
     import algenta_graph.nodes.applying as handler_module
     from algenta_graph.connection.engine import EngineConnection
+    from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.governance.tool_gates import ToolGates
-    from algenta_graph.graph import create_governed_agent
+    from algenta_graph.graph import aclose_governed_agent, create_governed_agent
     from algenta_graph.testing import ScriptedChatModel
 
     point, progress = job.get("kill_at"), job["progress"]
-    # the name apply_held calls run_held by (applying re-exports it): replaced there
-    original = handler_module.run_held
+    # the name apply_held calls run_once by (applying re-exports it): replaced there
+    original = handler_module.run_once
 
-    async def run_held(*args: Any, **kwargs: Any) -> Any:
+    async def run_once(*args: Any, **kwargs: Any) -> Any:
         if point == "claimed":
             _hold(progress, point)
         outcome = await original(*args, **kwargs)
@@ -63,7 +65,7 @@ async def run(job: dict[str, Any]) -> None:
             _hold(progress, point)
         return outcome
 
-    handler_module.run_held = run_held
+    handler_module.run_once = run_once
     if point == "started":
         send = EngineConnection.call_tool
 
@@ -86,25 +88,32 @@ async def run(job: dict[str, Any]) -> None:
             "headers": {"Authorization": f"Bearer {TOKEN}"},
         }
     }
-    conn = await aiosqlite.connect(job["db"], timeout=120)
-    await conn.execute("PRAGMA busy_timeout = 120000")
     async with (
+        aiosqlite.connect(job["db"], timeout=120) as conn,
         EngineConnection(job["engine_url"], profile="execute", extra_servers=servers) as engine,
     ):
+        await conn.execute("PRAGMA busy_timeout = 120000")
         saver = AsyncSqliteSaver(conn)
         graph = await create_governed_agent(
             ScriptedChatModel(replies=replies),
             connection=engine,
             checkpointer=saver,
+            ledger=job["db"],  # the processes that crash and complete share it
             tool_gates=ToolGates(require_approval=["crm.delete_customer"]),
         )
         cfg: RunnableConfig = {"configurable": {"thread_id": job["thread_id"]}}
-        if job["mode"] == "fresh":
-            await graph.ainvoke({"messages": [("user", "delete a1")]}, cfg)
-        else:
-            answer = {"decisions": [{"type": "approve"}], "operator": "ana"}
-            await graph.ainvoke(Command(resume=answer), cfg)
-    await conn.close()
+        try:
+            if job["mode"] == "fresh":
+                await graph.ainvoke({"messages": [("user", "delete a1")]}, cfg)
+            else:
+                answer = {"decisions": [{"type": "approve"}], "operator": "ana"}
+                await graph.ainvoke(Command(resume=answer), cfg)
+        except EscalationAlreadyDecided as exc:
+            # the same approval again after a kill: the one the killed child claimed is
+            # completed (the thread's records hold it), and this one is told so
+            _write(progress, {"told": str(exc)})
+        finally:
+            await aclose_governed_agent(graph)
     _write(progress, {"done": True})
 
 

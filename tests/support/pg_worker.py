@@ -70,6 +70,7 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
     from langchain_core.messages import HumanMessage
     from langgraph.types import Command
 
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.models import DemoChatModel
@@ -84,9 +85,11 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
     kwargs = {"durability": job["durability"]} if job.get("durability") else {}
     async with (
         open_checkpointer(job["db"], pool_size=int(job.get("pool_size", 10))) as saver,
-        governed_agent(
-            DemoChatModel(), base_url=job["engine_url"], profile="execute", checkpointer=saver
-        ) as graph,
+        # the reference engine has no keys: its one (absent) key is the operator credential too
+        EngineConnection(
+            job["engine_url"], profile="execute", operator_key_is_agent_key=True
+        ) as conn,
+        governed_agent(DemoChatModel(), connection=conn, checkpointer=saver) as graph,
     ):
         mark("ready")
 
@@ -131,7 +134,7 @@ async def run_worker(job: dict[str, Any], progress: IO[str]) -> int:
                 )
             except EscalationAlreadyDecided as exc:
                 # another worker's answer to this escalation took effect first: not a failure
-                mark("lost", thread=name, winner=exc.claim.operator, error=str(exc))
+                mark("lost", thread=name, winner=exc.claim.value.operator, error=str(exc))
             except Exception:
                 failures += 1
                 mark("error", thread=name, error=traceback.format_exc())

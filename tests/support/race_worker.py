@@ -21,12 +21,17 @@ from langgraph.types import Command
 
 
 async def main(url: str, db: str, schedule: list[dict[str, Any]]) -> None:
+    from algenta_graph.connection.engine import EngineConnection
     from algenta_graph.errors import EscalationAlreadyDecided
     from algenta_graph.graph import governed_agent
     from algenta_graph.testing import ScriptedChatModel
 
     model = ScriptedChatModel(replies=["answered"] * (2 * len(schedule)))
-    async with governed_agent(model, base_url=url, profile="execute", checkpointer=db) as graph:
+    # the reference engine has no keys: its one (absent) key is the operator credential too
+    async with (
+        EngineConnection(url, profile="execute", operator_key_is_agent_key=True) as conn,
+        governed_agent(model, connection=conn, checkpointer=db) as graph,
+    ):
         print(json.dumps({"ready": True}), flush=True)
         for entry in schedule:
             await asyncio.sleep(max(0.0, entry["at"] - time.time()))
@@ -35,7 +40,7 @@ async def main(url: str, db: str, schedule: list[dict[str, Any]]) -> None:
                 await graph.ainvoke(Command(resume=entry["answer"]), cfg)
                 line: dict[str, Any] = {"thread": entry["thread"], "ok": True}
             except EscalationAlreadyDecided as exc:
-                line = {"thread": entry["thread"], "already_decided_by": exc.claim.operator}
+                line = {"thread": entry["thread"], "already_decided_by": exc.claim.value.operator}
             except Exception as exc:  # reported to the test, which fails on it
                 line = {"thread": entry["thread"], "error": f"{type(exc).__name__}: {exc}"}
             print(json.dumps(line), flush=True)

@@ -147,6 +147,15 @@ def _stop_process_group(proc: subprocess.Popen[bytes]) -> None:
 # shared by the tests of the served graph: the token file, requests, answers
 
 
+OPERATOR_TOKENS: dict[str, tuple[str, list[str]]] = {
+    "tok-alice": ("alice", ["agent"]),
+    "tok-ana": ("ana", ["operator"]),
+    "tok-olga": ("olga", ["operator"]),
+    "tok-audrey": ("audrey", ["auditor"]),
+}
+"""An agent, two operators racing each other, an auditor: the auth file of the escalation tests."""
+
+
 def write_auth_file(path: Path, tokens: Mapping[str, tuple[str, list[str]]]) -> Path:
     path.write_text(
         json.dumps(
@@ -199,3 +208,18 @@ async def log_shaky_decision(client: Any, thread: str) -> str:
             if m.get("type") == "tool" and m.get("name") == "log_decision"
         )
     )
+
+
+async def escalate(client: Any, webhook_url: str) -> tuple[str, str, dict[str, Any]]:
+    """A new thread of the caller's waiting on the confidence gate: (thread, decision, the
+    interrupt's value)."""
+    thread = (await client.threads.create())["thread_id"]
+    decision = await log_shaky_decision(client, thread)
+    await client.runs.wait(
+        thread,
+        "governed_agent",
+        input=user_turn(f"execute_decision decision_id={decision} webhook_url={webhook_url}"),
+    )
+    state = await client.threads.get_state(thread)
+    assert state["next"] == ["denial_handler_confidence"], state["next"]
+    return thread, decision, interrupt_value(state)

@@ -391,6 +391,40 @@ def test_an_export_verifies_offline_and_shows_truncation(
         verify_jsonl(["{not json"])
 
 
+def test_an_export_whose_head_line_keeps_its_seq_with_a_forged_hash_is_named(
+    thread: dict[str, Any],
+) -> None:
+    out = io.StringIO()
+    head = export_jsonl({"t": thread}, out)["t"]
+    lines = out.getvalue().splitlines()
+    forged = json.dumps(
+        {"type": "head", "thread_id": "t", "seq": head.seq, "hash": "f" * 64, "count": 0}
+    )
+    report = verify_jsonl([*lines[:-1], forged])["t"]
+    assert not report.ok and report.broken is not None
+    assert f"head line (seq {head.seq}) is not its last intact link" in report.broken.reason
+    assert report.head == head  # the records themselves are intact
+
+
+def test_a_resealed_last_record_is_named_against_a_kept_head(thread: dict[str, Any]) -> None:
+    out = io.StringIO()
+    kept = export_jsonl({"t": thread}, out)
+    bad = copy.deepcopy(thread)
+    last = max(RECORD_FIELDS, key=lambda n: bad[n][-1]["seq"])
+    record = bad[last][-1]
+    record["decision_id"] = "dec_forged"
+    record["hash"] = link_hash(last, record)  # re-sealed: its own link holds (no key)
+    assert verify_chain(bad).ok  # alone, a valid chain
+    report = verify_chain(bad, expected=kept["t"])
+    assert not report.ok and report.broken is not None
+    assert report.broken.seq == record["seq"] and "rewritten" in report.broken.reason
+    # the same through an export of the re-sealed chain, checked against the kept head
+    forged = io.StringIO()
+    export_jsonl({"t": bad}, forged)
+    reports = verify_jsonl(forged.getvalue().splitlines(), expected=kept)
+    assert not reports["t"].ok and "rewritten" in str(reports["t"].broken)
+
+
 # ---------------------------------------------------------------------------------------------
 # a real graph, checkpointed, with an interrupt and a resume
 

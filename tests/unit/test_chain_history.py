@@ -8,12 +8,15 @@ them, built from records sealed by :func:`seal` and the state's own reducer.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from algenta_graph.audit.chain import ENV_AUDIT_KEY, seal
 from algenta_graph.audit.history import verify_history
+from algenta_graph.audit.step_writes import StepWrites
 from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
 from algenta_graph.state import append_records
 
@@ -94,3 +97,55 @@ def test_an_unchanged_channel_version_means_an_unchanged_list() -> None:
     assert not report.ok and report.broken is not None
     assert (report.broken.checkpoint, report.broken.index) == ("c001", 1)
     assert "was not written in between" in report.broken.reason
+
+
+def _written(history: list[StoredCheckpoint]) -> dict[str, StepWrites]:
+    """What each step of ``history`` wrote, as a store keeps it (by the checkpoint it ran from)."""
+    return {
+        parent.checkpoint_id: StepWrites(
+            {"receipts": list(child.values["receipts"][len(parent.values["receipts"]) :])}
+        )
+        for parent, child in pairwise(history)
+    }
+
+
+def _without(history: list[StoredCheckpoint], at: int) -> list[StoredCheckpoint]:
+    """``history`` with the receipt that checkpoint ``at`` added removed from it (only there)."""
+    cp = history[at]
+    kept = cp.values["receipts"][:-1]
+    return [*history[:at], replace(cp, values={"receipts": kept}), *history[at + 1 :]]
+
+
+def test_a_record_removed_where_it_first_appears_is_named_by_what_the_step_wrote() -> None:
+    history = _history(4)  # every step writes the list: the versions cannot tell
+    writes = _written(history)
+    assert verify_history(history, writes=writes).ok
+    tampered = _without(history, 1)
+    assert verify_history(tampered).ok  # the limit of the channel versions alone
+    report = verify_history(tampered, writes=writes)
+    assert not report.ok
+    named = {(p.checkpoint, p.seq, p.reason.split(" (")[0]) for p in report.problems}
+    assert named == {
+        ("c001", 2, "written by the step after checkpoint c000"),
+        ("c002", 2, "not in checkpoint c001"),
+    }, report.problems
+
+
+def test_a_branch_and_a_step_cut_short_are_no_false_alarm() -> None:
+    history = _history(3)
+    writes = _written(history)
+    # time travel: another child of c001 wrote another record (the store kept the first's)
+    other = _grow({"receipts": [dict(r) for r in history[1].values["receipts"]]}, 9)
+    branch = replace(history[2], checkpoint_id="c002b", values=other, versions={"receipts": 9})
+    assert verify_history([*history, branch], writes=writes).ok
+    # a step whose writes were saved, then a new turn (the list not written: its writes
+    # discarded): the new turn's checkpoint holds none of them
+    cut = replace(
+        history[2],
+        checkpoint_id="c003",
+        parent_id="c002",
+        values=history[2].values,
+        versions=history[2].versions,
+    )
+    saved = {**writes, "c002": StepWrites({"receipts": [{"decision_id": "lost"}]})}
+    assert verify_history([*history, cut], writes=saved).ok

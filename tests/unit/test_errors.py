@@ -17,7 +17,7 @@ from langgraph.store.memory import InMemoryStore
 import algenta_graph
 from algenta_graph import errors
 from algenta_graph.errors import AlgentaGraphError, DecidedClaim, EscalationAlreadyDecided
-from algenta_graph.governance.claims import Claim
+from algenta_graph.ledger import AnswerDecision, ClaimAnswer, Entry
 from algenta_graph.retrieval.usage import UsageSignal
 
 
@@ -62,19 +62,19 @@ def test_every_error_of_the_module_says_when_it_is_raised() -> None:
 
 
 def test_a_claim_is_what_the_error_reads_and_its_message_names_who_decided() -> None:
-    claim = Claim(
-        key="k",
-        answer={"operator": "ana", "thread_id": "t-1", "decisions": [{"action": "override"}]},
-        token="tok",
-        host="h",
-        pid=1,
-        at=0.0,
+    answer = ClaimAnswer(
+        operator="ana",
+        thread_id="t-1",
+        decided_at="2026-01-02T03:04:05+00:00",
+        decisions=[AnswerDecision(action="override", type="approve", verdict="approved")],
     )
-    decided: DecidedClaim = claim  # the governance core's record satisfies the protocol
+    claim = Entry(key="k", value=answer, token="tok", host="h", pid=1, at=0.0)
+    decided: DecidedClaim = claim  # the ledger's entry satisfies the protocol
     exc = EscalationAlreadyDecided(decided)
     assert exc.claim is claim
     assert str(exc).startswith(
-        "escalation already decided by ana (override in thread t-1, still being applied); "
+        "escalation already decided by ana (override in thread t-1 at "
+        "2026-01-02T03:04:05+00:00, still being applied); "
     )
 
 

@@ -1,5 +1,6 @@
-"""The operator inbox in process (Starlette's TestClient): the session cookie, CSRF, roles,
-the refusal to start without an auth file, escaping, and the answers a form builds.
+"""The operator inbox in process (Starlette's TestClient): the server-side session and its
+cookie, CSRF, roles, the refusal to start without an auth file, escaping, and the answers a form
+builds.
 
 What needs the served graph (the queue, answers, timelines) is tested in a real browser on
 ``langgraph dev`` (``tests/browser/test_inbox.py``); here the pages refuse before any API call.
@@ -7,21 +8,29 @@ What needs the served graph (the queue, answers, timelines) is tested in a real 
 
 from __future__ import annotations
 
+import base64
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from inbox_support import cookie_decodings
+from langgraph.store.memory import InMemoryStore
 from starlette.testclient import TestClient
 
 from algenta_graph.errors import InboxConfigError
 from algenta_graph.inbox import app as inbox
 from algenta_graph.inbox import rendering, startup
 from algenta_graph.inbox.escalation import EscalationView
+from algenta_graph.inbox.form_tokens import LoginForms
 from algenta_graph.inbox.resume import FormDecision, build_resume
-from algenta_graph.inbox.session import COOKIE, Session, SessionSigner
+from algenta_graph.inbox.session import (
+    COOKIE,
+    DEFAULT_IDLE_SECONDS,
+    NAMESPACE,
+    SessionStore,
+)
 from algenta_graph.inbox.waiting import QueueEntry
 from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
 
@@ -45,10 +54,47 @@ def auth_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+class Clock:
+    """The sessions' clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
-def client(auth_file: Path) -> Iterator[TestClient]:
-    with TestClient(inbox.create_app(SessionSigner("unit-secret")), base_url="http://t") as c:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store() -> InMemoryStore:
+    return InMemoryStore()
+
+
+@pytest.fixture
+def sessions(store: InMemoryStore, clock: Clock) -> SessionStore:
+    return SessionStore(store, clock=clock)
+
+
+def _app(sessions: SessionStore) -> Any:
+    return inbox.create_app(sessions, LoginForms("unit-secret"))
+
+
+@pytest.fixture
+def client(auth_file: Path, sessions: SessionStore) -> Iterator[TestClient]:
+    with TestClient(_app(sessions), base_url="http://t") as c:
         yield c
+
+
+def signed_in(client: TestClient) -> bool:
+    """Whether the client's session opens a page (the unit tier has no API behind it: a
+    signed-in page answers 502, a refused session a redirect to sign in)."""
+    page = client.get("/inbox/queue", follow_redirects=False)
+    assert page.status_code in (303, 502), page.text[:300]
+    return page.status_code == 502
 
 
 def login(client: TestClient, token: str) -> Any:
@@ -69,7 +115,7 @@ def test_without_an_auth_file_the_inbox_refuses_to_start_and_names_the_way_out(
     with pytest.raises(InboxConfigError) as refused:
         startup.check_startup()
     assert ENV_AUTH_FILE in str(refused.value) and startup.ENV_ALLOW_OPEN in str(refused.value)
-    app = inbox.create_app(SessionSigner("k"))
+    app = inbox.create_app(SessionStore(InMemoryStore()), LoginForms("k"))
     # the server may run open on purpose: it starts, the inbox does not serve
     with TestClient(app) as refused_client:
         for path in ("/inbox/login", "/inbox/queue", "/inbox/threads"):
@@ -136,22 +182,91 @@ def test_without_a_session_a_page_asks_to_sign_in_and_a_form_is_refused(
     assert posted.status_code == 401
 
 
-def test_a_forged_or_expired_session_cookie_is_no_session(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
+def test_the_session_cookie_is_an_opaque_id_and_the_store_holds_no_token_in_clear(
+    client: TestClient, store: InMemoryStore
 ) -> None:
-    signer = SessionSigner("unit-secret")
-    session = signer.new("tok-ana", "ana", ("operator",))
-    assert signer.loads(signer.dumps(session)) == session
-    assert signer.loads(signer.dumps(session) + "x") is None
-    assert SessionSigner("another-secret").loads(signer.dumps(session)) is None
-    # signed 9 hours ago: past the 8-hour default
-    real = time.time  # what itsdangerous.timed reads as time.time
-    monkeypatch.setattr("itsdangerous.timed.time.time", lambda: real() - 9 * 3600)
-    old = signer.dumps(session)
-    monkeypatch.setattr("itsdangerous.timed.time.time", real)
-    assert signer.loads(old) is None
-    client.cookies.set(COOKIE, old)
-    assert client.get("/inbox/queue", follow_redirects=False).status_code == 303
+    login(client, "tok-ana")
+    cookie = client.cookies[COOKIE]
+    assert all(b"tok-ana" not in decoded for decoded in cookie_decodings(cookie))
+    assert len(base64.urlsafe_b64decode(cookie + "=")) == 32  # 256 random bits, nothing else
+    [record] = store.search(NAMESPACE)
+    assert record.key != cookie and cookie not in json.dumps(record.value)
+    assert "tok-ana" not in json.dumps(record.value)  # sealed with a key from the cookie
+    assert record.value["identity"] == "ana" and signed_in(client)
+
+
+def test_signing_out_ends_the_session_on_the_server_so_a_replayed_cookie_is_refused(
+    client: TestClient, sessions: SessionStore, store: InMemoryStore
+) -> None:
+    login(client, "tok-ana")
+    cookie = client.cookies[COOKIE]
+    with TestClient(_app(sessions), base_url="http://t") as other:
+        other.cookies.set(COOKIE, cookie)
+        assert signed_in(other)  # the live session, from another client
+        page = client.get("/inbox/queue", follow_redirects=False)
+        csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
+        out = client.post("/inbox/logout", data={"csrf": csrf}, follow_redirects=False)
+        assert out.status_code == 303 and COOKIE not in client.cookies
+        assert store.search(NAMESPACE) == []
+        assert not signed_in(other)
+        posted = other.post("/inbox/escalations/t1/esc_1/answer", data={"csrf": csrf})
+        assert posted.status_code == 401
+
+
+def test_a_session_ends_at_its_absolute_age_whatever_the_activity(
+    client: TestClient, clock: Clock, store: InMemoryStore
+) -> None:
+    login(client, "tok-ana")
+    for _ in range(20):  # a page every 25 minutes: never idle
+        clock.now += 25 * 60
+        if clock.now >= 1_700_000_000.0 + 8 * 3600:
+            break
+        assert signed_in(client)
+    assert not signed_in(client)  # 8 hours after sign-in
+    assert store.search(NAMESPACE) == []
+
+
+def test_a_session_ends_when_idle_and_the_queues_own_refresh_is_not_activity(
+    client: TestClient, clock: Clock, store: InMemoryStore
+) -> None:
+    login(client, "tok-ana")
+    clock.now += DEFAULT_IDLE_SECONDS - 60
+    assert signed_in(client)  # a page: the idle clock restarts
+    for _ in range(3):  # the queue refreshing itself, with nobody at the page
+        clock.now += (DEFAULT_IDLE_SECONDS - 1) / 3
+        assert client.get("/inbox/queue/rows", follow_redirects=False).status_code != 303
+    clock.now += 1  # 30 minutes after the last page opened
+    assert client.get("/inbox/queue/rows", follow_redirects=False).status_code == 303
+    assert store.search(NAMESPACE) == []
+
+
+def test_a_cookie_that_names_no_session_is_no_session(client: TestClient) -> None:
+    for cookie in ("", "x", "A" * 43, "A" * 5000):
+        client.cookies.set(COOKIE, cookie)
+        assert not signed_in(client), cookie
+
+
+def test_signing_in_again_ends_the_earlier_session_and_sweeps_ended_ones(
+    client: TestClient, clock: Clock, store: InMemoryStore
+) -> None:
+    login(client, "tok-ana")
+    first = client.cookies[COOKIE]
+    with TestClient(client.app, base_url="http://t") as forgotten:
+        login(forgotten, "tok-cleo")  # never signed out
+    clock.now += DEFAULT_IDLE_SECONDS + 1
+    login(client, "tok-ana")
+    assert client.cookies[COOKIE] != first
+    # the earlier session of this browser ended, cleo's idle one swept: only the new one left
+    assert [r.value["identity"] for r in store.search(NAMESPACE)] == ["ana"]
+    client.cookies.set(COOKIE, first)
+    assert not signed_in(client)
+
+
+def test_without_a_store_signing_in_is_refused_with_what_to_do(auth_file: Path) -> None:
+    with TestClient(inbox.create_app(login_forms=LoginForms("k")), base_url="http://t") as c:
+        response = login(c, "tok-ana")
+    assert response.status_code == 503 and "LangGraph server's store" in response.text
+    assert COOKIE not in response.cookies
 
 
 def test_a_form_with_a_forged_csrf_token_is_refused_before_anything_is_read_or_sent(
@@ -293,13 +408,6 @@ def test_an_edit_sends_only_what_may_change() -> None:
     }
 
 
-def test_a_session_is_what_was_signed() -> None:
-    signer = SessionSigner("k", max_age=60)
-    made = signer.new("tok", "ana", ("operator",))
-    assert isinstance(made, Session) and made.csrf and signer.max_age == 60
-    assert signer.new("tok", "ana", ("operator",)).csrf != made.csrf
-
-
 def test_respond_gives_the_model_the_reason_as_its_text() -> None:
     answer = build_resume(_view(), [FormDecision("respond", "Ask finance first.")])
     assert answer["decisions"] == [
@@ -322,7 +430,25 @@ def test_each_page_reads_the_tokens_file_again_a_changed_role_or_a_revoked_token
     rewrite({**TOKENS, "tok-cleo": ("cleo", ["agent"])})  # no longer an operator
     page = client.get("/inbox/queue")
     assert page.status_code == 403 and "roles: agent" in page.text
+    cookie = client.cookies[COOKIE]
     rewrite({t: who for t, who in TOKENS.items() if t != "tok-cleo"})  # revoked
     page = client.get("/inbox/queue")
     assert page.status_code == 401 and "no longer accepts your token" in page.text
     assert COOKIE not in client.cookies
+    rewrite(TOKENS)  # the token is back: its session is not
+    client.cookies.set(COOKIE, cookie)
+    assert not signed_in(client)
+
+
+def test_a_token_that_now_names_someone_else_ends_the_session(
+    client: TestClient, auth_file: Path
+) -> None:
+    login(client, "tok-cleo")
+    table = {
+        token_digest(t): {"identity": "mallory" if t == "tok-cleo" else who, "roles": roles}
+        for t, (who, roles) in TOKENS.items()
+    }
+    auth_file.write_text(json.dumps({"tokens": table}))
+    page = client.get("/inbox/queue")
+    assert page.status_code == 401 and "now names &#39;mallory&#39;" in page.text
+    assert not signed_in(client)

@@ -35,15 +35,18 @@ from pydantic import ValidationError
 
 from algenta_graph.connection.outcomes import ExecutionDenial, ExecutionFailure, ExecutionReceipt
 from algenta_graph.errors import AlgentaGraphError, EscalationAlreadyDecided
-from algenta_graph.governance.claims import (
-    Claim,
-    claims_for,
-    escalation_key,
-    new_claim,
-    release,
-)
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.gates import ENGINE_GATE_NAMES, GATE_NAMES
+from algenta_graph.graph.resumes import check_resumes
+from algenta_graph.ledger import (
+    AnswerDecision,
+    ClaimAnswer,
+    Entry,
+    MemoryLedger,
+    escalation_key,
+    new_entry,
+    release,
+)
 from algenta_graph.nodes.denial_handler import (
     MODEL_NODE,
     DenialHandler,
@@ -87,16 +90,20 @@ def denied_state(*denials: dict[str, Any]) -> dict[str, Any]:
 
 
 class Harness:
-    """The three handler nodes and a model node, compiled with a checkpointer."""
+    """The handler nodes and a model node, compiled with a checkpointer and a ledger of their
+    own, every resume checked as the factory's graph checks it (``graph/resumes.py``)."""
 
     def __init__(self, entry: str, authorize: Any = None) -> None:
         self.tools, self.conn, _ = make_node()
         self.visited: list[str] = []
+        self.ledger = MemoryLedger()
         builder: Any = StateGraph(GovernedState)
         for gate in GATE_NAMES:
             builder.add_node(
                 handler_node_name(gate),
-                DenialHandler(gate, self.tools.executor, authorize_operator=authorize),
+                DenialHandler(
+                    gate, self.tools.executor, authorize_operator=authorize, ledger=self.ledger
+                ),
             )
 
         def model(state: Any) -> dict[str, Any]:
@@ -107,7 +114,7 @@ class Harness:
         builder.add_edge(START, handler_node_name(entry))
         builder.add_edge(MODEL_NODE, END)
         self.saver = InMemorySaver()
-        self.graph = builder.compile(checkpointer=self.saver)
+        self.graph = check_resumes(builder.compile(checkpointer=self.saver))
         self.config: Any = {"configurable": {"thread_id": "t1"}}
 
     def start(self, state: dict[str, Any], **configurable: Any) -> Any:
@@ -536,35 +543,47 @@ def test_authorize_operator_may_refuse_anyone() -> None:
     assert seen[-1] == ("bo", "risk_floor")
 
 
+def answer_of(operator: str, *reasons: str, thread_id: str | None = None) -> ClaimAnswer:
+    """A claim's answer declining each call, with these reasons."""
+    return ClaimAnswer(
+        operator=operator,
+        thread_id=thread_id,
+        decisions=[
+            AnswerDecision(action="decline", type="reject", verdict="declined", reason=r)
+            for r in reasons
+        ],
+    )
+
+
 def claimed_first_by(
-    h: Harness, answer: dict[str, Any], finished: bool = False, pid: int | None = None
+    h: Harness, answer: ClaimAnswer, finished: bool = False, pid: int | None = None
 ) -> list[Any]:
     """Make another operator's claim (on the same key) win the race against the next resume;
     ``pid``: the claimant's process (default this one, alive)."""
-    store = claims_for(h.saver)
-    original = store.claim
+    store = h.ledger
+    original = store.insert
     winner: list[Any] = []
 
-    async def claim(mine: Any) -> Any:
+    async def insert(mine: Any) -> Any:
         if not winner:
-            other = dataclasses.replace(new_claim(mine.key, answer), pid=pid or os.getpid())
+            other = dataclasses.replace(new_entry(mine.key, answer), pid=pid or os.getpid())
             winner.append(other)
             await original(other)
             if finished:
                 await store.finish(other)
         return await original(mine)
 
-    store.claim = claim  # type: ignore[method-assign]
+    store.insert = insert  # type: ignore[method-assign]
     return winner
 
 
 def test_a_second_answer_to_a_claimed_escalation_is_refused_naming_the_winner() -> None:
     h = Harness("confidence")
     h.start(denied_state(denial("confidence", policy="escalate")))
-    winner = claimed_first_by(h, {"operator": "bo", "decisions": []})
+    winner = claimed_first_by(h, answer_of("bo"))
     with pytest.raises(EscalationAlreadyDecided) as caught:
         h.resume(OVERRIDE)
-    assert isinstance(caught.value.claim, Claim)  # the DecidedClaim protocol's one class
+    assert isinstance(caught.value.claim, Entry)  # the DecidedClaim protocol's ledger entry
     assert caught.value.claim.token == winner[0].token
     assert "already decided by bo" in str(caught.value)
     assert h.conn.operator_calls == []
@@ -573,32 +592,27 @@ def test_a_second_answer_to_a_claimed_escalation_is_refused_naming_the_winner() 
 def test_a_finished_claim_is_completed_again_in_the_winners_name() -> None:
     h = Harness("confidence")
     h.start(denied_state(denial("confidence", policy="escalate")))
-    claimed_first_by(
-        h,
-        {"operator": "bo", "decisions": [{"action": "decline", "reason": "bo said no"}]},
-        finished=True,
-    )
-    out = h.resume(OVERRIDE)  # ana's answer comes too late: bo's is (re)applied
+    claimed_first_by(h, answer_of("bo", "bo said no"), finished=True)
+    # ana's answer comes too late: bo's is (re)applied, and ana is told
+    with pytest.raises(EscalationAlreadyDecided, match="already decided by bo") as caught:
+        h.resume(OVERRIDE)
+    assert caught.value.claim.done
+    out = h.graph.get_state(h.config).values
     assert [(d["operator"], d["action"]) for d in out["operator_decisions"]] == [("bo", "decline")]
     assert h.conn.operator_calls == []
 
 
-def _claimed_before(h: Harness, answer: dict[str, Any], **fields: Any) -> Any:
+def _claimed_before(h: Harness, answer: ClaimAnswer, **fields: Any) -> Any:
     """An earlier claim of the started thread's pending escalation (as a copy's original, a
     cancelled run or another process leaves it)."""
     pending = [d for d in h.graph.get_state(h.config).values["denials"]]
     key = escalation_key(escalation_id_of(d) for d in pending)
-    store = claims_for(h.saver)
-    claim = dataclasses.replace(new_claim(key, answer), **fields)
-    asyncio.run(store.claim(claim))
+    claim = dataclasses.replace(new_entry(key, answer), **fields)
+    asyncio.run(h.ledger.insert(claim))
     return claim
 
 
-BOS_DECLINE = {
-    "operator": "bo",
-    "decisions": [{"action": "decline", "reason": "bo said no"}],
-    "thread_id": "t0",
-}
+BOS_DECLINE = answer_of("bo", "bo said no", thread_id="t0")
 
 
 def test_an_escalation_decided_elsewhere_is_completed_without_asking_again() -> None:
@@ -622,7 +636,7 @@ def test_an_escalation_decided_elsewhere_is_completed_without_asking_again() -> 
     (told,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert "(answered in thread t0)" in str(told.content)
     assert h.conn.operator_calls == [] and h.visited == [MODEL_NODE]
-    assert asyncio.run(claims_for(h.saver).get(claim.key)) == claim  # untouched
+    assert asyncio.run(h.ledger.get(claim.key, ClaimAnswer)) == claim  # untouched
 
 
 def test_an_escalation_being_applied_by_a_live_claimant_is_refused_without_asking() -> None:
@@ -635,7 +649,7 @@ def test_an_escalation_being_applied_by_a_live_claimant_is_refused_without_askin
                 h.nodes(None)  # e.g. a new message reaching the handler again
         finally:
             alive.kill()
-    assert isinstance(caught.value.claim, Claim)  # the DecidedClaim protocol's one class
+    assert isinstance(caught.value.claim, Entry)  # the DecidedClaim protocol's ledger entry
     assert caught.value.claim.token == claim.token
     assert "bo (decline in thread t0, still being applied)" in str(caught.value)
     assert h.conn.operator_calls == [] and h.visited == []
@@ -649,11 +663,13 @@ def test_a_claim_let_go_by_a_cancelled_run_of_this_process_is_taken_over() -> No
     h.start(denied_state(denial("confidence", policy="escalate")))
     claim = _claimed_before(h, BOS_DECLINE)
     release(claim)
-    out = h.resume(OVERRIDE)
+    with pytest.raises(EscalationAlreadyDecided, match="already decided by bo"):
+        h.resume(OVERRIDE)  # ana is told: bo's answer is the one completed
+    out = h.graph.get_state(h.config).values
     assert [(d["operator"], d["action"]) for d in out["operator_decisions"]] == [("bo", "decline")]
-    final = asyncio.run(claims_for(h.saver).get(claim.key))
+    final = asyncio.run(h.ledger.get(claim.key, ClaimAnswer))
     assert final is not None and final.done and final.token != claim.token
-    assert final.answer == BOS_DECLINE
+    assert final.value == BOS_DECLINE
 
 
 def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
@@ -666,7 +682,7 @@ def test_a_cancelled_answer_lets_its_claim_go_unfinished() -> None:
     h.tools.executor.find = cancelled  # type: ignore[method-assign]
     with pytest.raises((asyncio.CancelledError, NodeCancelledError)):
         h.resume(OVERRIDE)
-    (claim,) = claims_for(h.saver)._claims.values()
+    (claim,) = h.ledger._entries.values()
     assert claim.done is False and claim.abandoned()  # let go: the next run takes it over
 
 
@@ -690,7 +706,7 @@ async def test_a_claim_is_kept_alive_while_its_answer_is_applied(
         naps.append(seconds)
 
     monkeypatch.setattr("algenta_graph.nodes.claiming.asyncio.sleep", nap)
-    mine = new_claim("k", {})
+    mine = new_entry("k", answer_of("ana"))
     with pytest.raises(asyncio.CancelledError):
         await module._keep_alive(Store(), mine)  # type: ignore[arg-type]
     assert refreshed == [mine] * 3 and naps == [5.0] * 3
@@ -758,6 +774,7 @@ def test_pending_escalations_and_the_request() -> None:
             "args": {"decision_id": "d1", "webhook_url": HOOK, "override_safety": True},
             "allowed_decisions": ["approve", "edit", "reject", "respond"],
             "policy_snapshot_id": "pol_1",
+            "rules": None,  # no graph rules bound (a handler made without the graph's)
             "digest": item["digest"],
             "interrupt_id": "i1",
             "asked_at": "2030-01-01T00:00:00+00:00",
@@ -843,11 +860,10 @@ def test_the_claim_key_is_the_escalations_own_identity_never_the_thread() -> Non
     )
     h.start(state)
     h.resume(DECLINE)
-    store: Any = claims_for(h.saver)
-    (key,) = store._claims
+    (key,) = h.ledger._entries
     assert key == "escalations:esc_a,esc_b"
-    (claim,) = store._claims.values()
-    assert claim.done is True and claim.operator == "ana" and claim.thread_id == "t1"
+    (claim,) = h.ledger._entries.values()
+    assert claim.done is True and claim.value.operator == "ana" and claim.value.thread_id == "t1"
 
 
 def test_an_abandoned_claim_is_completed_in_its_claimants_name() -> None:
@@ -855,16 +871,18 @@ def test_an_abandoned_claim_is_completed_in_its_claimants_name() -> None:
     h.start(denied_state(denial("confidence", policy="escalate")))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    bos = {"operator": "bo", "decisions": [{"action": "decline", "reason": "bo's no"}]}
+    bos = answer_of("bo", "bo's no")
     winner = claimed_first_by(h, bos, pid=dead.pid)
-    out = h.resume(OVERRIDE)  # ana resumes; bo's unfinished answer is the one completed
+    with pytest.raises(EscalationAlreadyDecided, match="already decided by bo"):
+        h.resume(OVERRIDE)  # ana resumes; bo's unfinished answer is the one completed
+    out = h.graph.get_state(h.config).values
     (gone,) = winner
     assert [(d["operator"], d["action"], d["reason"]) for d in out["operator_decisions"]] == [
         ("bo", "decline", "bo's no")
     ]
     assert h.conn.operator_calls == []
-    final = claims_for(h.saver)._claims[gone.key]
-    assert final.done is True and final.answer == bos
+    final = h.ledger._entries[gone.key]
+    assert final.done is True and final.value == bos
     assert (final.key, final.host, final.pid) == (gone.key, socket.gethostname(), os.getpid())
     assert final.token != gone.token
 

@@ -19,7 +19,9 @@ from algenta_graph.governance.escalations import (
     is_overdue,
     parse_time,
 )
+from algenta_graph.governance.notice_signing import new_secret
 
+SECRET = new_secret()
 SHOWN: dict[str, Any] = {
     "thread_id": "t1",
     "tool_call_id": "c1",
@@ -32,6 +34,8 @@ SHOWN: dict[str, Any] = {
     "tool": "crm.delete_customer",
     "args_digest": "sha256:" + "0" * 64,
     "rule": "require_approval:crm.*",
+    # the graph's rules in force for the tool, with the gate's policy
+    "rules": {"tool": "crm.delete_customer", "policy": "escalate", "require_approval": ["crm.*"]},
 }
 
 
@@ -68,14 +72,16 @@ def test_allowed_decisions_are_per_gate_without_duplicates() -> None:
         ({"expires_after": {"novel": 5}}, "expires_after.novel"),
         ({"interrupt_mode": "each"}, "interrupt_mode"),
         ({"require_reasons": True}, "Extra inputs are not permitted"),
-        ({"notify_url": {"url": "not a url", "secret": "s"}}, "notify_url.url"),
-        ({"notify_url": {"url": "https://x", "secret": "s", "attempts": 0}}, "attempts"),
-        ({"notify_url": {"url": "https://x", "secret": "s", "timeout_seconds": 0}}, "timeout"),
+        ({"notify_url": {"url": "not a url", "secret": SECRET}}, "notify_url.url"),
+        ({"notify_url": {"url": "https://x", "secret": SECRET, "attempts": 0}}, "attempts"),
+        ({"notify_url": {"url": "https://x", "secret": SECRET, "timeout_seconds": 0}}, "timeout"),
+        ({"notify_url": {"url": "https://x", "secret": "s3cret"}}, "(?s)notify_url.secret.*whsec_"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(options: dict[str, Any], needle: str) -> None:
-    with pytest.raises(ValidationError, match=needle):
+    with pytest.raises(ValidationError, match=needle) as refused:
         EscalationSettings(**options)
+    assert "s3cret" not in str(refused.value)  # a secret refused is never shown
 
 
 def test_the_settings_are_plain_data_but_the_hook_and_the_secret() -> None:
@@ -87,7 +93,7 @@ def test_the_settings_are_plain_data_but_the_hook_and_the_secret() -> None:
         {
             "expires_after": {"confidence": "PT2H"},
             "notify_url": WebhookNotify.model_validate(
-                {"url": "https://ops.example/h", "secret": "s3cret"}
+                {"url": "https://ops.example/h", "secret": SECRET}
             ),
             "hook": hook,
         }
@@ -96,7 +102,7 @@ def test_the_settings_are_plain_data_but_the_hook_and_the_secret() -> None:
     assert "hook" not in dumped
     assert dumped["expires_after"] == {"confidence": "PT2H"}
     assert dumped["notify_url"]["secret"] == "**********"  # never shown
-    assert "s3cret" not in repr(settings)
+    assert SECRET not in repr(settings)
     assert "hook" not in EscalationSettings.model_json_schema()["properties"]
     assert settings.notify_url is not None
     assert (settings.notify_url.timeout_seconds, settings.notify_url.attempts) == (5.0, 3)

@@ -246,7 +246,8 @@ def test_a_held_call_runs_once_on_approval_and_every_step_is_a_chained_record() 
     assert decision["escalation_id"] == held["escalation_id"]
     assert decision["original_args"] is None and decision["edited_args"] is None
     [ran] = out["tool_calls"]
-    assert set(ran) - CHAIN - {"time"} == CALL_FIELDS
+    assert set(ran) - CHAIN - {"time"} == CALL_FIELDS | {"result"}
+    assert ran["result"] == "executed"
     assert (ran["tool"], ran["server"], ran["catalog_name"], ran["tool_call_id"]) == (
         "delete_customer",
         "crm",
@@ -593,6 +594,17 @@ def test_what_the_operator_is_shown_is_what_the_digest_binds() -> None:
             "message": held["message"],
             "escalation_id": held["escalation_id"],
         },
+        # the graph's rules in force for the tool, with the gate's policy
+        "rules": {
+            "tool": "shadow.delete_customer",
+            "policy": "escalate",
+            "require_approval": ["shadow.*"],
+            "allow": [],
+            "destructive": False,
+            "unlisted": "allow",
+            "budgets": [],
+            "argument_rules": [],
+        },
     }
     asked_at = held["raised_at"]
     expires_at = (datetime.fromisoformat(asked_at) + timedelta(minutes=5)).isoformat()
@@ -610,6 +622,7 @@ def test_what_the_operator_is_shown_is_what_the_digest_binds() -> None:
         "args": {"account_id": "a1"},
         "allowed_decisions": ["approve", "reject"],
         "policy_snapshot_id": None,
+        "rules": shown["rules"],
         "digest": escalation_digest(shown),
         "interrupt_id": interrupt.id,
         "asked_at": asked_at,
@@ -617,6 +630,7 @@ def test_what_the_operator_is_shown_is_what_the_digest_binds() -> None:
         "action_name": "shadow_delete_customer",
         "tool": "shadow.delete_customer",
         "args_digest": held["args_digest"],
+        "rule": "require_approval:shadow.*",
     }
     assert held["message"] == (
         "calls of shadow.delete_customer need an operator's approval (require_approval 'shadow.*')"

@@ -88,6 +88,7 @@ class Harness:
         self.visited: list[str] = []
         self.metadata = Metadata()
         handler.setdefault("thread_metadata", self.metadata)
+        handler.setdefault("ledger", self.tools.ledger)  # the stubs' ids repeat: one per test
         builder: Any = StateGraph(GovernedState)
         self.handlers = {g: DenialHandler(g, self.tools.executor, **handler) for g in GATE_NAMES}
         for gate, node in self.handlers.items():

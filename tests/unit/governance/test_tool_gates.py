@@ -1,30 +1,30 @@
-"""The graph-side gates' rules and their pure check (``governance/tool_gates.py``), and the
-at-most-once run of an approved held call (``nodes/held_calls.py``) on the in-process store."""
+"""The graph-side gates' rules and their pure check (``governance/tool_gates.py``). The
+at-most-once run of a governed call: ``test_write_ahead.py``."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
-from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
-from algenta_graph.governance.claims import ClaimStore, new_claim
+from algenta_graph.errors import ToolGatesError
 from algenta_graph.governance.tool_gates import (
     ALL_TOOLS,
     ArgumentRule,
     Budget,
     CallCounts,
+    CatalogTool,
+    GateCatalog,
+    ServerRules,
     ToolGates,
     ToolRef,
     args_digest,
+    check_server_name,
     count_calls,
     matches,
     parse_tool_gates,
 )
-from algenta_graph.nodes.held_calls import result_key, run_held, start_key
 
 CRM_DELETE = ToolRef("crm", "delete_customer")
 SHADOW_DELETE = ToolRef("shadow", "delete_customer")
@@ -241,7 +241,7 @@ def test_the_first_violation_by_argument_path_is_named() -> None:
         schema={
             "properties": {
                 "b": {"type": "integer"},
-                "a": {"type": "object", "properties": {"x": {"maximum": 1}}},
+                "a": {"type": "object", "properties": {"x": {"type": "number", "maximum": 1}}},
             }
         },
     )
@@ -432,184 +432,6 @@ def test_counts_are_kept_per_budget() -> None:
     assert rules.budgets_for(CRM_DELETE) == [rules.gates.budgets[0]]
 
 
-# ------------------------------------------------------------------ running a held call once
-
-
-class _Conn:
-    """An engine connection that answers one tool, and counts what it was sent."""
-
-    def __init__(self, answer: Any = None, error: Exception | None = None) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-        self.answer = answer
-        self.error = error
-
-    async def call_tool(self, name: str, args: dict[str, Any], *, tool_call_id: str) -> Any:
-        self.sent.append((name, args))
-        if self.error is not None:
-            raise self.error
-        return self.answer or ToolMessage(content='{"deleted": "a1"}', tool_call_id=tool_call_id)
-
-
-DENIAL = {"escalation_id": "esc_1", "catalog_name": "delete_customer", "tool": "delete_customer"}
-
-
-def _run(conn: _Conn, store: ClaimStore, args: Any = None) -> Any:
-    return asyncio.run(
-        run_held(conn, store, DENIAL, args or {"account_id": "a1"}, operator="ana")  # type: ignore[arg-type]
-    )
-
-
-def test_an_approved_call_runs_once_and_a_second_completion_reuses_its_result() -> None:
-    conn, store = _Conn(), ClaimStore()
-    first = _run(conn, store)
-    again = _run(conn, store)
-    assert conn.sent == [("delete_customer", {"account_id": "a1"})]
-    assert (first.result, first.status, first.content) == (
-        "executed",
-        "success",
-        '{"deleted": "a1"}',
-    )
-    assert again == first
-
-
-def test_a_start_without_a_result_is_unknown_and_never_run_again() -> None:
-    conn, store = _Conn(), ClaimStore()
-    asyncio.run(store.claim(new_claim(start_key("esc_1"), {"started_at": "T0"})))
-    outcome = _run(conn, store)
-    assert conn.sent == []
-    assert (outcome.result, outcome.status, outcome.started_at) == ("unknown", "error", "T0")
-    assert outcome.content == (
-        "the approved call of delete_customer was started at T0 by an earlier attempt that "
-        "stopped before its result was recorded; it may have run, so it was NOT run again: an "
-        "operator must check the tool's own records"
-    )
-
-
-def test_the_start_marker_names_who_and_what_and_every_outcome_when_it_started() -> None:
-    conn, store = _Conn(), ClaimStore()
-    outcome = _run(conn, store)
-    marker = asyncio.run(store.get(start_key("esc_1")))
-    assert marker is not None
-    assert marker.answer["operator"] == "ana" and marker.answer["tool"] == "delete_customer"
-    assert outcome.started_at == marker.answer["started_at"]
-    recorded = asyncio.run(store.get(result_key("esc_1")))
-    assert recorded is not None and recorded.answer == {
-        "result": "executed",
-        "content": '{"deleted": "a1"}',
-        "status": "success",
-        "started_at": marker.answer["started_at"],
-        "refused": False,
-    }
-
-
-def test_a_held_call_is_called_by_its_catalog_name_else_its_tool() -> None:
-    conn = _Conn()
-    renamed = {"escalation_id": "e3", "catalog_name": "crm_refund", "tool": "refund"}
-    asyncio.run(run_held(conn, ClaimStore(), renamed, {}, operator="a"))  # type: ignore[arg-type]
-    assert conn.sent == [("crm_refund", {})]
-
-
-def test_a_start_marker_without_a_time_says_so() -> None:
-    store = ClaimStore()
-    asyncio.run(store.claim(new_claim(start_key("esc_1"), {})))
-    outcome = _run(_Conn(), store)
-    assert "was started at ? by an earlier attempt" in outcome.content
-
-
-def test_a_held_call_without_a_catalog_name_is_called_by_its_tool() -> None:
-    conn = _Conn()
-    asyncio.run(
-        run_held(conn, ClaimStore(), {"escalation_id": "e2", "tool": "refund"}, {}, operator="a")  # type: ignore[arg-type]
-    )
-    assert conn.sent == [("refund", {})]
-
-
-def test_non_text_content_is_kept_as_json() -> None:
-    blocks = ToolMessage(content=[{"type": "image", "url": "u"}], tool_call_id="x")
-    outcome = _run(_Conn(answer=blocks), ClaimStore())
-    assert outcome.content == '[{"type": "image", "url": "u"}]'
-
-
-def test_a_recorded_failure_reads_back_as_failed() -> None:
-    store = ClaimStore()
-    recorded = {"result": "failed", "content": "nope", "status": "error", "started_at": "T1"}
-    asyncio.run(store.claim(new_claim(result_key("esc_1"), recorded)))
-    outcome = _run(_Conn(), store)
-    assert (outcome.result, outcome.content, outcome.status, outcome.started_at) == (
-        "failed",
-        "nope",
-        "error",
-        "T1",
-    )
-    asyncio.run(store.claim(new_claim(result_key("esc_9"), {"result": "unknown"})))
-    bare = asyncio.run(
-        run_held(_Conn(), store, {"escalation_id": "esc_9"}, {}, operator="a")  # type: ignore[arg-type]
-    )
-    assert (bare.result, bare.content, bare.status, bare.started_at) == (
-        "unknown",
-        "",
-        "error",
-        None,
-    )
-
-
-def test_a_tool_error_is_failed_a_lost_answer_unknown_a_refusal_failed() -> None:
-    error = ToolMessage(content="nope", tool_call_id="x", status="error")
-    failed = _run(_Conn(answer=error), ClaimStore())
-    assert (failed.result, failed.status, failed.content) == ("failed", "error", "nope")
-    assert failed.started_at is not None
-    lost = _run(_Conn(error=AlgentaGraphError("connection reset")), ClaimStore())
-    assert (lost.result, lost.status) == ("unknown", "error") and lost.started_at is not None
-    assert lost.content == "the call may have run, its answer was lost: connection reset"
-    refused = _run(_Conn(error=ToolNotInProfileError("delete_customer", "execute")), ClaimStore())
-    assert (refused.result, refused.status) == ("failed", "error")
-    assert refused.content.startswith("Error: ") and refused.started_at is not None
-
-
-def test_the_recorded_result_is_read_back_and_a_damaged_one_reads_unknown() -> None:
-    store = ClaimStore()
-    asyncio.run(store.claim(new_claim(result_key("esc_1"), {"result": "bogus", "status": "?"})))
-    conn = _Conn()
-    outcome = _run(conn, store)
-    assert conn.sent == [] and (outcome.result, outcome.status) == ("unknown", "error")
-
-
-def _refused(conn: _Conn, store: ClaimStore) -> Any:
-    return asyncio.run(
-        run_held(conn, store, DENIAL, {"account_id": "a1"}, operator="ana", refused="spent")  # type: ignore[arg-type]
-    )
-
-
-def test_a_call_refused_at_approval_is_not_run_and_the_refusal_is_decided_once() -> None:
-    conn, store = _Conn(), ClaimStore()
-    outcome = _refused(conn, store)
-    assert conn.sent == []
-    assert (outcome.result, outcome.status, outcome.content, outcome.refused) == (
-        "failed",
-        "error",
-        "spent",
-        True,
-    )
-    assert asyncio.run(store.get(start_key("esc_1"))) is None  # nothing was started
-    recorded = asyncio.run(store.get(result_key("esc_1")))
-    assert recorded is not None and recorded.answer["refused"] is True
-    # completed again (a copy of the thread, a resume after a crash): the same refusal, read
-    # back, even if the budget no longer blocks it
-    again = _run(conn, store)
-    assert conn.sent == [] and again == outcome
-
-
-def test_a_refusal_never_hides_a_call_that_ran_or_may_have() -> None:
-    ran_store, conn = ClaimStore(), _Conn()
-    ran = _run(conn, ran_store)
-    assert _refused(conn, ran_store) == ran and not ran.refused
-    started = ClaimStore()
-    asyncio.run(started.claim(new_claim(start_key("esc_1"), {"started_at": "T0"})))
-    unknown = _refused(conn, started)
-    assert (unknown.result, unknown.refused) == ("unknown", False)
-    assert conn.sent == [("delete_customer", {"account_id": "a1"})]
-
-
 def test_check_budgets_is_the_budget_part_of_check_alone() -> None:
     gates = ToolGates(
         require_approval=["crm.delete_customer"], budgets=[Budget(tool="crm.*", thread_limit=2)]
@@ -620,3 +442,320 @@ def test_check_budgets_is_the_budget_part_of_check_alone() -> None:
     assert spent is not None and spent.gate == "budget"
     assert spent == gates.check(tool, {}, CallCounts(thread={"crm.*": 2}))
     assert gates.check_budgets(ToolRef("other", "delete_customer"), CallCounts()) is None
+
+
+# ------------------------------------------------------------------ rules check what runs
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad", "good"),
+    [
+        ("email", "not an email; rm -rf /", "ana@example.com"),
+        ("uri", "::not a uri::", "https://crm.example/hooks/1"),
+        ("date-time", "yesterday", "2030-01-01T00:00:00Z"),
+    ],
+)
+def test_a_format_is_checked_not_only_annotated(fmt: str, bad: str, good: str) -> None:
+    rule = ArgumentRule(
+        name="fmt", tool="crm.*", schema={"properties": {"to": {"type": "string", "format": fmt}}}
+    )
+    rules = ToolGates(argument_rules=[rule]).compile()
+    broken = rules.check(REFUND, {"to": bad}, CallCounts())
+    assert broken is not None and broken.rule == "fmt" and f"is not a '{fmt}'" in broken.message
+    assert rules.check(REFUND, {"to": good}, CallCounts()) is None
+
+
+def test_a_constraint_a_differently_typed_value_would_slip_past_is_refused_naming_type() -> None:
+    """The module docstring's old example: ``maximum`` without ``type`` passes ``"5000"``, which a
+    FastMCP server converts to 5000.0 and runs."""
+    with pytest.raises(ValidationError, match='properties/amount: add "type" next to maximum'):
+        ArgumentRule(
+            name="small", tool="refund", schema={"properties": {"amount": {"maximum": 10}}}
+        )
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ({"properties": {"a": {"type": "number", "maximun": 3}}}, "did you mean 'maximum'"),
+        ({"properties": {"a": {"type": "string", "format": "phone"}}}, "format 'phone' is not"),
+        ({"properties": {"a": {"type": "string", "contentEncoding": "x"}}}, "annotation only"),
+        ({"properties": {"a": {"$ref": "https://x.example/s"}}}, "points outside the rule's"),
+        ({"properties": {"a": {"$ref": "#/$defs/none"}}}, "names nothing in the rule's schema"),
+        ({"properties": {"a": {"not": {"enum": [5000]}}}}, "next to enum under a negation"),
+        ({"properties": {"a": {"not": {"type": ["number", "string"], "const": 1}}}}, "needs one"),
+        ({"properties": {"a": {"type": ["number", "string"], "maximum": 5}}}, "admits number, "),
+        ({"properties": {"a": {"type": "string", "maximum": 5}}}, "admits string"),
+        ({"properties": {"a": {"pattern": "^x"}}}, 'add "type" next to pattern'),
+        ({"properties": {"m": {"properties": {"x": {"type": "number"}}}}}, 'next to properties'),
+        ({"properties": {"a": {"type": "array", "items": {"maximum": 1}}}}, "items: add"),
+        ({"$defs": {"d": {"enum": [1]}}, "properties": {"a": {"$ref": "#/$defs/d"}}}, "$defs/d"),
+    ],
+)  # fmt: skip
+def test_a_schema_whose_constraint_would_not_hold_is_refused_saying_where_and_why(
+    schema: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValidationError, match="would not check what the tool receives") as bad:
+        ArgumentRule(name="r", tool="crm.refund", schema=schema)
+    assert says in str(bad.value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"required": ["amount"], "not": {"required": ["force"]}},
+        {"properties": {"a": {"type": "number", "allOf": [{"maximum": 5}, {"minimum": 0}]}}},
+        {"properties": {"a": {"type": ["number", "null"], "maximum": 5}}},
+        {"properties": {"a": {"anyOf": [{"type": "integer", "maximum": 5}, {"type": "null"}]}}},
+        {"properties": {"a": {"type": "number", "not": {"enum": [13]}}}},
+        {"properties": {"a": {"enum": ["x", "y"], "description": "a positive enum"}}},
+        {"propertyNames": {"pattern": "^[a-z_]+$"}, "additionalProperties": False},
+        {
+            "$defs": {"d": {"type": "number", "maximum": 3}},
+            "properties": {"a": {"$ref": "#/$defs/d"}},
+        },
+    ],
+)
+def test_a_schema_whose_constraints_each_hold_is_accepted(schema: dict[str, Any]) -> None:
+    assert ArgumentRule(name="r", tool="crm.refund", schema=schema).json_schema == schema
+
+
+def test_a_schema_that_cannot_be_checked_denies_the_call() -> None:
+    rule = ArgumentRule(name="r", tool="*", schema={"required": ["a"]})
+    rules = ToolGates(argument_rules=[rule]).compile()
+
+    class Broken:
+        def iter_errors(self, _: Any) -> Any:
+            raise RuntimeError("unreadable")
+
+    rules.validators["r"] = Broken()
+    found = rules.check(REFUND, {"a": 1}, CallCounts())
+    assert found is not None and found.message.endswith(
+        "its schema could not be checked (RuntimeError: unreadable)"
+    )
+
+
+# ------------------------------------------------------------------ resolved against the catalog
+
+REFUND_SCHEMA = {
+    "type": "object",
+    "properties": {"account_id": {"type": "string"}, "amount": {"type": "number"}},
+}
+CATALOG = GateCatalog(
+    (
+        CatalogTool(ToolRef("crm", "delete_customer"), {"properties": {"account_id": {}}}),
+        CatalogTool(REFUND, REFUND_SCHEMA),
+        CatalogTool(ToolRef("crm", "lookup_customer"), {"properties": {"account_id": {}}}),
+        CatalogTool(ToolRef("crm", "purge"), {}, destructive=True),
+        CatalogTool(ToolRef("shadow", "delete_customer")),
+        CatalogTool(ToolRef("algenta", "execute_decision")),
+    ),
+    hidden=frozenset({ToolRef("algenta", "simulate")}),
+)
+
+
+def _problems(gates: ToolGates, catalog: GateCatalog = CATALOG) -> list[str]:
+    with pytest.raises(ToolGatesError) as refused:
+        gates.compile(catalog)
+    return [f"{p.key}: {p.message}" for p in refused.value.problems]
+
+
+def test_every_pattern_must_name_a_tool_and_each_that_does_not_is_named_with_the_nearest() -> None:
+    gates = ToolGates(
+        require_approval=["crm.delete_custmer", "crm.*"],
+        allow=["crm.lookup_custmer"],
+        budgets=[Budget(tool="crm.refnd", thread_limit=1)],
+        argument_rules=[ArgumentRule(name="r", tool="zzz.*", schema={})],
+    )
+    assert _problems(gates) == [
+        "tool_gates.require_approval[0]: 'crm.delete_custmer' names no tool in the catalog; "
+        "nearest: crm.delete_customer, shadow.delete_customer",
+        "tool_gates.allow[0]: 'crm.lookup_custmer' names no tool in the catalog; nearest: "
+        "crm.lookup_customer",
+        "tool_gates.budgets[0]: 'crm.refnd' names no tool in the catalog; nearest: crm.refund",
+        "tool_gates.argument_rules[0]: 'zzz.*' names no tool in the catalog; the catalog's "
+        "servers: algenta, crm, shadow",
+    ]
+
+
+def test_a_resolved_rule_lists_the_tools_it_governs() -> None:
+    gates = ToolGates(
+        require_approval=["delete_customer"],
+        allow=["crm.purge"],
+        budgets=[Budget(tool="algenta.simulate", run_limit=1)],
+        servers={"crm": ServerRules(unlisted="approve")},
+    )
+    compiled = gates.compile(CATALOG)
+    assert [r.shown() for r in compiled.resolution] == [
+        {
+            "rule": "require_approval 'delete_customer'",
+            "gate": "approval",
+            "tools": ["crm.delete_customer", "shadow.delete_customer"],
+        },
+        {"rule": "allow 'crm.purge'", "gate": "approval", "tools": ["crm.purge"]},
+        {
+            "rule": "budget 'algenta.simulate' (thread_limit=None, run_limit=1)",
+            "gate": "budget",
+            "tools": [],
+            "note": "only tools outside the connection's profile: algenta.simulate",
+        },
+        {
+            "rule": "servers.crm.unlisted = 'approve'",
+            "gate": "approval",
+            "tools": ["crm.refund", "crm.lookup_customer"],
+        },
+    ]
+    assert ToolGates().compile(CATALOG).resolution[0].shown() == {
+        "rule": "destructiveHint: held for an operator (allow releases a tool)",
+        "gate": "approval",
+        "tools": ["crm.purge"],
+    }
+
+
+def test_an_optional_server_down_at_start_may_match_nothing_but_not_when_it_is_up() -> None:
+    down = GateCatalog(CATALOG.tools, unreachable=frozenset({"billing"}))
+    optional = {"billing": ServerRules(optional=True)}
+    compiled = ToolGates(require_approval=["billing.refund"], servers=optional).compile(down)
+    rule, posture, _ = compiled.resolution  # the third: the destructive tool held
+    assert rule.tools == () and "'billing' is unreachable and optional" in rule.note
+    assert posture.note == "server 'billing' is unreachable"
+    # not optional: refused, though the server is known to be down
+    assert _problems(ToolGates(require_approval=["billing.refund"]), down) == [
+        "tool_gates.require_approval[0]: 'billing.refund' names no tool: server 'billing' is "
+        "unreachable; to start without it, mark it optional ([tool_gates.servers.billing] "
+        "optional = true)"
+    ]
+    # optional, and up: a typo is refused all the same
+    up = GateCatalog((*CATALOG.tools, CatalogTool(ToolRef("billing", "refund"))))
+    typo = ToolGates(require_approval=["billing.refnd"], servers=optional)
+    assert _problems(typo, up)[0].startswith("tool_gates.require_approval[0]: 'billing.refnd'")
+    # a server posture must name a server of the catalog (or an optional one that is down)
+    assert _problems(ToolGates(servers={"crn": ServerRules(unlisted="deny")})) == [
+        "tool_gates.servers.crn: no server 'crn' in the catalog (it has algenta, crm, shadow); "
+        "nearest: crm"
+    ]
+
+
+def test_an_argument_rule_must_name_arguments_its_tools_take_in_the_types_they_take() -> None:
+    def rule(schema: dict[str, Any], tool: str = "crm.refund") -> ToolGates:
+        return ToolGates(argument_rules=[ArgumentRule(name="r", tool=tool, schema=schema)])
+
+    assert _problems(rule({"properties": {"amout": {"type": "number", "maximum": 1}}})) == [
+        "tool_gates.argument_rules[0].schema: argument rule 'r': properties/amout: no tool this "
+        "rule governs takes an argument 'amout', so it constrains nothing; nearest: amount"
+    ]
+    text = rule({"properties": {"amount": {"type": "string", "maxLength": 3}}})
+    assert _problems(text) == [
+        "tool_gates.argument_rules[0].schema: argument rule 'r': properties/amount: the rule "
+        "admits string but crm.refund takes number: the server may convert such a value past "
+        "the rule; give the type the tool takes"
+    ]
+    either = {"anyOf": [{"type": "integer", "maximum": 5}, {"type": "string", "maxLength": 1}]}
+    assert "admits string" in _problems(rule({"properties": {"amount": either}}))[0]
+    # integer within number, null always, an argument one of the tools takes: resolved
+    fine = {"amount": {"type": ["integer", "null"], "maximum": 5}}
+    assert rule({"properties": fine}, tool="crm.*").compile(CATALOG).resolution
+    # a tool that declares no arguments is not checked
+    assert rule({"properties": {"x": {"type": "number"}}}, "shadow.*").compile(CATALOG)
+
+
+def test_a_server_posture_decides_the_tools_no_approval_rule_lists() -> None:
+    approve = ToolGates(
+        allow=["crm.lookup_customer"],
+        budgets=[Budget(tool="crm.*", thread_limit=9)],  # a budget never lists a tool
+        servers={"crm": ServerRules(unlisted="approve")},
+    ).compile(CATALOG)
+    held = approve.check(REFUND, {}, CallCounts())
+    assert held is not None and (held.gate, held.rule, held.code) == (
+        "approval",
+        "unlisted:crm",
+        "tool_approval_required",
+    )
+    assert "server 'crm' holds its unlisted tools (unlisted = 'approve')" in held.message
+    assert approve.check(ToolRef("crm", "lookup_customer"), {}, CallCounts()) is None
+    assert approve.check(SHADOW_DELETE, {}, CallCounts()) is None  # another server
+    assert approve.check(REFUND, {}, CallCounts(), approval=False) is None
+    deny = ToolGates(
+        require_approval=["crm.delete_customer"], servers={"crm": ServerRules(unlisted="deny")}
+    ).compile(CATALOG)
+    refused = deny.check(REFUND, {}, CallCounts(), approval=False)
+    assert refused is not None and (refused.gate, refused.rule, refused.code) == (
+        "arguments",
+        "unlisted:crm",
+        "tool_not_listed",
+    )
+    assert deny.check(CRM_DELETE, {}, CallCounts()).gate == "approval"  # type: ignore[union-attr]
+    assert deny.governs(REFUND) and not deny.governs(SHADOW_DELETE)
+    assert not ToolGates(servers={"crm": ServerRules()}).compile(CATALOG).governs(REFUND)
+
+
+def test_a_tool_its_server_marks_destructive_is_held_unless_allowed() -> None:
+    purge = ToolRef("crm", "purge")
+    rules = ToolGates().compile(CATALOG)
+    assert rules.active and rules.governs(purge) and not rules.governs(REFUND)
+    held = rules.check(purge, {}, CallCounts())
+    assert held is not None and (held.gate, held.rule) == ("approval", "destructiveHint")
+    assert rules.check(purge, {}, CallCounts(), approval=False) is None
+    released = ToolGates(allow=["crm.purge"]).compile(CATALOG)
+    assert released.check(purge, {}, CallCounts()) is None
+    assert released.governs(purge)  # named by a rule: its calls are recorded
+    both = ToolGates(require_approval=["crm.*"], allow=["crm.purge"]).compile(CATALOG)
+    assert both.check(purge, {}, CallCounts()).rule == "require_approval:crm.*"  # type: ignore[union-attr]
+    denied = ToolGates(servers={"crm": ServerRules(unlisted="deny")}).compile(CATALOG)
+    assert denied.check(purge, {}, CallCounts()).gate == "arguments"  # type: ignore[union-attr]
+    assert not ToolGates().compile().active  # unresolved: no hint known
+    assert not ToolGates().compile(GateCatalog((CatalogTool(REFUND),))).active
+
+
+def test_the_rules_in_force_for_a_tool_are_every_rule_naming_it_and_the_policy() -> None:
+    rule = ArgumentRule(name="r", tool="crm.*", schema={"required": ["account_id"]})
+    budget = Budget(tool="*.refund", thread_limit=3)
+    gates = ToolGates(
+        require_approval=["crm.refund"],
+        allow=["*.refund", "crm.lookup_customer"],
+        budgets=[budget, Budget(tool="shadow.*", run_limit=1)],
+        argument_rules=[rule],
+        servers={"crm": ServerRules(unlisted="approve")},
+    ).compile(CATALOG)
+    assert gates.in_force(REFUND, "escalate") == {
+        "tool": "crm.refund",
+        "policy": "escalate",
+        "require_approval": ["crm.refund"],
+        "allow": ["*.refund"],
+        "destructive": False,
+        "unlisted": "allow",  # listed
+        "budgets": [{"tool": "*.refund", "thread_limit": 3, "run_limit": None}],
+        "argument_rules": [
+            {
+                "name": "r",
+                "tool": "crm.*",
+                "schema": {"required": ["account_id"]},
+                "predicate": None,
+            }
+        ],
+    }
+    assert gates.in_force(ToolRef("crm", "purge"), "report")["unlisted"] == "approve"
+    assert gates.in_force(ToolRef("crm", "purge"), "report")["destructive"] is True
+
+
+def test_an_overridden_rule_is_the_one_not_checked() -> None:
+    gates = ToolGates(
+        argument_rules=[
+            ArgumentRule(name="first", tool="crm.refund", schema={"required": ["a"]}),
+            ArgumentRule(name="second", tool="crm.refund", schema={"required": ["b"]}),
+        ]
+    ).compile()
+    assert gates.check_arguments(REFUND, {}).rule == "first"  # type: ignore[union-attr]
+    assert gates.check_arguments(REFUND, {}, overridden="first").rule == "second"  # type: ignore[union-attr]
+    assert gates.check_arguments(REFUND, {"b": 1}, overridden="first") is None
+
+
+@pytest.mark.parametrize("name", ["crm.eu", "crm eu", "", "-crm", "crm/eu"])
+def test_a_server_name_tool_rules_could_not_name_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="letters, digits, '_' and '-' only"):
+        check_server_name(name)
+    with pytest.raises(ValidationError, match="cannot hold a dot"):
+        ToolGates(servers={name: ServerRules()})
+    assert check_server_name("crm_eu-2") == "crm_eu-2"
+    assert ToolRef.parse("crm.customers.delete") == ToolRef("crm", "customers.delete")
