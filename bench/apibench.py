@@ -81,23 +81,35 @@ def domain(tool_name: str) -> str:
 Search = Callable[[Sequence[str], int], list[list[str]]]
 
 
-def report(search_for: Callable[[list[dict[str, Any]]], Search]) -> dict[str, Any]:
-    """Every figure of both dev sets for one engine: ``search_for(tools)`` builds an index."""
+def report(
+    search_for: Callable[[list[dict[str, Any]]], Search],
+    per_query: dict[str, list[tuple[float, float, float]]] | None = None,
+) -> dict[str, Any]:
+    """Every figure of every dev set for one engine: ``search_for(tools)`` builds an index.
+    With ``per_query``, each set's per-query (hit@1, recall@5, reciprocal rank) go there."""
     out: dict[str, Any] = {}
+    kept = per_query if per_query is not None else {}
     api = load_apibench()
     search = search_for(api.tools)
-    out["apibench"] = bfcl.score(search, api.queries)
+    out["apibench"] = bfcl.score(search, api.queries, per_query=kept.setdefault("apibench", []))
     for d in DOMAINS:
-        out[f"apibench.{d}"] = bfcl.score(search, [q for q in api.queries if domain(q[1]) == d])
+        out[f"apibench.{d}"] = bfcl.score(
+            search,
+            [q for q in api.queries if domain(q[1]) == d],
+            per_query=kept.setdefault(f"apibench.{d}", []),
+        )
     searches = {"apibench": search}
     for name, loader in (("bfcl.merged", bfcl.load_bfcl), ("bfcl.plain", bfcl.load_bfcl_plain)):
         data = loader()
         searches[name] = search_for(data.tools)
-        out[name] = bfcl.score(searches[name], data.queries)
+        out[name] = bfcl.score(searches[name], data.queries, per_query=kept.setdefault(name, []))
     multi = load_multi_intent()
     for source, catalog in (("bfcl", "bfcl.merged"), ("apibench", "apibench")):
-        out[f"multi.{source}"] = bfcl.score(searches[catalog], multi[source])
+        out[f"multi.{source}"] = bfcl.score(
+            searches[catalog], multi[source], per_query=kept.setdefault(f"multi.{source}", [])
+        )
     out["multi"] = _pooled(out["multi.bfcl"], out["multi.apibench"])
+    kept["multi"] = kept["multi.bfcl"] + kept["multi.apibench"]
     return out
 
 

@@ -9,6 +9,7 @@ the model is WordLlama's packaged 256-dimension ``l2_supercat``, nothing is down
     python bench/bench_hybrid.py --sizes 10000
     python bench/bench_hybrid.py --no-latency --depths 50 40 30 20 15 10   # the fusion depth
     python bench/bench_hybrid.py --no-latency --fusions 0.9:0 0.8:0.4      # weight:floor pairs
+    python bench/bench_hybrid.py --memory-only int8 --sizes 10000          # memory of add()
 
 Quality: recall@1 / recall@5 (MRR over the top 50) on APIBench (whole and per domain), BFCL v3
 in both loadings and the multi-intent set (as ``bench/apibench.py``), for ``ToolIndex()`` and
@@ -29,6 +30,7 @@ own heap estimate, from a float32 array and through the model (``ToolIndex(embed
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -193,20 +195,38 @@ def latency(model: Any, size: int, n_queries: int) -> dict[str, Any]:
     return result
 
 
-def _memory_through_model(model: Any, tools: list[dict[str, Any]]) -> dict[str, Any]:
+def _memory_through_model(
+    model: Any, tools: list[dict[str, Any]], precisions: tuple[str, ...] = ("f32", "int8")
+) -> dict[str, Any]:
     """``ToolIndex(embeddings=model).add(tools)``: the model embeds every tool (its vectors
-    reach the index as float32 buffers); the RSS growth of the whole add and the index's heap
-    estimate, per precision."""
+    reach the index as float32 buffers); the RSS growth of the whole add, the growth of the
+    process's peak RSS during it, and the index's heap estimate, per precision. The model
+    embeds the same texts once before (its own buffers warm), so the figures are what the add
+    keeps and what it passes through, not the model's first use."""
+    import resource
+
     from algenta_graph.retrieval import ToolIndex
 
     out: dict[str, Any] = {}
-    for precision in ("f32", "int8"):
+    warm = model.embed_documents_array(_texts(tools))
+    del warm
+    for precision in precisions:
         gc.collect()
         before = br.rss_bytes()
+        peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         index = ToolIndex(embeddings=model, vector_precision=precision)
         index.add(tools)
         gc.collect()
         out[f"through the model: memory_mb {precision}"] = round(
+            (br.rss_bytes() - before) / 2**20, 1
+        )
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        out[f"through the model: peak_growth_mb {precision}"] = round(
+            max(0, peak - max(peak_before, before)) / 2**20, 1
+        )
+        # What of the growth is freed memory the C allocator kept (glibc's malloc_trim).
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        out[f"through the model: memory_mb after malloc_trim {precision}"] = round(
             (br.rss_bytes() - before) / 2**20, 1
         )
         out[f"through the model: heap_mb {precision}"] = round(
@@ -238,8 +258,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="WEIGHT:FLOOR",
         help="also score hybrid f32 with these BM25 weights and cosine floors (default depth)",
     )
+    parser.add_argument(
+        "--memory-only",
+        choices=["f32", "int8"],
+        help="only the memory of ToolIndex(embeddings=...).add() at --sizes, this precision "
+        "(one process per figure: runs under any build of the module)",
+    )
     parser.add_argument("--json", type=Path)
     ns = parser.parse_args(argv)
+    if ns.memory_only:
+        model = _model()
+        for size in ns.sizes:
+            figures = _memory_through_model(model, br.generate_tools(size), (ns.memory_only,))
+            print(json.dumps({"size": size, **figures}))
+        return 0
     with open("/proc/loadavg") as fh:
         print(f"load average before the run: {fh.read().split()[:3]}; cores: {os.cpu_count()}")
     model = _model()
