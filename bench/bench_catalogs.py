@@ -37,7 +37,6 @@ import itertools
 import json
 import os
 import random
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -115,30 +114,13 @@ def families_of_dev_sets(n: int, seed: int = SEED) -> Catalog:
     """BFCL v3's and APIBench's tools copied until ``n``, each copy with 3 random words of
     their vocabulary; queries: the dev sets' requests."""
     import apibench
+    import bench_million
     import bfcl
 
     api = apibench.load_apibench()
     merged = bfcl.load_bfcl()
     base = merged.tools + api.tools
-    vocab = sorted(
-        {w for t in base for w in re.findall(r"[a-z]{3,}", (t["description"] or "").lower())}
-    )
-    rng = random.Random(seed)
-    tools: list[dict[str, Any]] = []
-    for copy in itertools.count():
-        for t in base:
-            if len(tools) == n:
-                break
-            extra = " ".join(rng.choice(vocab) for _ in range(3))
-            tools.append(
-                {
-                    "name": f"{t['name']}_c{copy}",
-                    "description": f"{t['description']} {extra}",
-                    "input_schema": t["input_schema"],
-                }
-            )
-        if len(tools) == n:
-            break
+    tools = bench_million.copied_catalog(base, n, random.Random(seed))
     queries = [q for q, _ in merged.queries] + [q for q, _ in api.queries]
     random.Random(seed + 1).shuffle(queries)
     return tools, queries[:1000]

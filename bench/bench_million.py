@@ -52,8 +52,15 @@ import bench_retrieval as br  # noqa: E402
 def near_duplicate_catalog(n: int, seed: int = br.SEED) -> tuple[list[dict[str, Any]], list[Any]]:
     """The 50k catalog copied until ``n`` tools, each copy with three extra words."""
     base, intents = br.generate_catalog(50_000, seed)
-    vocab = sorted({w for t in base for w in re.findall(r"[a-z]{3,}", t["description"].lower())})
-    rng = random.Random(seed + 7)
+    return copied_catalog(base, n, random.Random(seed + 7)), intents
+
+
+def copied_catalog(base: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
+    """``base`` copied until ``n`` tools (``<name>_c<copy>``), each copy's description with
+    three random words of ``base``'s vocabulary added."""
+    vocab = sorted(
+        {w for t in base for w in re.findall(r"[a-z]{3,}", (t["description"] or "").lower())}
+    )
     tools: list[dict[str, Any]] = []
     copy = 0
     while len(tools) < n:
@@ -69,7 +76,7 @@ def near_duplicate_catalog(n: int, seed: int = br.SEED) -> tuple[list[dict[str, 
                 }
             )
         copy += 1
-    return tools, intents
+    return tools
 
 
 def main(argv: list[str] | None = None) -> int:
