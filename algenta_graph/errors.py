@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointerError",
     "CheckpointerURLError",
     "CommandError",
+    "ConfigError",
     "DemoError",
     "EngineAuthError",
     "EngineConnectionError",
@@ -268,10 +269,10 @@ class LedgerRequired(AlgentaGraphError, ValueError):
         super().__init__(
             f"{deployment}: no ledger that every process serving the graph shares can be found, "
             "so an escalation could take two answers and a governed call could be sent twice; "
-            'set one: ledger= (create_governed_agent), ledger = "..." in the configuration '
-            "file or ALGENTA_LEDGER (a SQLite file path, for one machine, or a postgresql:// "
-            "URL); or declare the deployment one process: single_process=True, "
-            "single_process = true or ALGENTA_SINGLE_PROCESS=1"
+            "set one: ledger= (create_governed_agent; an open Ledger for build_governed_graph), "
+            'ledger = "..." in the configuration file or ALGENTA_LEDGER (a SQLite file path, '
+            "for one machine, or a postgresql:// URL); or declare the deployment one process: "
+            "single_process=True, single_process = true or ALGENTA_SINGLE_PROCESS=1"
         )
 
 

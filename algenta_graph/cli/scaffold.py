@@ -49,6 +49,10 @@ AGENT_TOML = """\
 base_url = "http://localhost:8000/mcp"
 # Its token, if it needs one: the name of a variable (set it in .env), never the value.
 # api_key = { env = "ENGINE_API_KEY" }
+# An operator's override is sent with an operator credential of its own (with a real engine:
+# operator_api_key = { env = "ENGINE_OPERATOR_KEY" }). The local --relaxed engine has no keys,
+# so the one (absent) key stands for both: delete this line when you point at a real engine.
+operator_key_is_agent_key = true
 
 profile = "execute"      # observe (read-only) | govern | execute (execute_decision too) | full
 model = "demo"           # "demo": offline; or an init_chat_model id such as "openai:gpt-5"
@@ -182,6 +186,10 @@ def env_file(*, config: str | None = None, auth_file: str | None = None) -> str:
 # The operator path's own engine credential (the override flags are sent with it, never the
 # model's calls).
 # ALGENTA_OPERATOR_API_KEY=
+
+# Without an operator credential an override is refused before it is sent; 1 says the engine's
+# one key (ALGENTA_API_KEY, or none) is also the operator's: a local engine with no keys only.
+# ALGENTA_OPERATOR_KEY_IS_AGENT_KEY=1
 
 # Tool profile: observe (default, read-only), govern, execute, or full (opt-in, every tool).
 # ALGENTA_PROFILE=observe

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import (
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
 from algenta_graph.config.agent import AgentConfig
 from algenta_graph.config.names import (
@@ -28,6 +28,37 @@ if TYPE_CHECKING:
     pass
 
 
+def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
+    """The pydantic models a field's type holds (in a union, a list, a dict's values)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+        return
+    for arg in typing.get_args(annotation):
+        yield from _models_in(arg)
+
+
+def _nearest_key(loc: Sequence[str]) -> str | None:
+    """The valid key nearest to an unknown one, following ``loc`` through the models' fields.
+
+    A part of ``loc`` that is no field (a table's own key, a list index, a union's tag) keeps
+    the models reached so far; the last part is the unknown key.
+    """
+    models: list[type[BaseModel]] = [AgentConfig]
+    for part in loc[:-1]:
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if fields:
+            models = [m for f in fields for m in _models_in(f.annotation)]
+    names = {
+        name
+        for model in models
+        for key, info in model.model_fields.items()
+        for name in (key, info.alias)
+        if name
+    }
+    found = difflib.get_close_matches(loc[-1], sorted(names), n=1) if loc else []
+    return found[0] if found else None
+
+
 def _problems(exc: ValidationError, source_of: Callable[[str], str]) -> list[ConfigProblem]:
     out: list[ConfigProblem] = []
     for error in exc.errors():
@@ -38,7 +69,8 @@ def _problems(exc: ValidationError, source_of: Callable[[str], str]) -> list[Con
         key = ".".join(loc) or "(top level)"
         message = str(error["msg"])
         if error["type"] == "extra_forbidden":
-            message = "unknown key"
+            nearest = _nearest_key(loc)
+            message = "unknown key" + (f"; did you mean {nearest}?" if nearest else "")
         elif message.startswith("Value error, "):
             message = message[len("Value error, ") :]
         out.append(ConfigProblem(source_of(loc[0] if loc else ""), key, message))

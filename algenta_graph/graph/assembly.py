@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
     from algenta_graph.connection.client import EngineClient
+    from algenta_graph.ledger import Ledger
     from algenta_graph.retrieval import ToolIndex
     from algenta_graph.retrieval.usage import UsageSignal
 
@@ -84,6 +85,7 @@ def build_governed_graph(
     embeddings: Embeddings | None = None,
     escalation: EscalationSettings | None = None,
     tool_gates: ToolGates | CompiledGates | Mapping[str, Any] | None = None,
+    ledger: Ledger | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Build the governed graph (uncompiled) over an **open** connection.
 
@@ -120,6 +122,12 @@ def build_governed_graph(
             server marks ``destructiveHint: true`` is still held for an operator). Every rule
             is resolved against the connection's catalog here; each escalation's digest binds
             the rules in force for its tool and the gate's policy.
+        ledger: an open :class:`~algenta_graph.ledger.Ledger` every process serving the graph
+            shares (``async with open_ledger("ledger.sqlite") as ledger``; the caller closes
+            it): escalation claims, notices and the write-ahead of every governed call.
+            Without one, a run may use this process's own only when it has no checkpointer or
+            an ``InMemorySaver``; a run on any other saver is refused with
+            :class:`~algenta_graph.errors.LedgerRequired` before anything is sent.
 
     Returns:
         The uncompiled ``StateGraph``.
@@ -158,7 +166,9 @@ def build_governed_graph(
     asking = (escalation or EscalationSettings()).model_copy(
         update={"rules_in_force": rules_in_force}
     )
-    tools = GovernedToolNode(catalog, executor, built, gates if gates.active else None)
+    tools = GovernedToolNode(
+        catalog, executor, built, gates if gates.active else None, ledger=ledger
+    )
     nodes = AgentNodes(catalog, built, system_prompt)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(
         GovernedState, context_schema=RunContext, input_schema=GovernedInput
@@ -177,6 +187,7 @@ def build_governed_graph(
                 authorize_operator=authorize_operator,
                 settings=asking,
                 tool_gates=gates,
+                ledger=ledger,
             ),
             destinations=destinations,
         )

@@ -74,6 +74,7 @@ async def test_the_inbox_signs_in_with_the_identity_provider(
     with TestProvider([rsa_key("k1")]) as provider:
         env = {
             "ALGENTA_BASE_URL": engine.url,
+            "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
             "ALGENTA_PROFILE": "execute",
             "ALGENTA_MODEL": "demo",
             "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',

@@ -21,7 +21,11 @@ def test_without_an_auth_file_the_inbox_refuses_and_says_so_unless_allowed(
 ) -> None:
     monkeypatch.delenv("ALGENTA_AUTH_FILE", raising=False)
     monkeypatch.delenv("ALGENTA_INBOX_ALLOW_OPEN", raising=False)
-    env = {"ALGENTA_BASE_URL": engine.url, "ALGENTA_MODEL": "demo"}
+    env = {
+        "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
+        "ALGENTA_MODEL": "demo",
+    }
     with langgraph_dev(CONFIG, workdir=tmp_path / "closed", env=env) as server:
         page = httpx.get(f"{server.url}/inbox/login", timeout=30)
         assert page.status_code == 503, page.text

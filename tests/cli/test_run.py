@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import assert_one_line_error, cli, cli_env, command
+from cli_support import RELAXED_ENGINE_ENV, assert_one_line_error, cli, cli_env, command
 from guarantee_support import async_wait_until, log_decision
 from mcp import ClientSession
 
@@ -56,7 +56,7 @@ def _start(*args: str) -> subprocess.Popen[bytes]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=cli_env(),
+        env=cli_env(**RELAXED_ENGINE_ENV),
     )
 
 
@@ -187,7 +187,9 @@ async def test_ctrl_c_at_the_operator_prompt_aborts_and_records_nothing(
         rejected, "--resume: the answer was refused", "'override' or 'decline'", "nothing was done"
     )
     assert engine.executions(decision) == []
-    done = cli("run", *_run_args(engine, db), "--resume", json.dumps(OVERRIDE))
+    done = cli(
+        "run", *_run_args(engine, db), "--resume", json.dumps(OVERRIDE), env=RELAXED_ENGINE_ENV
+    )
     assert done.returncode == 0, done.stderr
     [operator] = read_records(db)["t"]["operator_decisions"]
     assert operator["operator"] == "ana" and operator["result"] == "receipt"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import assert_one_line_error, cli
+from cli_support import RELAXED_ENGINE_ENV, assert_one_line_error, cli
 from guarantee_support import log_decision
 from mcp import ClientSession
 
@@ -44,7 +44,11 @@ async def _escalated(
         decision = await log_decision(s, action=f"a-{time.monotonic_ns()}", confidence=0.3)
     args = ["--profile", "execute", "--thread", "t", "--db", str(db), "--base-url", engine.url]
     asked = cli(
-        "run", f"execute_decision decision_id={decision} webhook_url={webhook.url}", *args, *extra
+        "run",
+        f"execute_decision decision_id={decision} webhook_url={webhook.url}",
+        *args,
+        *extra,
+        env=RELAXED_ENGINE_ENV,
     )
     assert asked.returncode == 3, (asked.stdout[-2000:], asked.stderr)
     return decision, [*args, *extra]
@@ -76,7 +80,7 @@ async def test_resume_takes_every_answer_shape(
 ) -> None:
     db = tmp_path / "runs.sqlite"
     decision, args = await _escalated(engine, webhook, mcp_session, db)
-    done = cli("run", *args, "--resume", json.dumps(answer))
+    done = cli("run", *args, "--resume", json.dumps(answer), env=RELAXED_ENGINE_ENV)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr)
     assert ("the answer names no operator: recorded as" in done.stdout) is (operator == ME)
     [record] = read_records(db)["t"]["operator_decisions"]
@@ -93,7 +97,13 @@ async def test_resume_takes_one_decision_in_per_call_mode(
     config.write_text('[escalation]\ninterrupt_mode = "per_call"\n')
     db = tmp_path / "runs.sqlite"
     decision, args = await _escalated(engine, webhook, mcp_session, db, "--config", str(config))
-    done = cli("run", *args, "--resume", '{"type": "approve", "message": "one call"}')
+    done = cli(
+        "run",
+        *args,
+        "--resume",
+        '{"type": "approve", "message": "one call"}',
+        env=RELAXED_ENGINE_ENV,
+    )
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr)
     [record] = read_records(db)["t"]["operator_decisions"]
     assert (record["operator"], record["reason"], record["result"]) == (ME, "one call", "receipt")
@@ -133,7 +143,7 @@ async def test_a_refused_answer_is_one_line_in_the_graphs_words(
 ) -> None:
     db = tmp_path / "runs.sqlite"
     decision, args = await _escalated(engine, webhook, mcp_session, db)
-    refused = cli("run", *args, "--resume", json.dumps(answer))
+    refused = cli("run", *args, "--resume", json.dumps(answer), env=RELAXED_ENGINE_ENV)
     line = assert_one_line_error(refused, "--resume: the answer was refused", *words)
     for noise in ("validation error for", "errors.pydantic.dev", "input_value", "type=value"):
         assert noise not in line, line

@@ -82,7 +82,9 @@ async def _declined_thread(engine: ReferenceEngine, webhook: WebhookReceiver, sa
     async with open_connection(engine) as conn:
         low = await log_decision(conn, confidence=0.3)
         model = ScriptedChatModel(replies=[execute(low, webhook.url, "c1"), "declined"])
-        graph = await create_governed_agent(model, connection=conn, checkpointer=saver)
+        graph = await create_governed_agent(
+            model, connection=conn, checkpointer=saver, single_process=True
+        )
         await graph.ainvoke({"messages": [("user", "one")]}, config("t1"))
         decline = {"action": "decline", "operator": "ana", "reason": "too risky"}
         await graph.ainvoke(Command(resume=decline), config("t1"))

@@ -73,7 +73,9 @@ def test_sync_entry_point_runs_escalates_resumes_and_persists(
     from algenta_graph.sync import create_governed_agent_sync
 
     db = str(tmp_path / "sync.sqlite")
-    with create_governed_agent_sync(base_url=engine.url, profile="execute", db=db) as agent:
+    with create_governed_agent_sync(
+        base_url=engine.url, profile="execute", db=db, operator_key_is_agent_key=True
+    ) as agent:
         logged = agent.invoke(
             {
                 "messages": [
@@ -95,7 +97,9 @@ def test_sync_entry_point_runs_escalates_resumes_and_persists(
         assert state.interrupts[0].value["gate"] == "confidence"
         out = agent.resume({"action": "override", "operator": "ana", "reason": "ok'd"}, "t")
         assert out["receipts"][-1]["safety_overridden"] is True
-    with create_governed_agent_sync(base_url=engine.url, profile="execute", db=db) as again:
+    with create_governed_agent_sync(
+        base_url=engine.url, profile="execute", db=db, operator_key_is_agent_key=True
+    ) as again:
         values = again.get_state("t").values
     assert [r["decision_id"] for r in values["receipts"]] == [decision]
     assert values["operator_decisions"][0]["operator"] == "ana"

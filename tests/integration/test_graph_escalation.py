@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.timeout(120)
 
 OVERRIDE = {"action": "override", "operator": "ana", "reason": "committee approved"}
 DECLINE = {"action": "decline", "operator": "bo", "reason": "too risky"}
+RELAXED = {**os.environ, "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1"}  # the engine here has no keys
 
 
 async def test_confidence_escalation_then_override_records_receipt_and_operator(
@@ -177,7 +179,7 @@ async def test_resume_in_a_new_process_keeps_receipts_and_never_re_executes(
             "--thread", "t", "--db", str(db), "--base-url", engine.url,
             "--profile", "execute", "--resume", json.dumps(OVERRIDE),
         ],
-        capture_output=True, text=True, timeout=90, check=False,
+        capture_output=True, text=True, timeout=90, check=False, env=RELAXED,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "[operator] ana chose override" in proc.stdout
@@ -213,12 +215,12 @@ async def test_run_command_asks_the_operator_in_the_terminal(
             "--thread", "t", "--db", str(db), "--base-url", engine.url,
             "--profile", "execute", "--interactive",
         ],
-        input=answers, capture_output=True, text=True, timeout=90, check=False,
+        input=answers, capture_output=True, text=True, timeout=90, check=False, env=RELAXED,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "ESCALATION: the confidence gate denied decision" in proc.stdout
-    assert "(answer refused: 1 validation error for EscalationAnswer" in proc.stdout
-    assert "short.action" in proc.stdout  # named, then asked again in the terminal
+    # named, then asked again in the terminal
+    assert "(answer refused: action: Input should be 'override' or 'decline'" in proc.stdout
     assert "[operator] ana chose override on the confidence gate" in proc.stdout
     [execution] = engine.executions(decision)
     assert execution["override_safety"] is True

@@ -43,6 +43,7 @@ async def test_langgraph_dev_keeps_the_served_graphs_checkpoints_in_postgres(
     config_path.write_text(json.dumps(config))
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_CHECKPOINTER": postgres_url,

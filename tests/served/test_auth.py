@@ -161,6 +161,7 @@ async def test_served_graph_requires_tokens_owns_threads_and_proves_who_overrode
     auth_file = write_auth_file(tmp_path / "auth.json", TOKENS)
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
@@ -477,6 +478,7 @@ async def test_served_update_state_cannot_dispose_of_an_escalation(
     auth_file = write_auth_file(tmp_path / "auth.json", TOKENS)
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',
@@ -627,6 +629,7 @@ async def test_served_graph_takes_the_sdks_api_key_and_refuses_mcp_runs_to_audit
 
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),

@@ -59,6 +59,7 @@ REJECT = {"decisions": [{"type": "reject", "message": "not this one"}]}
 def served(engine: ReferenceEngine, tmp_path: Path) -> Iterator[Any]:
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),

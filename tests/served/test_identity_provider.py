@@ -53,6 +53,7 @@ async def test_served_graph_takes_provider_jwts_next_to_the_tokens_file(
     with TestProvider([k1]) as provider:
         env = {
             "ALGENTA_BASE_URL": engine.url,
+            "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
             "ALGENTA_PROFILE": "execute",
             "ALGENTA_MODEL": "demo",
             "ALGENTA_ON_DENIAL": '{"confidence": "escalate"}',

@@ -87,6 +87,7 @@ def served_env(
     agent_toml.write_text(GATES.format(url=crm.url))
     return {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_CONFIG": str(agent_toml),

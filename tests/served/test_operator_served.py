@@ -180,6 +180,7 @@ def test_operators_see_only_what_waits_for_them_and_answers_behave_as_in_the_lib
 ) -> None:
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         ENV_AUTH_FILE: str(write_tokens(tmp_path / "auth.json")),

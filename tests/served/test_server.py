@@ -99,6 +99,7 @@ async def test_langgraph_dev_serves_the_governed_graph(
 
     env = {
         "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
         "ALGENTA_PROFILE": "execute",
         "ALGENTA_MODEL": "demo",
         "ALGENTA_TOP_K": "5",

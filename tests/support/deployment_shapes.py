@@ -90,7 +90,8 @@ class Parts:
             for b in TOOL_GATES["budgets"]  # type: ignore[attr-defined]
         )
         path.write_text(
-            f'base_url = "{self.engine.url}"\nprofile = "execute"\nmodel = "demo"\n\n'
+            f'base_url = "{self.engine.url}"\nprofile = "execute"\nmodel = "demo"\n'
+            "operator_key_is_agent_key = true\n\n"
             f'[extra_servers.crm]\ntransport = "streamable_http"\nurl = "{self.crm.url}"\n'
             f"\n[tool_gates]\nrequire_approval = {json.dumps(TOOL_GATES['require_approval'])}\n"
             + budgets
@@ -479,6 +480,7 @@ class LibrarySpec:
                 self.parts.engine.url,
                 profile="execute",
                 extra_servers={"crm": self.parts.crm.connection()},
+                operator_key_is_agent_key=True,  # the reference engine here has no keys
             ) as engine:
                 graph = await create_governed_agent(
                     DemoChatModel(),
