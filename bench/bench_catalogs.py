@@ -46,6 +46,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import bench_million  # noqa: E402
 import bench_retrieval as br  # noqa: E402
 
 SEED = 46
@@ -114,7 +115,6 @@ def families_of_dev_sets(n: int, seed: int = SEED) -> Catalog:
     """BFCL v3's and APIBench's tools copied until ``n``, each copy with 3 random words of
     their vocabulary; queries: the dev sets' requests."""
     import apibench
-    import bench_million
     import bfcl
 
     api = apibench.load_apibench()
@@ -132,8 +132,6 @@ def generated(n: int) -> Catalog:
 
 
 def near_duplicate(n: int) -> Catalog:
-    import bench_million
-
     tools, intents = bench_million.near_duplicate_catalog(n)
     return tools, br.generate_queries(intents, 1000)
 
@@ -188,18 +186,12 @@ def measure(name: str, size: int, check_exact: int, hard: int = 0) -> dict[str, 
     del tools
     gc.collect()
     lat = br.latencies(lambda i: index.search(queries[i], br.K), len(queries))
-    stats = index.stats()
     out: dict[str, Any] = {
         "catalog": name,
         "tools": len(index),
         "made_s": round(made_s, 1),
         "build_s": round(build_s, 2),
-        "memory_mb": round(memory_mb, 1),
-        "heap_mb": round(stats["heap_bytes"] / 2**20, 1),
-        "terms": stats["terms"],
-        "postings": stats["postings"],
-        "p50_ms": round(br.pct(lat, 0.5), 4),
-        "p95_ms": round(br.pct(lat, 0.95), 4),
+        **bench_million.index_figures(index, memory_mb, lat),
     }
     if hard:
         out |= hardness(index._index, queries[:hard])

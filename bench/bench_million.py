@@ -49,6 +49,19 @@ sys.path.insert(0, str(HERE))
 import bench_retrieval as br  # noqa: E402
 
 
+def index_figures(index: Any, memory_mb: float, lat: list[float]) -> dict[str, Any]:
+    """An index's memory (RSS growth, its heap estimate), sizes and search p50 / p95."""
+    stats = index.stats()
+    return {
+        "memory_mb": round(memory_mb, 1),
+        "heap_mb": round(stats["heap_bytes"] / 2**20, 1),
+        "terms": stats["terms"],
+        "postings": stats["postings"],
+        "p50_ms": round(br.pct(lat, 0.5), 4),
+        "p95_ms": round(br.pct(lat, 0.95), 4),
+    }
+
+
 def near_duplicate_catalog(n: int, seed: int = br.SEED) -> tuple[list[dict[str, Any]], list[Any]]:
     """The 50k catalog copied until ``n`` tools, each copy with three extra words."""
     base, intents = br.generate_catalog(50_000, seed)
@@ -194,18 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     cpu = time.process_time()
     index.search_many(queries, br.K)
     many_ms = (time.process_time() - cpu) * 1000 / len(queries)
-    stats = index.stats()
     result: dict[str, Any] = {
         "catalog": ns.catalog,
         "tools": len(index),
         "build_s": round(build_s, 2),
         "build_cpu_s": round(build_cpu_s, 2),
-        "memory_mb": round(memory_mb, 1),
-        "heap_mb": round(stats["heap_bytes"] / 2**20, 1),
-        "terms": stats["terms"],
-        "postings": stats["postings"],
-        "p50_ms": round(br.pct(lat, 0.5), 4),
-        "p95_ms": round(br.pct(lat, 0.95), 4),
+        **index_figures(index, memory_mb, lat),
         "search_many_cpu_ms_per_query": round(many_ms, 4),
     }
     if ns.check_exact:
