@@ -166,6 +166,7 @@ async def test_two_approvals_racing_in_two_workers_run_it_once(
                 west.ainvoke(Command(resume=approve("bo")), config("t")),
                 return_exceptions=True,
             )
+    print("RACE", [type(o).__name__ for o in outcomes])
     for outcome in outcomes:  # each run ends, waits again, or is told who decided
         assert not isinstance(outcome, BaseException) or isinstance(
             outcome, EscalationAlreadyDecided
