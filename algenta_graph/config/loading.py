@@ -20,6 +20,7 @@ from algenta_graph.config.names import (
     ENV_CONFIG,
     ENV_ON_DENIAL,
     ENV_VARIABLES,
+    NO_ENGINE_WORDS,
 )
 from algenta_graph.errors import ConfigError, ConfigProblem
 from algenta_graph.governance.gates import parse_on_denial
@@ -172,6 +173,8 @@ def _env_overrides(
         raw = text(key)
         if raw is not None:
             values[key] = raw
+    if str(values.get("base_url", "")).lower() in NO_ENGINE_WORDS:
+        values["base_url"] = False  # no engine, as the file's base_url = false says
     for key in ("api_key", "operator_api_key", "ledger"):
         if text(key) is not None:
             values[key] = {"env": ENV_VARIABLES[key]}
