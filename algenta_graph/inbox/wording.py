@@ -349,8 +349,10 @@ def answer_effects(
                 f"until {quorum} distinct operators approved, then it {said['approve']}"
             )
         else:
-            said["approve"] = f"completes {quorum} approvals ({approvals_said(approved, quorum)}) "
-            said["approve"] += f"and {said['approve']}"
+            said["approve"] = (
+                f"completes {quorum} approvals ({approvals_said(approved, quorum)}) and "
+                f"{said['approve']}"
+            )
     return said
 
 

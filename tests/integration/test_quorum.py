@@ -44,18 +44,33 @@ def description(state: Any) -> str:
     return str(asked.value["action_requests"][0]["description"])
 
 
-async def test_one_approval_of_two_runs_nothing_and_asks_again_saying_who(
-    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
-) -> None:
-    db = tmp_path / "cp.sqlite"
+async def escalate_and_answer(
+    engine: ReferenceEngine, webhook: WebhookReceiver, db: Path, *answers: dict[str, Any]
+) -> tuple[str, list[Any], list[Any]]:
+    """A confidence escalation under a quorum of two, then each answer in turn: the decision,
+    what each resume returned (its values, or the ``ValidationError`` refusing it) and the
+    thread's state before the first answer and after each."""
+    outs: list[Any] = []
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, confidence=0.3)
         replies = [execute(decision, webhook.url, "c1"), "done"]
         async with agent(conn, db, replies, escalation=QUORUM) as (graph, _):
             await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
-            first = await graph.aget_state(config("t"))
-            await graph.ainvoke(Command(resume=approve("ana")), config("t"))
-            second = await graph.aget_state(config("t"))
+            states = [await graph.aget_state(config("t"))]
+            for answer in answers:
+                try:
+                    outs.append(await graph.ainvoke(Command(resume=answer), config("t")))
+                except ValidationError as refused:
+                    outs.append(refused)
+                states.append(await graph.aget_state(config("t")))
+    return decision, outs, states
+
+
+async def test_one_approval_of_two_runs_nothing_and_asks_again_saying_who(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    db = tmp_path / "cp.sqlite"
+    decision, _, (first, second) = await escalate_and_answer(engine, webhook, db, approve("ana"))
     FIGURES["single_approval_ran"] = len(engine.executions(decision))
     assert engine.executions(decision) == [] and webhook.received == []
     assert "0 of 2 approvals" in description(first)
@@ -76,17 +91,12 @@ async def test_one_approval_of_two_runs_nothing_and_asks_again_saying_who(
 async def test_the_same_operator_cannot_approve_twice(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
-    async with open_connection(engine) as conn:
-        decision = await log_decision(conn, confidence=0.3)
-        replies = [execute(decision, webhook.url, "c1"), "done"]
-        async with agent(conn, tmp_path / "cp.sqlite", replies, escalation=QUORUM) as (graph, _):
-            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
-            await graph.ainvoke(Command(resume=approve("ana")), config("t"))
-            with pytest.raises(ValidationError, match="'ana' already approved") as refused:
-                await graph.ainvoke(Command(resume=approve("ana")), config("t"))
-            after = await graph.aget_state(config("t"))
+    decision, (_, refused), (*_, after) = await escalate_and_answer(
+        engine, webhook, tmp_path / "cp.sqlite", approve("ana"), approve("ana")
+    )
     FIGURES["same_operator_counted_twice"] = len(engine.executions(decision))
-    assert "another operator" in str(refused.value)
+    assert isinstance(refused, ValidationError)
+    assert "'ana' already approved" in str(refused) and "another operator" in str(refused)
     assert engine.executions(decision) == [] and webhook.received == []
     assert "1 of 2 approvals: ana" in description(after)
 
@@ -94,14 +104,9 @@ async def test_the_same_operator_cannot_approve_twice(
 async def test_a_reject_after_one_approval_ends_it_and_runs_nothing(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
-    async with open_connection(engine) as conn:
-        decision = await log_decision(conn, confidence=0.3)
-        replies = [execute(decision, webhook.url, "c1"), "declined"]
-        async with agent(conn, tmp_path / "cp.sqlite", replies, escalation=QUORUM) as (graph, _):
-            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
-            await graph.ainvoke(Command(resume=approve("ana")), config("t"))
-            out = await graph.ainvoke(Command(resume=reject("bo")), config("t"))
-            after = await graph.aget_state(config("t"))
+    decision, (_, out), (*_, after) = await escalate_and_answer(
+        engine, webhook, tmp_path / "cp.sqlite", approve("ana"), reject("bo")
+    )
     FIGURES["rejected_after_one_ran"] = len(engine.executions(decision))
     assert engine.executions(decision) == [] and webhook.received == []
     [record] = out["operator_decisions"]
@@ -116,13 +121,9 @@ async def test_two_distinct_approvals_run_it_once_recorded_with_both(
     from cli_support import cli
 
     db = tmp_path / "cp.sqlite"
-    async with open_connection(engine) as conn:
-        decision = await log_decision(conn, confidence=0.3)
-        replies = [execute(decision, webhook.url, "c1"), "done"]
-        async with agent(conn, db, replies, escalation=QUORUM) as (graph, _):
-            await graph.ainvoke({"messages": [("user", "go")]}, config("t"))
-            await graph.ainvoke(Command(resume=approve("ana")), config("t"))
-            out = await graph.ainvoke(Command(resume=approve("bo")), config("t"))
+    decision, (_, out), _ = await escalate_and_answer(
+        engine, webhook, db, approve("ana"), approve("bo")
+    )
     verified = cli("receipts", "--db", str(db), "--verify", timeout=120)
     FIGURES["executions_after_two"] = len(engine.executions(decision))
     [execution] = engine.executions(decision)
@@ -166,7 +167,6 @@ async def test_two_approvals_racing_in_two_workers_run_it_once(
                 west.ainvoke(Command(resume=approve("bo")), config("t")),
                 return_exceptions=True,
             )
-    print("RACE", [type(o).__name__ for o in outcomes])
     for outcome in outcomes:  # each run ends, waits again, or is told who decided
         assert not isinstance(outcome, BaseException) or isinstance(
             outcome, EscalationAlreadyDecided
