@@ -64,6 +64,8 @@ impl Index {
         every: usize,
         progress: &mut dyn FnMut(usize),
     ) {
+        // The impact prefixes were made under the statistics and postings this add changes.
+        self.impacts.clear();
         // What each term's postings list gains (pass 1 counted it), by the index's term ids.
         let mut gained = pass1.tools_per_term();
         if self.vocab.len() == 0 {
@@ -440,6 +442,7 @@ impl Index {
         let Some(slot) = self.by_name.remove(name.as_bytes(), |s| doc_key(docs, s)) else {
             return false;
         };
+        self.impacts.clear();
         let (lens, terms) = self
             .docs
             .take(slot)

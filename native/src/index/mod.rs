@@ -17,6 +17,7 @@ mod docs;
 mod exhaustive;
 mod fill;
 pub mod fusion;
+mod impacts;
 pub mod intents;
 pub mod pass1;
 mod postings;
@@ -38,6 +39,7 @@ use crate::tokenize::Analyzer;
 
 use bounds::Bounds;
 use docs::{doc_key, Docs};
+use impacts::Impacts;
 pub use pass1::Pass1;
 use postings::{PostingList, WideTf};
 pub use scoring::{Params, DEFAULT_B, DEFAULT_K1, DEFAULT_LENGTH_EXPONENT, DEFAULT_WEIGHTS};
@@ -65,6 +67,9 @@ pub struct Index {
     bounds: Bounds,
     /// Exact frequencies of the postings with one of 15 or more (`postings.rs`).
     wide: WideTf,
+    /// Per term searched, its postings of the largest impact first (made by searches, emptied
+    /// by every add and remove: `impacts.rs`).
+    impacts: Impacts,
 }
 
 thread_local! {
@@ -164,6 +169,7 @@ impl Index {
             + self.scaled_lens.capacity() * std::mem::size_of::<[f32; NUM_FIELDS]>()
             + self.vectors.heap_bytes()
             + self.bounds.heap_bytes()
+            + self.impacts.heap_bytes()
             + self.wide.capacity() * (std::mem::size_of::<((u32, u32), [u8; NUM_FIELDS])>() + 1)
     }
 
@@ -204,6 +210,7 @@ impl Index {
             ("names", self.by_name.heap_bytes()),
             ("scaled", self.scaled_lens.capacity() * 16),
             ("bounds", self.bounds.heap_bytes()),
+            ("impacts", self.impacts.heap_bytes()),
             ("wide", self.wide.capacity() * 17),
         ]
     }

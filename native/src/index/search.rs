@@ -39,6 +39,9 @@ thread_local! {
     pub(super) static CHUNKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     pub(super) static PAIRED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     pub(super) static PAIR_ENDED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Threshold starts that ended the search, and that handed over to MaxScore.
+    pub(super) static THRESHOLD_ENDED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    pub(super) static THRESHOLD_HANDED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A query term: its postings, `idf` and the bound of its contribution.
@@ -68,6 +71,61 @@ const CHUNK: usize = 512;
 /// when those two lists hold at most `1 / PAIR_SHARE` of the query's postings (see
 /// `search_slots`).
 const PAIR_SHARE: usize = 2;
+
+/// The threshold start runs when the query's lists hold at least this many postings together
+/// (below, walking them is cheaper than its lookups).
+#[cfg(not(test))]
+const THRESHOLD_FROM: usize = 32_768;
+#[cfg(test)]
+const THRESHOLD_FROM: usize = 2048;
+
+/// The threshold start scores at most this many tools, then hands over to MaxScore.
+const THRESHOLD_BUDGET: usize = 1024;
+
+/// Impact-prefix entries taken from one term at a time by the threshold start.
+const THRESHOLD_STEP: usize = 8;
+
+/// Slots the threshold start has scored (one bit a slot), and the words it set (to clear them).
+#[derive(Default)]
+struct Seen {
+    bits: Vec<u64>,
+    words: Vec<u32>,
+}
+
+impl Seen {
+    /// Marks `slot`; whether it was marked before.
+    #[inline]
+    fn test_set(&mut self, slot: u32) -> bool {
+        let (w, b) = ((slot / 64) as usize, 1u64 << (slot % 64));
+        let word = &mut self.bits[w];
+        if *word & b != 0 {
+            return true;
+        }
+        if *word == 0 {
+            self.words.push(w as u32);
+        }
+        *word |= b;
+        false
+    }
+
+    #[inline]
+    fn has(&self, slot: u32) -> bool {
+        self.bits
+            .get((slot / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (slot % 64)) != 0)
+    }
+
+    fn clear(&mut self) {
+        for &w in &self.words {
+            self.bits[w as usize] = 0;
+        }
+        self.words.clear();
+    }
+}
+
+thread_local! {
+    static SEEN: std::cell::RefCell<Seen> = std::cell::RefCell::new(Seen::default());
+}
 
 /// Look `slot` up in the non-essential terms `order[..from]`, the largest bound first, until
 /// what it has (`have`: the sum of the bounds of the terms it has) and what is left to look
@@ -285,10 +343,177 @@ impl Index {
         if k == 0 || self.by_name.is_empty() || tokens.is_empty() {
             return Vec::new();
         }
-        let (terms, scorer) = self.query_terms(tokens);
+        let (mut terms, scorer) = self.query_terms(tokens);
         if terms.is_empty() {
             return Vec::new();
         }
+        let kth = Kth {
+            heap: Vec::with_capacity(k.min(1 << 16)),
+            k,
+        };
+        // Not when the warm start applies: a rare term's tools raise the k-th best score as
+        // well, for fewer lookups.
+        let sizes = terms.iter().map(|t| t.list.len());
+        let (shortest, longest) = (
+            sizes.clone().min().unwrap_or(0),
+            sizes.clone().max().unwrap_or(0),
+        );
+        let warm = terms.len() > 1
+            && (shortest <= WARM_SHORT || shortest * 16 <= longest.min(WARM_MAX * 16));
+        if warm || sizes.sum::<usize>() < THRESHOLD_FROM {
+            return self.max_score(&terms, &scorer, k, allow, ties, None, kth, Vec::new());
+        }
+        SEEN.with(|seen| {
+            let mut seen = seen.borrow_mut();
+            // Cleared before (a search that panicked may have left marks) and after.
+            seen.clear();
+            let words = self.docs.slots().div_ceil(64);
+            if seen.bits.len() < words {
+                seen.bits.resize(words, 0);
+            }
+            let (mut kth, mut candidates) = (kth, Vec::new());
+            let hits = if self.threshold_start(
+                &mut terms,
+                &scorer,
+                allow,
+                &mut seen,
+                &mut kth,
+                &mut candidates,
+            ) {
+                let theta = kth.threshold();
+                self.top_k_with(candidates.into_iter().filter(|c| c.0 >= theta), k, ties)
+            } else {
+                self.max_score(
+                    &terms,
+                    &scorer,
+                    k,
+                    allow,
+                    ties,
+                    Some(&seen),
+                    kth,
+                    candidates,
+                )
+            };
+            seen.clear();
+            hits
+        })
+    }
+
+    /// The threshold start (Fagin, Lotem & Naor's threshold algorithm over the impact
+    /// prefixes, `impacts.rs`): the tools of the largest contributions first, the term whose
+    /// next one is largest at each step, each scored exactly (its postings looked up) and
+    /// marked in `seen`. A tool not seen has from each term at most that term's next impact
+    /// (or the bound of the rest, past its prefix): once those sum below the k-th best score,
+    /// every tool that can enter the top k has been scored (returns true). Otherwise, after
+    /// `THRESHOLD_BUDGET` tools or at the end of the prefixes, each term's bound becomes that
+    /// next impact's (what it can still give a tool not seen) and MaxScore goes on, skipping
+    /// the tools seen.
+    fn threshold_start(
+        &self,
+        terms: &mut [Term<'_>],
+        scorer: &Scorer,
+        allow: Option<&[u64]>,
+        seen: &mut Seen,
+        kth: &mut Kth,
+        candidates: &mut Vec<(f32, u32)>,
+    ) -> bool {
+        let nt = terms.len();
+        let impacts: Vec<_> = terms
+            .iter()
+            .map(|t| {
+                self.impacts
+                    .get(t.id, t.list, scorer, &self.wide, &self.scaled_lens)
+            })
+            .collect();
+        let next = |t: usize, at: usize| -> f32 {
+            let imp = &impacts[t];
+            let tfw = imp.top.get(at).map_or(imp.rest, |x| x.0);
+            if tfw > 0.0 {
+                scorer.bound(terms[t].idf, tfw).min(terms[t].bound)
+            } else {
+                0.0
+            }
+        };
+        let mut at = vec![0usize; nt];
+        let mut edge: Vec<f32> = (0..nt).map(|t| next(t, 0)).collect();
+        let mut posts: Vec<(u32, u32)> = Vec::with_capacity(nt);
+        let mut part = vec![0f32; nt];
+        let mut scored = 0usize;
+        let mut theta = kth.threshold();
+        let finished = loop {
+            if edge.iter().sum::<f32>() * SLACK < theta {
+                break true;
+            }
+            // The term whose next impact is largest, among those with a prefix left.
+            let mut best = usize::MAX;
+            for t in 0..nt {
+                if at[t] < impacts[t].top.len() && (best == usize::MAX || edge[t] > edge[best]) {
+                    best = t;
+                }
+            }
+            if best == usize::MAX || scored >= THRESHOLD_BUDGET {
+                break false;
+            }
+            let t = best;
+            let end = (at[t] + THRESHOLD_STEP).min(impacts[t].top.len());
+            while at[t] < end {
+                let pos = impacts[t].top[at[t]].1;
+                at[t] += 1;
+                let slot = terms[t].list[pos as usize].slot;
+                let allowed =
+                    allow.is_none_or(|m| m[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0);
+                if !allowed || seen.test_set(slot) {
+                    continue;
+                }
+                scored += 1;
+                posts.clear();
+                for (u, term) in terms.iter().enumerate() {
+                    if u == t {
+                        posts.push((u as u32, pos));
+                        continue;
+                    }
+                    let i = seek(term.list, 0, slot);
+                    if term.list.get(i).is_some_and(|p| p.slot == slot) {
+                        posts.push((u as u32, i as u32));
+                    }
+                }
+                let score = self.score_posts(terms, scorer, &mut part, &posts, slot);
+                if score > 0.0 && score >= theta {
+                    candidates.push((score, slot));
+                    kth.push(score);
+                    theta = kth.threshold();
+                }
+            }
+            edge[t] = next(t, at[t]);
+        };
+        #[cfg(test)]
+        if finished {
+            &THRESHOLD_ENDED
+        } else {
+            &THRESHOLD_HANDED
+        }
+        .with(|c| c.set(c.get() + 1));
+        if !finished {
+            for (term, &e) in terms.iter_mut().zip(&edge) {
+                term.bound = e;
+            }
+        }
+        finished
+    }
+
+    /// MaxScore from `kth` and `candidates` on (the tools in `seen` already scored).
+    #[allow(clippy::too_many_arguments)]
+    fn max_score(
+        &self,
+        terms: &[Term<'_>],
+        scorer: &Scorer,
+        k: usize,
+        allow: Option<&[u64]>,
+        ties: Option<&Ties>,
+        seen: Option<&Seen>,
+        mut kth: Kth,
+        mut candidates: Vec<(f32, u32)>,
+    ) -> Vec<(f32, u32)> {
         let allowed = |slot: u32| match allow {
             Some(mask) => mask[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0,
             None => true,
@@ -303,11 +528,6 @@ impl Index {
             below[i + 1] = below[i] + terms[order[i]].bound;
         }
         let mut pos = vec![0usize; nt];
-        let mut kth = Kth {
-            heap: Vec::with_capacity(k.min(1 << 16)),
-            k,
-        };
-        let mut candidates: Vec<(f32, u32)> = Vec::new();
         // Warm start: when the term of the largest bound is rare (a product name), its tools
         // are scored first, so the k-th best score is high before the long lists are read;
         // the main loop then skips them (`top`: order[..top] are left to the main loop).
@@ -335,7 +555,10 @@ impl Index {
         let mut part = vec![0f32; nt];
         // order[..lazy] are non-essential.
         let mut lazy = 0;
-        let mut theta = 0f32;
+        let mut theta = kth.threshold();
+        while lazy < top && below[lazy + 1] * SLACK < theta {
+            lazy += 1;
+        }
         let mut flush = |batch: &mut Vec<(u32, u32)>,
                          batch_posts: &mut Vec<(u32, u32)>,
                          lazy: &mut usize,
@@ -344,7 +567,7 @@ impl Index {
             for &(slot, end) in batch.iter() {
                 let posts = &batch_posts[from..end as usize];
                 from = end as usize;
-                let score = self.score_posts(&terms, &scorer, &mut part, posts, slot);
+                let score = self.score_posts(terms, scorer, &mut part, posts, slot);
                 if score <= 0.0 || score < *theta {
                     continue;
                 }
@@ -362,7 +585,9 @@ impl Index {
         // among order[from..]), it can reach the k-th best score after the lookups.
         macro_rules! consider {
             ($slot:expr, $from:expr, $have:expr, $mark:expr) => {
-                if probe(
+                if seen.is_some_and(|s| s.has($slot)) {
+                    batch_posts.truncate($mark);
+                } else if probe(
                     &terms,
                     &order,
                     &below,

@@ -263,3 +263,76 @@ fn maxscore_stays_exact_through_adds_and_removes() {
         }
     }
 }
+
+#[test]
+fn the_threshold_start_stays_exact_on_common_words_through_adds_and_removes() {
+    // Few words, most tools holding several (as a small vocabulary makes them): every query
+    // term's list is long, many tools tie, and the threshold start runs on every query. Its
+    // impact prefixes are made by the searches; the adds and removes between them must not
+    // leave a stale one (a tool added with a larger impact than any prefix held).
+    use crate::index::search::{THRESHOLD_ENDED, THRESHOLD_HANDED};
+    let mut rng = Rng(0x9b05_688c_2b3e_6c1f);
+    let words: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
+    let catalog = |rng: &mut Rng, n: usize, tag: &str, short: bool| {
+        (0..n)
+            .map(|i| {
+                let len = if short {
+                    1 + rng.next(2)
+                } else {
+                    3 + rng.next(10)
+                };
+                let desc: Vec<&str> = (0..len)
+                    .map(|_| words[(rng.next(30 * 30) as f64).sqrt() as usize].as_str())
+                    .collect();
+                (format!("{tag}{i}"), desc.join(" "), Vec::new())
+            })
+            .collect::<Vec<(String, String, Vec<String>)>>()
+    };
+    let mut tools = catalog(&mut rng, 4000, "z", false);
+    let mut ix = Index::new(Params::default()).unwrap();
+    ix.add_staged(&stage_catalog(&tools));
+    let queries: Vec<String> = (0..80)
+        .map(|_| {
+            (0..1 + rng.next(4))
+                .map(|_| words[29 - rng.next(12)].clone())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let (ended, handed) = (
+        THRESHOLD_ENDED.with(|c| c.get()),
+        THRESHOLD_HANDED.with(|c| c.get()),
+    );
+    assert_pruning_exact(&ix, &queries, None);
+    for round in 0..3 {
+        let mut kept = Vec::new();
+        for t in tools.drain(..) {
+            if rng.next(4) == 0 {
+                assert!(ix.remove(&t.0));
+            } else {
+                kept.push(t);
+            }
+        }
+        tools = kept;
+        // Short texts of the same words: impacts above every prefix made so far.
+        let more = catalog(&mut rng, 300, &format!("s{round}_"), round != 1);
+        ix.add_staged(&stage_catalog(&more));
+        tools.extend(more);
+        assert_pruning_exact(&ix, &queries, None);
+        let mask = ix.allow_mask(
+            tools
+                .iter()
+                .filter(|_| rng.next(2) == 0)
+                .map(|t| t.0.as_str()),
+        );
+        assert_pruning_exact(&ix, &queries[..30], Some(&mask));
+    }
+    assert!(
+        THRESHOLD_ENDED.with(|c| c.get()) - ended > 50,
+        "no threshold start ended a search"
+    );
+    assert!(
+        THRESHOLD_HANDED.with(|c| c.get()) - handed > 50,
+        "no threshold start handed over"
+    );
+}
