@@ -41,7 +41,7 @@ from algenta_graph._langgraph import checkpointer_of, rebuild_as, strict_resume
 from algenta_graph.errors import EscalationAlreadyDecided, NoEscalationPending
 from algenta_graph.nodes.claiming import ANSWER_REPORT, AnswerReport
 
-__all__ = ["check_resumes", "waiting_escalations"]
+__all__ = ["check_resumes", "refusal", "waiting_escalations"]
 
 _G = TypeVar("_G", bound=Pregel[Any, Any, Any, Any])
 
@@ -75,9 +75,16 @@ class _RecordedClaim:
     done: bool = True
 
 
-def _refusal(state: StateSnapshot, thread: str | None) -> Exception:
-    """Why a resume on a thread where nothing waits is refused: who decided last, and when."""
-    decisions: Sequence[Mapping[str, Any]] = (state.values or {}).get("operator_decisions") or []
+def refusal(
+    values: Mapping[str, Any] | None, thread: str | None
+) -> EscalationAlreadyDecided | NoEscalationPending:
+    """Why a resume on a thread where nothing waits is refused: who decided last, and when.
+
+    ``values``: the thread's state values (its ``operator_decisions`` name the last answer).
+    The served API refuses such a resume before its run with this message
+    (:mod:`algenta_graph.serving.answer_check`).
+    """
+    decisions: Sequence[Mapping[str, Any]] = (values or {}).get("operator_decisions") or []
     if not decisions:
         return NoEscalationPending(
             f"no escalation waits for an operator on thread {thread}, and none was decided: "
@@ -119,7 +126,7 @@ class _ResumeChecked(Pregel[Any, Any, Any, Any]):
         thread = configurable.get("thread_id")
         waiting = waiting_escalations(state)
         if not waiting:
-            raise _refusal(state, str(thread) if thread is not None else None)
+            raise refusal(state.values, str(thread) if thread is not None else None)
         report = AnswerReport(waiting)
         checked: RunnableConfig = {
             **(config or {}),

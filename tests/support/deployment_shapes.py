@@ -62,6 +62,9 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "tok-alice": ("alice", ["agent"]),
     "tok-ana": ("ana", ["operator"]),
     "tok-olga": ("olga", ["operator"]),
+    "tok-vera": ("vera", ["operator"]),  # an operator who never answers
+    "tok-rita": ("rita", ["operator:risk_floor"]),  # an operator of another gate
+    "tok-bob": ("bob", ["agent"]),  # an agent who does not own the thread
 }
 TOKEN_OF = {identity: token for token, (identity, _) in TOKENS.items()}
 REFUND_LIMIT = 1
@@ -338,6 +341,36 @@ class ServedWorker:
             run.thread, run.run_id, wait=True, action="interrupt"
         )
 
+    async def sdk_answer(
+        self, who: str, thread: str, resume: Mapping[str, Any], call: str
+    ) -> Outcome:
+        """``who`` answers through the SDK ``call`` (:data:`SDK_CALLS`), queued behind a run in
+        progress: what the SDK raises or the run's error as that call returns it."""
+        await self.register(thread)
+        client = self.clients[who]
+        sent: dict[str, Any] = {
+            "command": {"resume": dict(resume)},
+            "multitask_strategy": "enqueue",
+        }
+        try:
+            if call == "wait":
+                return _sdk_end(await client.runs.wait(thread, ASSISTANT, **sent))
+            if call == "create+join":
+                run = await client.runs.create(thread, ASSISTANT, **sent)
+                return _sdk_end(await client.runs.join(thread, run["run_id"]))
+            assert call == "stream", call
+            async for part in client.runs.stream(thread, ASSISTANT, stream_mode="values", **sent):
+                if part.event == "error":
+                    return _sdk_end({"__error__": part.data})
+            return Outcome(said="a stream without an error")
+        except Exception as exc:  # what the caller is told: the SDK's error and its message
+            return Outcome(f"{type(exc).__name__}: {exc}")
+
+    async def reads(self, who: str, thread: str) -> bool:
+        """Whether ``who`` may read ``thread`` here (``GET /threads/{id}``)."""
+        found = await self.http.get(f"/threads/{thread}", headers=bearer(TOKEN_OF[who]))
+        return found.status_code == 200
+
     async def _create(self, who: str, thread: str, **kwargs: Any) -> ServedRun:
         await self.register(thread)
         run = await self.clients[who].runs.create(thread, ASSISTANT, **kwargs)
@@ -384,6 +417,18 @@ class ServedWorker:
             if run.is_error or run.json().get("status") != "error":
                 return None
             return _run_error(await owner.get(f"{where}/join"))
+
+
+SDK_CALLS = ("wait", "create+join", "stream")
+"""The SDK calls an operator answers with: ``runs.wait``, ``runs.create`` + ``runs.join``,
+``runs.stream``."""
+
+
+def _sdk_end(result: Any) -> Outcome:
+    error = result.get("__error__") if isinstance(result, dict) else None
+    if isinstance(error, dict):
+        return Outcome(f"{error.get('error')}: {error.get('message')}")
+    return Outcome(said=str(result)[:200])
 
 
 def _run_error(response: httpx.Response) -> str | None:
