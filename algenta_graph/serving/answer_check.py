@@ -13,13 +13,15 @@ the winner's run cleared what the thread waits on). So the server, on the run's 
 - **nothing waits** on the thread: the answer is refused with HTTP 409 before any run, its
   detail the refusal the graph would raise (``EscalationAlreadyDecided: escalation already
   decided by ana (override in thread ... at ...)``, or ``NoEscalationPending``), but only to an
-  operator who may answer a gate of the thread's decisions; anyone else gets 403 and learns
-  nothing of who decided;
+  operator who may answer a gate of the thread's decisions (anyone else learns nothing of who
+  decided: see the last case);
 - **an escalation waits** on a gate the operator may answer: the operator is recorded in the
   thread's metadata (:func:`~algenta_graph.governance.visibility.record_answered`), so their run's
   end stays readable to them whatever it is: their answer taking effect, or
   ``EscalationAlreadyDecided`` when another answer wins the race inside the graph;
-- **an escalation waits** on gates the operator may not answer: 403 naming the gates.
+- **an escalation waits** (or was decided) on gates the operator may not answer: let through
+  unrecorded, as before this check: the graph refuses it naming the gate (its run's error, which
+  the thread's owner and the auditors read; the operator gains no read of the thread).
 
 The state read is the server's own (:func:`graph_reads` is true around it, and the read handler
 lets it read any thread): nothing a client sends can set it. A thread the server does not know
@@ -39,7 +41,6 @@ from langgraph_sdk import Auth
 
 from algenta_graph.governance.visibility import record_answered
 from algenta_graph.graph.resumes import refusal
-from algenta_graph.serving.principals import forbidden
 from algenta_graph.serving.roles import is_operator
 
 __all__ = ["check_answer", "graph_reads", "waiting_gates"]
@@ -94,8 +95,8 @@ async def check_answer(thread_id: str, identity: str, roles: frozenset[str]) -> 
     """Let ``identity``'s answer on ``thread_id`` in, recorded, or refuse it (module docs).
 
     Raises:
-        Auth.exceptions.HTTPException: 409 (nothing waits: who decided, when), 403 (not an
-            escalation this operator may answer), 503 (the check could not be made).
+        Auth.exceptions.HTTPException: 409 (nothing waits: who decided, when), 503 (the check
+            could not be made).
     """
     try:
         state = await _thread_state(thread_id)
@@ -110,10 +111,7 @@ async def check_answer(thread_id: str, identity: str, roles: frozenset[str]) -> 
     waiting = waiting_gates(state)
     if waiting:
         if not any(is_operator(roles, gate) for gate in waiting):
-            raise forbidden(
-                f"{identity} may not answer this thread's escalations (it waits on "
-                f"{', '.join(sorted(waiting))})"
-            )
+            return  # not theirs: the graph refuses it by name, and nothing is recorded here
         try:
             await record_answered(thread_id, identity)
         except Exception as exc:  # fail closed: a loser who could not read its end is not told
@@ -126,7 +124,7 @@ async def check_answer(thread_id: str, identity: str, roles: frozenset[str]) -> 
     decided = values.get("operator_decisions") if isinstance(values, Mapping) else None
     gates = {str(d.get("gate")) for d in decided or [] if isinstance(d, Mapping)}
     if gates and not any(is_operator(roles, gate) for gate in gates):
-        raise forbidden(f"{identity} may not answer this thread's escalations")
+        return  # not theirs to answer: told nothing here of who decided (the graph refuses it)
     refused = refusal(values if isinstance(values, Mapping) else None, thread_id)
     raise Auth.exceptions.HTTPException(
         status_code=409, detail=f"{type(refused).__name__}: {refused}"

@@ -364,7 +364,9 @@ class ServedWorker:
                     return _sdk_end({"__error__": part.data})
             return Outcome(said="a stream without an error")
         except Exception as exc:  # what the caller is told: the SDK's error and its message
-            return Outcome(f"{type(exc).__name__}: {exc}")
+            # (runs.wait raises httpx's error with the response body as its note, shown with it)
+            told = " ".join([str(exc), *getattr(exc, "__notes__", ())])
+            return Outcome(f"{type(exc).__name__}: {told}")
 
     async def reads(self, who: str, thread: str) -> bool:
         """Whether ``who`` may read ``thread`` here (``GET /threads/{id}``)."""
