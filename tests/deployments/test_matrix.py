@@ -384,7 +384,8 @@ async def test_every_served_loser_is_told_by_every_sdk_call_and_nobody_else_read
         pytest.skip("the served API's callers (the library raises to its caller: above)")
     tally = Tally("served_losers_by_sdk_call", shape.shape)
     strangers = ("rita", "bob", "vera")  # another gate's operator, an agent, one who never tried
-    leaks = forged = 0
+    leaks: list[str] = []
+    forged = 0
     async with shape.open() as dep:
         first, second = dep.workers
         assert isinstance(first, ServedWorker) and isinstance(second, ServedWorker)
@@ -416,8 +417,10 @@ async def test_every_served_loser_is_told_by_every_sdk_call_and_nobody_else_read
         await _judge_engine(
             tally, parts, dep, decision, escalation, [thread], ("ana", "override", thread)
         )
-        # nobody else reads the thread, on either worker; nobody forges the key that would let
-        # them (a patch, a new thread's or a run's metadata)
+        # nobody else reads the thread, and nobody forges the key that would let them (a patch,
+        # a new thread's or a run's metadata). Read where the thread's metadata is the graph's:
+        # a second worker's is a stand-in for a shared thread store, written only by the runs
+        # it served (``ServedWorker``), so there it may still say what the thread waited on
         alice = first.clients["alice"]
         forge = {answered_key("vera"): "vera"}
         patched = await first.http.patch(
@@ -427,16 +430,17 @@ async def test_every_served_loser_is_told_by_every_sdk_call_and_nobody_else_read
         created = str((await alice.threads.create(metadata=forge))["thread_id"])
         ran = str((await alice.threads.create())["thread_id"])
         await alice.runs.wait(ran, "governed_agent", input=user_turn("hello"), metadata=forge)
-        for worker in {id(first): first, id(second): second}.values():
-            for who in strangers:
-                leaks += sum([await worker.reads(who, one) for one in (thread, created, ran)])
+        for who in strangers:
+            for one in (thread, created, ran):
+                if await first.reads(who, one):
+                    leaks.append(f"{who} reads {one}")
         if leaks or forged:
-            tally.problem(f"{leaks} reads by strangers, {forged} forged metadata writes let in")
+            tally.problem(f"strangers' reads {leaks}, {forged} forged metadata writes let in")
     figure(
         "deployment_served_loser_reads",
         shape=shape.shape,
         strangers=len(strangers),
-        reads_gained=leaks,
+        reads_gained=len(leaks),
         forged_writes_let_in=forged,
     )
     tally.check()
