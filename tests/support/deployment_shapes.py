@@ -270,7 +270,7 @@ class ServedRun:
 
 
 class ServedWorker:
-    """One ``langgraph dev`` server, as alice, ana and olga (``langgraph_sdk``).
+    """One ``langgraph dev`` server, as each identity of :data:`TOKENS` (``langgraph_sdk``).
 
     Args:
         url: the server.
