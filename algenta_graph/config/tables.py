@@ -115,7 +115,12 @@ def _no_literal_secrets(values: Mapping[str, TextOrSecret] | None, what: str) ->
             )
 
 
-def _check_url(url: str) -> str:
+def check_url(url: str) -> str:
+    """``url`` when it is an http(s):// or ws(s):// URL without a secret in it.
+
+    Raises:
+        ValueError: naming what is wrong with it.
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
         raise ValueError(f"must be an http(s):// or ws(s):// URL, got {url!r}")
@@ -130,7 +135,7 @@ def _check_url(url: str) -> str:
     return url
 
 
-Url = Annotated[str, AfterValidator(_check_url)]
+Url = Annotated[str, AfterValidator(check_url)]
 
 
 def _ledger(value: Any) -> Any:

@@ -1,15 +1,19 @@
 """One escalation in the inbox: its page and the approve / edit / reject form, handled.
 
-The page shows what waits (the denial, the policy, the thread's earlier records) and what the
-engine says of each decision (``get_decision``); the form's answer is sent as the signed-in
-operator's resume only after its CSRF token, the operator's gates and the digest of what was
-shown are checked, so a stale page or a second answer is refused with nothing done. Who may
-ask is :mod:`algenta_graph.inbox.signin`; what is read and sent is
-:mod:`algenta_graph.inbox.queries`.
+The page says first, in words, what waits (the held call, or the decision and the action it
+decides) and what each answer will do (:mod:`algenta_graph.inbox.wording`), then shows the
+denial, the policy, what the engine says of each decision (``get_decision``) and the thread's
+records; the form's answer is sent as the signed-in operator's resume only after its CSRF token,
+the operator's gates and the digest of what was shown are checked, so a stale page or a second
+answer is refused with nothing done. After an answer the page shows what happened: the tool's
+answer, the receipt, or the refusal naming who decided. Who may ask is
+:mod:`algenta_graph.inbox.signin`; what is read and sent is :mod:`algenta_graph.inbox.queries`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,17 +21,99 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
+from algenta_graph.governance.escalations import is_overdue
 from algenta_graph.inbox import queries
-from algenta_graph.inbox.engine_reads import get_decision
+from algenta_graph.inbox.engine_reads import decision_actions, get_decision
 from algenta_graph.inbox.escalation import decision_of, escalation
 from algenta_graph.inbox.form_tokens import same_token
 from algenta_graph.inbox.rendering import refuse, render
 from algenta_graph.inbox.resume import EDIT_FIELDS, FormDecision, build_resume, submit_answer
 from algenta_graph.inbox.session import Session
 from algenta_graph.inbox.signin import operator_client
+from algenta_graph.inbox.wording import (
+    Facts,
+    answer_effects,
+    decision_ids,
+    decision_inputs,
+    escalation_about,
+    outcome_line,
+    record_line,
+    record_lines,
+    thread_facts,
+    who_answered,
+)
 from algenta_graph.serving.tokens import auth_configured, operator_gates
 
 __all__ = ["answer", "escalation_page", "show_escalation"]
+
+
+@dataclass(frozen=True)
+class ItemWords:
+    """One escalated call of the page, in words."""
+
+    about: str
+    """Which gate stopped what (the held call, or the decision and its action)."""
+    decides: str | None
+    """For an engine decision: the action it decides and its inputs, as the engine says."""
+    effects: dict[str, str]
+    """What each answer the gate accepts will do, by decision type."""
+
+
+def _item_words(item: Mapping[str, Any], engine: Mapping[str, Any], now: datetime) -> ItemWords:
+    answer = engine.get(str(item.get("decision_id")))
+    decision = answer.get("decision") if isinstance(answer, Mapping) else None
+    decides = decision_inputs(decision) if isinstance(decision, Mapping) else None
+    action = decision.get("chosen_action") if isinstance(decision, Mapping) else None
+    overdue = is_overdue(item.get("expires_at"), now)
+    return ItemWords(
+        about=escalation_about(item, action),
+        decides=decides,
+        effects=answer_effects(item, action, overdue=overdue),
+    )
+
+
+async def _facts(values: Mapping[str, Any]) -> Facts:
+    """The thread's facts, with the action of every decision its records name."""
+    return thread_facts(values, await decision_actions(decision_ids(values)))
+
+
+def _answered(
+    request: Request,
+    session: Session,
+    status: int,
+    *,
+    thread_id: str,
+    escalation_id: str,
+    record: dict[str, Any] | None,
+    facts: Facts,
+    error: str | None = None,
+    notice: str | None = None,
+) -> Response:
+    """The page of an escalation no longer waiting: what was decided and what came of it."""
+    outcome = result = receipt = None
+    if record is not None:
+        about = record_line("operator_decisions", record, facts).about
+        outcome = outcome_line(record, about)
+        shown = record.get("outcome")
+        if isinstance(shown, Mapping):
+            if record.get("tool") and shown.get("content") is not None:
+                result = str(shown["content"])
+            elif shown.get("kind") == "receipt":
+                receipt = dict(shown)
+    return render(
+        request,
+        "answered.html",
+        session,
+        status,
+        error=error,
+        notice=notice,
+        record=record,
+        outcome=outcome,
+        result=result,
+        receipt=receipt,
+        thread_id=thread_id,
+        escalation_id=escalation_id,
+    )
 
 
 async def show_escalation(
@@ -40,25 +126,25 @@ async def show_escalation(
     error: str | None = None,
     form: FormData | None = None,
 ) -> Response:
-    """The escalation's page: what waits, what the engine says of each decision, the form.
+    """The escalation's page: what waits, what each answer does, the engine's view, the form.
 
-    An escalation no longer waiting shows its answer (404 when there is none); a gate the
-    operator may not answer is refused (403).
+    An escalation no longer waiting shows its answer and what came of it (404 when there is
+    none); a gate the operator may not answer is refused (403).
     """
     async with operator_client(session) as client:
         view, state = await escalation(client, thread_id, escalation_id)
     values = state.get("values") or {}
     if view is None:
         record = decision_of(values, escalation_id)
-        return render(
+        return _answered(
             request,
-            "answered.html",
             session,
             status if error else 404 if record is None else 200,
-            error=error,
-            record=record,
             thread_id=thread_id,
             escalation_id=escalation_id,
+            record=record,
+            facts=await _facts(values),
+            error=error,
         )
     forbidden = [
         i["gate"] for i in view.items if i.get("gate") not in operator_gates(session.roles)
@@ -78,6 +164,7 @@ async def show_escalation(
                 engine[decision] = await get_decision(decision)
             except Exception as exc:  # shown on the page; the form still works
                 engine[decision] = {"error": f"the engine could not be asked: {exc}"}
+    now = datetime.now(timezone.utc)
     return render(
         request,
         "escalation.html",
@@ -85,9 +172,11 @@ async def show_escalation(
         status,
         error=error,
         view=view,
+        words=[_item_words(item, engine, now) for item in view.items],
+        lines=record_lines(view.records, await _facts(values)),
         engine=engine,
         form=form,
-        now=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        now=now.isoformat(timespec="seconds"),
     )
 
 
@@ -97,12 +186,21 @@ async def escalation_page(request: Request, session: Session) -> Response:
     return await show_escalation(request, session, params["thread"], params["escalation"])
 
 
+def _already_answered(record: Mapping[str, Any] | None) -> str:
+    """Why an escalation no longer waiting is refused: who answered it, how and when."""
+    if record is None:
+        return "refused: this escalation no longer waits for an operator; nothing was done"
+    return (
+        f"refused: this escalation was already answered by {who_answered(record)}; nothing was done"
+    )
+
+
 async def answer(request: Request, session: Session) -> Response:
     """``POST .../answer``: the form checked (CSRF, gates, digest, decisions) and sent.
 
     Nothing is sent unless the form's token is the session's, the escalation still waits, the
     operator may answer every gate it lists and the page was shown for what waits now (its
-    digest); the outcome is the answered page, or the escalation again with why.
+    digest); the outcome is the answered page (what happened), or the escalation again with why.
     """
     thread_id, escalation_id = request.path_params["thread"], request.path_params["escalation"]
     form = await request.form()
@@ -120,36 +218,31 @@ async def answer(request: Request, session: Session) -> Response:
             if exc.status != 404:
                 raise
             # an operator reads a thread while it waits for it, or once it decided it
-            return render(
+            return _answered(
                 request,
-                "answered.html",
                 session,
                 409,
+                thread_id=thread_id,
+                escalation_id=escalation_id,
+                record=None,
+                facts=Facts(),
                 error=(
                     "refused: this escalation no longer waits for you (someone else "
                     "answered it, and its thread is no longer yours to read); nothing was done"
                 ),
-                record=None,
-                thread_id=thread_id,
-                escalation_id=escalation_id,
             )
         if view is None:
-            record = decision_of(state.get("values") or {}, escalation_id)
-            why = (
-                f"refused: this escalation was already answered by {record.get('operator')} "
-                f"({record.get('verdict')}, {record.get('decided_at')}); nothing was done"
-                if record
-                else "refused: this escalation no longer waits for an operator; nothing was done"
-            )
-            return render(
+            values = state.get("values") or {}
+            record = decision_of(values, escalation_id)
+            return _answered(
                 request,
-                "answered.html",
                 session,
                 409,
-                error=why,
-                record=record,
                 thread_id=thread_id,
                 escalation_id=escalation_id,
+                record=record,
+                facts=await _facts(values),
+                error=_already_answered(record),
             )
         forbidden = {
             str(i["gate"]) for i in view.items if i.get("gate") not in operator_gates(session.roles)
@@ -192,24 +285,25 @@ async def answer(request: Request, session: Session) -> Response:
             )
         if not auth_configured() and isinstance(resume, dict):
             resume = {**resume, "operator": session.identity}  # open: the name typed
-        outcome = await submit_answer(client, view, resume, escalation_id)
-    if not outcome.ok:
-        return await show_escalation(
+        outcome = await submit_answer(client, view, resume, escalation_id, session.identity)
+    if outcome.ok or outcome.record is not None or not outcome.readable:
+        return _answered(
             request,
             session,
-            thread_id,
-            escalation_id,
-            status=409,
-            error=outcome.message,
-            form=form,
+            200 if outcome.ok else 409,
+            thread_id=thread_id,
+            escalation_id=escalation_id,
+            record=outcome.record,
+            facts=await _facts(outcome.values),
+            error=None if outcome.ok else outcome.message,
+            notice=outcome.message if outcome.ok else None,
         )
-    return render(
+    return await show_escalation(
         request,
-        "answered.html",
         session,
-        200,
-        notice=outcome.message,
-        record=outcome.record,
-        thread_id=thread_id,
-        escalation_id=escalation_id,
+        thread_id,
+        escalation_id,
+        status=409,
+        error=outcome.message,
+        form=form,
     )

@@ -37,8 +37,8 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route, request_response
 from starlette.staticfiles import StaticFiles
 
 from algenta_graph.errors import InboxConfigError
@@ -59,6 +59,12 @@ _log = logging.getLogger("algenta_graph.inbox")
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
     return PlainTextResponse(str(exc), status_code=503)
+
+
+async def _with_slash(request: Request) -> Response:
+    """``/inbox``: the inbox's home, ``/inbox/`` (else the API would answer, with its 401)."""
+    query = request.url.query
+    return RedirectResponse(PREFIX + "/" + ("?" + query if query else ""), status_code=307)
 
 
 def create_app(
@@ -123,7 +129,13 @@ def create_app(
             await close_engines()
 
     # the server merges this app's routes (and middleware: none here) with its API's
-    return Starlette(routes=[Mount(PREFIX, app=SecurityHeaders(inbox))], lifespan=lifespan)
+    return Starlette(
+        routes=[
+            Route(PREFIX, SecurityHeaders(request_response(_with_slash))),
+            Mount(PREFIX, app=SecurityHeaders(inbox)),
+        ],
+        lifespan=lifespan,
+    )
 
 
 app = create_app()

@@ -3,8 +3,10 @@
 :func:`timeline` reads every checkpoint of a thread the caller may read (the API's history)
 and verifies the chain over all of them (:func:`~algenta_graph.audit.history.verify_history`),
 with its JSONL export; :func:`decided` lists every operator decision on the readable threads,
-filtered by operator, gate and outcome. Reading only, through the API as the caller: never a
-checkpoint store.
+filtered by operator, gate and outcome. Each record is put in words
+(:mod:`algenta_graph.inbox.wording`, an engine decision named with the action it decides:
+:func:`~algenta_graph.inbox.engine_reads.decision_actions`). Reading only, through the API as
+the caller: never a checkpoint store.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from algenta_graph.audit.chain import records_in_order
 from algenta_graph.audit.export import export_jsonl
 from algenta_graph.audit.history import verify_history
 from algenta_graph.audit.verification import ChainReport
+from algenta_graph.inbox.engine_reads import decision_actions
 from algenta_graph.inbox.queries import PAGE, api_error, readable_threads
+from algenta_graph.inbox.wording import RecordLine, decision_ids, record_line, thread_facts
 from algenta_graph.serving.checkpoint_reader import StoredCheckpoint
 
 __all__ = ["DecidedRow", "Timeline", "decided", "timeline"]
@@ -32,7 +36,8 @@ class Timeline:
     """A thread's records in chain order and the verification of its every checkpoint."""
 
     thread_id: str
-    records: list[tuple[str, Mapping[str, Any]]]
+    lines: list[RecordLine]
+    """The records, in chain order and in words."""
     report: ChainReport
     values: dict[str, Any]
 
@@ -72,7 +77,9 @@ async def timeline(client: LangGraphClient, thread_id: str) -> Timeline:
     checkpoints = [_stored(thread_id, h) for h in history if h.get("checkpoint")]
     report = verify_history(checkpoints)
     latest = dict(history[0].get("values") or {}) if history else {}
-    return Timeline(thread_id, records_in_order(latest), report, latest)
+    facts = thread_facts(latest, await decision_actions(decision_ids(latest)))
+    lines = [record_line(name, r, facts) for name, r in records_in_order(latest)]
+    return Timeline(thread_id, lines, report, latest)
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,10 @@ class DecidedRow:
     reason: str | None
     decided_at: str | None
     digest: str | None
+    about: str
+    """What it was about, in words: the held call, or the decision and its action."""
+    happened: str
+    """Who answered how, and what came of it, in words."""
 
 
 async def decided(
@@ -101,27 +112,37 @@ async def decided(
 
     Also returns the choices of each filter (the operators, gates and outcomes seen).
     """
-    rows: list[DecidedRow] = []
+    found: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = []
     for thread in await readable_threads(client):
         values = thread.get("values") or {}
         if not isinstance(values, Mapping):
             continue
-        for r in values.get("operator_decisions") or ():
-            if not isinstance(r, Mapping):
-                continue
-            rows.append(
-                DecidedRow(
-                    thread_id=str(thread["thread_id"]),
-                    escalation_id=r.get("escalation_id"),
-                    gate=r.get("gate"),
-                    decision_id=r.get("decision_id"),
-                    operator=r.get("operator"),
-                    verdict=r.get("verdict") or r.get("action"),
-                    reason=r.get("reason"),
-                    decided_at=r.get("decided_at") or r.get("time"),
-                    digest=r.get("digest"),
-                )
+        found += [
+            (str(thread["thread_id"]), values, r)
+            for r in values.get("operator_decisions") or ()
+            if isinstance(r, Mapping)
+        ]
+    actions = await decision_actions(
+        r["decision_id"] for _, _, r in found if isinstance(r.get("decision_id"), str)
+    )
+    rows: list[DecidedRow] = []
+    for thread_id, values, r in found:
+        line = record_line("operator_decisions", r, thread_facts(values, actions))
+        rows.append(
+            DecidedRow(
+                thread_id=thread_id,
+                escalation_id=r.get("escalation_id"),
+                gate=r.get("gate"),
+                decision_id=r.get("decision_id"),
+                operator=r.get("operator"),
+                verdict=r.get("verdict") or r.get("action"),
+                reason=r.get("reason"),
+                decided_at=r.get("decided_at") or r.get("time"),
+                digest=r.get("digest"),
+                about=line.about,
+                happened=line.happened,
             )
+        )
     choices = {
         "operator": sorted({r.operator for r in rows if r.operator}),
         "gate": sorted({r.gate for r in rows if r.gate}),

@@ -53,7 +53,7 @@ async def threads_page(request: Request, session: Session) -> Response:
             "updated_at": t.get("updated_at"),
             "records": sum(
                 len((t.get("values") or {}).get(f) or ())
-                for f in ("receipts", "denials", "operator_decisions")
+                for f in ("receipts", "denials", "operator_decisions", "tool_calls")
             )
             if isinstance(t.get("values"), dict)
             else 0,

@@ -10,6 +10,7 @@ the graph recorded, or why it refused. Which escalation waits is
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -18,7 +19,8 @@ import httpx
 from langgraph_sdk.client import LangGraphClient
 
 from algenta_graph.inbox.escalation import EscalationView, decision_of
-from algenta_graph.inbox.queries import api_error, thread_state
+from algenta_graph.inbox.queries import InboxAPIError, api_error, thread_state
+from algenta_graph.inbox.wording import who_answered
 from algenta_graph.nodes.answers import edited_arguments, edited_call_arguments
 from algenta_graph.nodes.questions import EscalationItem, action_name
 
@@ -139,19 +141,67 @@ class AnswerOutcome:
     ok: bool
     message: str
     record: dict[str, Any] | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    """The thread's values after the run (empty when they could not be read)."""
+    readable: bool = True
+    """Whether the operator may still read the thread (after an answer that did not take
+    effect, the thread may no longer be theirs: it waits for no one and they did not decide)."""
 
 
-def _run_error(output: Any) -> str | None:
+def _run_error(output: Any) -> tuple[str, str] | None:
+    """``(error name, message)`` of a run that ended in an error."""
     if isinstance(output, Mapping) and isinstance(output.get("__error__"), Mapping):
         error = output["__error__"]
-        return f"{error.get('error', 'error')}: {error.get('message', '')}".strip()
+        return str(error.get("error") or "error"), str(error.get("message") or "")
     return None
 
 
+_PYDANTIC_ERROR = re.compile(r"^\s+(?:Value error, )?(?P<what>.*?)\s*\[type=[^\n]*$", re.M)
+
+
+def graph_refusal(name: str, message: str) -> str:
+    r"""What the graph said when it refused an answer, in its own words.
+
+    The answer's check (its ``response_schema``, the argument rules an edit must keep) fails as a
+    pydantic ``ValidationError``: only what each error says is kept, not the input echoed back
+    or pydantic's links.
+
+    >>> graph_refusal("ValidationError", "1 validation error for EscalationAnswer\n"
+    ...     "  Value error, edit: rule 'small' broken [type=value_error, input_value={}]\n"
+    ...     "    For further information visit https://errors.pydantic.dev/2/v/value_error")
+    "edit: rule 'small' broken"
+    >>> graph_refusal("NoEscalationPending", "no escalation waits")
+    'NoEscalationPending: no escalation waits'
+    """
+    if name == "ValidationError":
+        said = [m.group("what") for m in _PYDANTIC_ERROR.finditer(message)]
+        if said:
+            return "; ".join(said)
+    return f"{name}: {message}" if message else name
+
+
+REFUSED_DECIDED = "refused: another operator decided first: "
+"""How the page begins a refusal because another operator's answer takes effect."""
+NOT_YOURS = (
+    "your answer did not take effect: another operator had decided this escalation first, "
+    "and their answer was completed in this thread (which is no longer yours to read: an "
+    "operator reads a thread while it waits for them, or once they decided it)"
+)
+"""What an operator is told when their answer completed another operator's, elsewhere."""
+
+
 async def submit_answer(
-    client: LangGraphClient, view: EscalationView, resume: Any, escalation_id: str
+    client: LangGraphClient,
+    view: EscalationView,
+    resume: Any,
+    escalation_id: str,
+    identity: str,
 ) -> AnswerOutcome:
-    """Resume the thread with ``resume`` and say what the graph recorded (or why it refused)."""
+    """Resume the thread with ``resume`` and say what the graph recorded (or why it refused).
+
+    ``identity``: who answers; when the decision recorded is someone else's (their answer was
+    given first, in this thread or a copy of it, and completed here), the outcome says so.
+    """
     try:
         run = await client.runs.create(
             view.thread_id,
@@ -159,8 +209,6 @@ async def submit_answer(
             command={"resume": resume},
             multitask_strategy="reject",
         )
-        output = await client.runs.join(view.thread_id, run["run_id"])
-        status = (await client.runs.get(view.thread_id, run["run_id"]))["status"]
     except httpx.HTTPError as exc:
         error = api_error(exc)
         if error.status == 409:
@@ -170,13 +218,33 @@ async def submit_answer(
                 "was sent: reload the page",
             )
         return AnswerOutcome(False, f"refused by the server ({error.status}): {error}")
-    problem = _run_error(output)
-    if status != "success" or problem:
-        return AnswerOutcome(
-            False, f"refused by the graph: {problem or status}; nothing was recorded"
-        )
-    values = (await thread_state(client, view.thread_id)).get("values") or {}
+    try:
+        output = await client.runs.join(view.thread_id, run["run_id"])
+        status = (await client.runs.get(view.thread_id, run["run_id"]))["status"]
+        problem = _run_error(output)
+        if status != "success" or problem:
+            name, message = problem or (status, "")
+            if name == "EscalationAlreadyDecided":
+                return AnswerOutcome(False, REFUSED_DECIDED + message)
+            why = graph_refusal(name, message)
+            return AnswerOutcome(False, f"refused by the graph: {why}; nothing was recorded")
+        values = (await thread_state(client, view.thread_id)).get("values") or {}
+    except (httpx.HTTPError, InboxAPIError) as exc:
+        error = exc if isinstance(exc, InboxAPIError) else api_error(exc)
+        if error.status == 404:  # the run ended, and the thread is no longer this operator's
+            return AnswerOutcome(False, NOT_YOURS, readable=False)
+        raise error from None
     record = decision_of(values, escalation_id)
     if record is None:
-        return AnswerOutcome(False, "the run ended but no operator decision was recorded")
-    return AnswerOutcome(True, f"recorded: {record.get('verdict')}", record)
+        return AnswerOutcome(
+            False, "the run ended but no operator decision was recorded", values=values
+        )
+    if record.get("operator") != identity or record.get("answered_in_thread"):
+        return AnswerOutcome(
+            False,
+            f"your answer did not take effect: {who_answered(record)} had decided this "
+            "escalation first; that answer was completed here",
+            record,
+            values,
+        )
+    return AnswerOutcome(True, f"recorded: {record.get('verdict')}", record, values)

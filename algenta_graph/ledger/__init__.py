@@ -22,6 +22,7 @@ from algenta_graph.ledger.choosing import (
     connect_ledger,
     describe_ledger,
     open_ledger,
+    run_ledger,
 )
 from algenta_graph.ledger.entries import (
     HEARTBEAT_SECONDS,
@@ -71,5 +72,6 @@ __all__ = [
     "open_ledger",
     "process_ledger",
     "release",
+    "run_ledger",
     "step_call_id",
 ]

@@ -89,6 +89,30 @@ def choose_ledger(
     raise LedgerRequired(deployment)
 
 
+def run_ledger(checkpointer: object) -> Ledger:
+    """The ledger of a run whose graph was built without one (``build_governed_graph``).
+
+    Only a run that keeps its state in this process (no checkpointer, or exactly an
+    ``InMemorySaver``) may use this process's ledger; any other saver may be shared by other
+    processes, so the run is refused (fails closed) rather than guarded by a ledger they do not
+    see.
+
+    Raises:
+        LedgerRequired: the run's checkpointer is of any other class (named).
+
+    >>> run_ledger(None) is process_ledger()
+    True
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if checkpointer is None or type(checkpointer) is InMemorySaver:
+        return process_ledger()
+    raise LedgerRequired(
+        f"the checkpointer {type(checkpointer).__name__} (compiled into a graph built by "
+        "build_governed_graph without ledger=)"
+    )
+
+
 def describe_ledger(spec: LedgerSpec) -> str:
     """How a chosen ledger is shown (a URL without its password).
 

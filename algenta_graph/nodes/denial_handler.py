@@ -51,7 +51,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
-from algenta_graph._langgraph import interrupt_id
+from algenta_graph._langgraph import checkpointer_of, interrupt_id
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.outcomes import tool_result_json
 from algenta_graph.governance.escalations import EscalationSettings, deadline, is_overdue
@@ -67,7 +67,7 @@ from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
 from algenta_graph.governance.tool_gates import CompiledGates
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
-from algenta_graph.ledger import ClaimAnswer, Ledger, escalation_key, process_ledger
+from algenta_graph.ledger import ClaimAnswer, Ledger, escalation_key, run_ledger
 from algenta_graph.nodes.answers import OperatorAnswer, answer_schema, check_rules
 from algenta_graph.nodes.applying import apply_held, apply_override
 from algenta_graph.nodes.claiming import (
@@ -162,13 +162,15 @@ class DenialHandler:
         clock: the current time (UTC), for deadlines; ``datetime.now`` by default.
         thread_metadata: the writer of thread metadata (default: the LangGraph server's own,
             when served; none otherwise).
-        tool_gates: the graph-side gates' rules: an operator's edit of a held call must keep its
-            tool's argument rules (default: none checked).
+        tool_gates: the graph-side gates' rules: every approval and edit of a held call must
+            keep the argument rules in force (:func:`~algenta_graph.nodes.answers.check_rules`;
+            default: none checked).
         ledger: the graph's ledger, where answers are claimed, notices marked and held calls
             written ahead (:mod:`algenta_graph.ledger`; every process serving the graph must
-            share it). Default: this process's own
-            (:func:`~algenta_graph.ledger.process_ledger`), right for one process only;
-            :func:`~algenta_graph.graph.create_governed_agent` gives every node the one it chose.
+            share it). Default: chosen at run time by :func:`~algenta_graph.ledger.run_ledger`
+            (this process's own under no checkpointer or an ``InMemorySaver``, else the run is
+            refused); :func:`~algenta_graph.graph.create_governed_agent` gives every node the
+            one it chose.
     """
 
     def __init__(
@@ -185,7 +187,7 @@ class DenialHandler:
         ledger: Ledger | None = None,
     ) -> None:
         self.gate = gate
-        self.ledger: Ledger = ledger if ledger is not None else process_ledger()
+        self.ledger: Ledger | None = ledger
         self.tool_gates = tool_gates
         self.executor = executor
         self.authorize_operator = authorize_operator
@@ -225,7 +227,8 @@ class DenialHandler:
             return Command(goto=END)
         if policy == "report":
             return Command(goto=self._next(order))
-        ledger = self.ledger
+        # a run no shared ledger guards is refused before it asks anyone (fails closed)
+        ledger = self.ledger if self.ledger is not None else run_ledger(checkpointer_of(config))
         ids = [escalation_id_of(d) for d in pending]
         key = escalation_key(ids)
         thread_id = (config.get("configurable") or {}).get("thread_id")

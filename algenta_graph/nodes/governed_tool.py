@@ -48,6 +48,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
+from algenta_graph._langgraph import checkpointer_of
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.client import EXECUTE_TOOL, SEARCH_TOOL
 from algenta_graph.errors import AlgentaGraphError, ToolNotInProfileError
@@ -66,7 +67,7 @@ from algenta_graph.governance.tool_gates import (
     args_digest,
     count_calls,
 )
-from algenta_graph.ledger import CallOutcome, Ledger, process_ledger, step_call_id
+from algenta_graph.ledger import CallOutcome, Ledger, run_ledger, step_call_id
 from algenta_graph.nodes.executor import DecisionExecutor
 from algenta_graph.nodes.recovery import counts_as_executed
 from algenta_graph.nodes.steps import (
@@ -108,9 +109,10 @@ class GovernedToolNode:
         tool_gates: the graph-side gates' rules (none: no call is held, counted or checked).
         ledger: the graph's ledger, where every call a rule names is written ahead
             (:mod:`algenta_graph.ledger`; every process serving the graph must share it).
-            Default: this process's own (:func:`~algenta_graph.ledger.process_ledger`), right
-            for one process only; :func:`~algenta_graph.graph.create_governed_agent` gives every
-            node the one it chose.
+            Default: chosen at run time by :func:`~algenta_graph.ledger.run_ledger` (this
+            process's own under no checkpointer or an ``InMemorySaver``, else the run is
+            refused); :func:`~algenta_graph.graph.create_governed_agent` gives every node the
+            one it chose.
     """
 
     def __init__(
@@ -121,7 +123,7 @@ class GovernedToolNode:
         tool_gates: CompiledGates | None = None,
         ledger: Ledger | None = None,
     ) -> None:
-        self.ledger: Ledger = ledger if ledger is not None else process_ledger()
+        self.ledger: Ledger | None = ledger
         self.catalog = catalog
         self.conn = catalog.conn
         self.executor = executor
@@ -156,6 +158,10 @@ class GovernedToolNode:
         calls: list[ToolCallRecord] = []
         turn = latest_turn(state.get("messages", []))
         thread = (config.get("configurable") or {}).get("thread_id")
+        # before anything is sent: a run no shared ledger guards is refused (fails closed)
+        ledger = self.ledger
+        if ledger is None and self.tool_gates is not None:
+            ledger = run_ledger(checkpointer_of(config))
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id in done:
@@ -196,7 +202,8 @@ class GovernedToolNode:
                     out_messages.append(_unsendable(name, call_id))
                     continue
                 # written ahead: an earlier attempt's call is never sent (nor gated) again
-                earlier = await earlier_outcome(self.ledger, identity, name)
+                assert ledger is not None  # a gated call: the graph has tool gates
+                earlier = await earlier_outcome(ledger, identity, name)
                 if earlier is not None:
                     calls.append(tool_call_record(gated, result=earlier.result))
                     out_messages.append(_answer(name, call_id, Ran(earlier)))
@@ -220,8 +227,9 @@ class GovernedToolNode:
                 used.append((name, message))
                 continue
             if gated is not None and identity is not None:
+                assert ledger is not None
                 ran = await run_once(
-                    self.ledger,
+                    ledger,
                     identity,
                     name,
                     partial(self.conn.call_tool, name, args, tool_call_id=call_id),

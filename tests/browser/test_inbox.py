@@ -15,95 +15,29 @@ a refresh that fails keeps the rows and says on the page since when the list is 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_support import chromium, sign_in, text_of, unstale, wait_for
 from guarantee_support import async_wait_until, figure
-from inbox_support import COOKIE, cookie_decodings
-from repo_paths import REPO
-from served_support import (
-    CONFIG,
-    bearer,
-    escalate,
-    interrupt_value,
-    langgraph_dev,
-    user_turn,
-    write_auth_file,
+from inbox_support import (
+    COOKIE,
+    TOKENS,
+    by_id,
+    cookie_decodings,
+    queue_ids,
+    served,
+    submit,
 )
+from served_support import bearer, escalate, interrupt_value, user_turn, write_auth_file
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.serving.auth import ENV_AUTH_FILE
 
 pytestmark = pytest.mark.timeout(900)
 
-TOKENS: dict[str, tuple[str, list[str]]] = {
-    "tok-alice": ("alice", ["agent"]),
-    "tok-ana": ("ana", ["operator"]),
-    "tok-olga": ("olga", ["operator"]),
-    "tok-gus": ("gus", ["operator:risk_floor"]),
-    "tok-audrey": ("audrey", ["auditor"]),
-}
-SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
 SCRIPT = "<script>window.__xss=1</script>"
-DOCS = REPO / "docs"
-SCREENSHOTS = "ALGENTA_SCREENSHOTS"
-"""Set to ``1`` to write the README's screenshots (``docs/inbox-*.png``) from this run."""
-
-
-def screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
-    """Save a screenshot in ``tmp_path``, and into ``docs/`` when ``ALGENTA_SCREENSHOTS=1``."""
-    path = tmp_path / name
-    assert driver.save_screenshot(str(path)), name
-    if os.environ.get(SCREENSHOTS) == "1":
-        shutil.copyfile(path, DOCS / name)
-    return path
-
-
-REQUIRED_REASONS = '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT4H"}\n'
-
-
-@contextmanager
-def served(
-    engine: ReferenceEngine,
-    tmp_path: Path,
-    settings_toml: str = REQUIRED_REASONS,
-    **more_env: str,
-) -> Iterator[tuple[Any, Path]]:
-    config = json.loads(CONFIG.read_text())
-    assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
-    config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
-    config.pop("env", None)
-    path = tmp_path / "langgraph.json"
-    path.write_text(json.dumps(config))
-    db = tmp_path / "checkpoints.sqlite"
-    settings = tmp_path / "algenta.toml"  # by default a deadline on confidence, reasons required
-    settings.write_text(settings_toml)
-    env = {
-        "ALGENTA_CONFIG": str(settings),
-        "ALGENTA_BASE_URL": engine.url,
-        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
-        "ALGENTA_PROFILE": "execute",
-        "ALGENTA_MODEL": "demo",
-        "ALGENTA_CHECKPOINTER": str(db),
-        "ALGENTA_INBOX_SECRET": "browser-test-secret",
-        ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
-        **more_env,
-    }
-    with langgraph_dev(path, workdir=tmp_path / "server", env=env) as server:
-        yield server, db
-
-
-def by_id(driver: Any, element_id: str) -> Any:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.ID, element_id)
 
 
 def replay(driver: Any, base: str, cookie: str, path: str = "/inbox/queue") -> str:
@@ -114,54 +48,6 @@ def replay(driver: Any, base: str, cookie: str, path: str = "/inbox/queue") -> s
     driver.add_cookie({"name": COOKIE, "value": cookie, "path": "/inbox", "httpOnly": True})
     driver.get(f"{base}{path}")
     return str(driver.current_url)
-
-
-def queue_ids(driver: Any) -> list[str]:
-    """The queue's escalation ids, read in one step of the page (the queue refreshes itself:
-    rows found one call and read the next may have been replaced in between)."""
-    ids = driver.execute_script(
-        "return Array.from(document.querySelectorAll('#queue tr.entry'),"
-        " r => r.getAttribute('data-escalation'));"
-    )
-    return [str(i) for i in ids]
-
-
-def submit(driver: Any, *, decision: str | None, reason: str = "", **edit: str) -> str:
-    """Fill the escalation form and send it; the page's error (or notice) text."""
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-    from selenium.webdriver.common.by import By
-
-    if decision:
-        by_id(driver, f"decision-0-{decision}").click()
-    box = by_id(driver, "reason-0")
-    box.clear()
-    if reason:
-        box.send_keys(reason)
-    for name, value in edit.items():
-        driver.execute_script(
-            "document.getElementById(arguments[0]).value = arguments[1];", f"edit-0-{name}", value
-        )
-    # the form posts and the answer is a new page: wait for this one to go first, or a second
-    # submit would read the first one's #error just before the page under it is replaced
-    page = driver.find_element(By.TAG_NAME, "html")
-
-    def replaced(_: Any) -> bool:
-        # selenium's staleness_of, also taking the answer Chromium sometimes gives for a node
-        # of a document being replaced (an "unhandled inspector error" in a CI run of 4c6a291)
-        try:
-            page.is_enabled()
-        except StaleElementReferenceException:
-            return True
-        except WebDriverException as e:
-            if "does not belong to the document" not in str(e):
-                raise
-            return True
-        return False
-
-    by_id(driver, "submit").click()
-    wait_for(driver, replaced)
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#error, #notice"))
-    return str(unstale(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#error, #notice").text))
 
 
 def form_body(driver: Any) -> str:
@@ -255,7 +141,6 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             assert ana.execute_script("return window.__same_page;") == "yes"
             assert queue_ids(ana) == [asked3["escalation_id"], esc2, esc1]
             counts["live_refresh"] = 1
-            screenshot(ana, tmp_path, "inbox-queue.png")
 
             # the <script> argument is text on the page, in the queue and on its own page
             assert SCRIPT in ana.find_element(By.ID, "queue").text
@@ -278,7 +163,6 @@ async def test_an_operator_answers_in_the_browser_and_the_inbox_refuses_every_wr
             wait_for(ana, lambda d: "/inbox/escalations/" in d.current_url)
             assert d1 in text_of(ana, "engine-0") and item1["message"] in text_of(ana, "message-0")
             assert by_id(ana, "digest").get_attribute("value") == asked1["digest"]
-            screenshot(ana, tmp_path, "inbox-escalation.png")
 
             # every wrong form: a clear message on the page, nothing changed
             wrong = [

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graph_support import config, copy_thread, execute, log_decision, open_connection
+from graph_support import (
+    config,
+    copy_thread,
+    execute,
+    log_decision,
+    open_connection,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
@@ -252,3 +258,40 @@ async def test_the_escalations_command_expires_in_the_ledger_it_is_given(
     assert expired.returncode == 0 and "1 escalation(s) expired now" in expired.stderr
     assert states("--ledger", str(elsewhere)) == {"expired"}
     assert states() == {"overdue"}  # the store's own ledger never saw it
+
+
+async def test_a_graph_built_by_hand_without_a_ledger_refuses_a_shared_saver_before_sending(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """``build_governed_graph`` compiled by hand and given no ledger: on a saver other processes
+    may share (an ``AsyncSqliteSaver`` file) the run is refused naming ``build_governed_graph``
+    before the governed call is sent; on an ``InMemorySaver`` it runs with this process's
+    ledger; given an open ledger it runs on the shared saver. A call is never sent unguarded."""
+    from algenta_graph.graph import build_governed_graph
+    from algenta_graph.ledger import open_ledger
+
+    gates = {"budgets": [{"tool": "*.execute_decision", "thread_limit": 3}]}
+    async with open_connection(engine) as conn:
+        decisions = [await log_decision(conn) for _ in range(3)]
+
+        def graph(decision: str, **options: Any) -> Any:
+            model = ScriptedChatModel(replies=[execute(decision, webhook.url, "c1"), "done"])
+            return build_governed_graph(conn, model, tool_gates=gates, **options)
+
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as shared:
+            with pytest.raises(LedgerRequired, match="build_governed_graph") as refused:
+                await (
+                    graph(decisions[0])
+                    .compile(checkpointer=shared)
+                    .ainvoke({"messages": [("user", "go")]}, config("t"))
+                )
+            assert "the checkpointer AsyncSqliteSaver" in str(refused.value)
+
+            async with open_ledger(str(tmp_path / "ledger.sqlite")) as ledger:
+                built = graph(decisions[1], ledger=ledger).compile(checkpointer=shared)
+                await built.ainvoke({"messages": [("user", "go")]}, config("t2"))
+        alone = graph(decisions[2]).compile(checkpointer=InMemorySaver())
+        await alone.ainvoke({"messages": [("user", "go")]}, config("t3"))
+    assert len(engine.executions(decisions[0])) == 0
+    assert len(engine.executions(decisions[1])) == 1
+    assert len(engine.executions(decisions[2])) == 1

@@ -26,21 +26,13 @@ from typing import Any
 
 import httpx
 import pytest
-from inbox_support import COOKIE, cookie_decodings
+from inbox_support import COOKIE, TOKENS, cookie_decodings
 from served_support import CONFIG, bearer, escalate, interrupt_value, langgraph_dev, write_auth_file
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.serving.auth import ENV_AUTH_FILE
 
 pytestmark = pytest.mark.timeout(600)
-
-TOKENS: dict[str, tuple[str, list[str]]] = {
-    "tok-alice": ("alice", ["agent"]),
-    "tok-ana": ("ana", ["operator"]),
-    "tok-olga": ("olga", ["operator"]),
-    "tok-gus": ("gus", ["operator:risk_floor"]),
-    "tok-audrey": ("audrey", ["auditor"]),
-}
 
 
 def _field(html: str, name: str) -> str:

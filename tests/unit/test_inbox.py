@@ -1,6 +1,6 @@
 """The operator inbox in process (Starlette's TestClient): the server-side session and its
-cookie, CSRF, roles, the refusal to start without an auth file, escaping, and the answers a form
-builds.
+cookie, CSRF, roles, the refusal to start without an auth file, escaping, the answers a form
+builds, and every record and escalation put in words (``inbox.wording``).
 
 What needs the served graph (the queue, answers, timelines) is tested in a real browser on
 ``langgraph dev`` (``tests/browser/test_inbox.py``); here the pages refuse before any API call.
@@ -32,6 +32,16 @@ from algenta_graph.inbox.session import (
     SessionStore,
 )
 from algenta_graph.inbox.waiting import QueueEntry
+from algenta_graph.inbox.wording import (
+    Facts,
+    answer_effects,
+    call_text,
+    decision_inputs,
+    escalation_about,
+    outcome_line,
+    record_line,
+    thread_facts,
+)
 from algenta_graph.serving.auth import ENV_AUTH_FILE, token_digest
 
 TOKENS = {
@@ -170,6 +180,13 @@ def test_an_auditor_reads_timelines_and_answers_nothing(client: TestClient) -> N
         assert page.status_code == 403 and "may not answer escalations" in page.text, path
     posted = client.post("/inbox/escalations/t1/esc_1/answer", data={})
     assert posted.status_code == 403
+
+
+def test_a_bare_inbox_leads_to_the_inbox_not_to_the_apis_401(client: TestClient) -> None:
+    bare = client.get("/inbox?next=x", follow_redirects=False)
+    assert (bare.status_code, bare.headers["location"]) == (307, "/inbox/?next=x")
+    assert "script-src 'self'" in bare.headers["content-security-policy"]
+    assert client.get("/inbox").url.path == "/inbox/login"
 
 
 def test_without_a_session_a_page_asks_to_sign_in_and_a_form_is_refused(
@@ -311,20 +328,24 @@ def test_arguments_and_messages_are_escaped_in_every_page_that_shows_them() -> N
         tool=None,
         code="execution_blocked_confidence",
         message=SCRIPT,
-        args={"webhook_url": SCRIPT},
         asked_at=None,
         expires_at=None,
         age="0m01s",
         overdue=False,
+        action=SCRIPT,
+        about=f"decision {SCRIPT} ({SCRIPT})",
+        approving=f"POSTs its webhook to {SCRIPT}",
     )
     html = rendering.templates.get_template("queue_rows.html").render(
         entries=[entry], counts={"confidence": 1}, gates=("confidence",)
     )
-    assert "<script>" not in html and html.count("&lt;script&gt;") == 4
+    # the owner, the decision id and its action, the message, the webhook
+    assert "<script>" not in html and html.count("&lt;script&gt;") == 5
+    line = record_line(
+        "denials", {"seq": 1, "message": SCRIPT, "code": SCRIPT, "gate": "x"}, Facts()
+    )
     records = rendering.templates.get_template("records.html").render(
-        records=[("denials", {"seq": 1, "message": SCRIPT, "code": SCRIPT, "gate": "x"})],
-        table_id="t",
-        broken=None,
+        lines=[line], table_id="t", broken=None
     )
     assert "<script>" not in records and "&lt;script&gt;" in records
 
@@ -452,3 +473,297 @@ def test_a_token_that_now_names_someone_else_ends_the_session(
     page = client.get("/inbox/queue")
     assert page.status_code == 401 and "now names &#39;mallory&#39;" in page.text
     assert not signed_in(client)
+
+
+# ----------------------------------------------------------------------- in words
+
+WEBHOOK = "https://hooks.example/price"
+HELD_ITEM: dict[str, Any] = {
+    "gate": "approval",
+    "tool": "crm.delete_customer",
+    "args": {"account_id": "b2", "reason": "churned"},
+    "allowed_decisions": ["approve", "edit", "reject", "respond"],
+    "rules": {"budgets": []},
+    "expires_at": "2030-01-01T00:00:00+00:00",
+}
+ENGINE_ITEM: dict[str, Any] = {
+    "gate": "confidence",
+    "decision_id": "dec_1",
+    "override_flag": "override_safety",
+    "args": {"decision_id": "dec_1", "webhook_url": WEBHOOK, "override_safety": True},
+    "allowed_decisions": ["approve", "edit", "reject", "respond"],
+}
+
+
+def test_a_call_names_its_tool_and_every_argument_and_a_value_that_is_not_a_word_is_quoted() -> (
+    None
+):
+    assert call_text("crm.delete_customer", {"account_id": "b2"}) == (
+        "crm.delete_customer(account_id=b2)"
+    )
+    shown = call_text("crm.refund", {"amount": 10.0, "note": "two words", "id": "10", "ok": True})
+    assert shown == 'crm.refund(amount=10, note="two words", id="10", ok=true)'
+    assert (
+        call_text("x.y", {"filters": {"a": [1]}, "to": None}) == 'x.y(filters={"a": [1]}, to=null)'
+    )
+
+
+def test_what_each_answer_does_is_read_from_the_held_call_itself() -> None:
+    effects = answer_effects(HELD_ITEM)
+    assert effects["approve"] == (
+        "runs crm.delete_customer(account_id=b2, reason=churned) once; the model gets its answer"
+    )
+    assert effects["edit"].startswith("runs crm.delete_customer once with the arguments you enter")
+    assert effects["reject"].startswith("declines: nothing runs")
+    assert effects["respond"].startswith("declines: nothing runs")
+    # another tool, another gate: other words, from the item alone
+    other = {**HELD_ITEM, "tool": "billing.refund", "args": {"amount": 900}, "gate": "budget"}
+    assert answer_effects(other)["approve"] == (
+        "runs billing.refund(amount=900) once, over its budget; the model gets its answer"
+    )
+    budgeted = {**HELD_ITEM, "rules": {"budgets": [{"tool": "crm.*", "thread_limit": 2}]}}
+    assert "unless one of its budgets has run out" in answer_effects(budgeted)["approve"]
+    # only the decisions the gate accepts
+    narrow = {**HELD_ITEM, "allowed_decisions": ["approve", "reject"]}
+    assert set(answer_effects(narrow)) == {"approve", "reject"}
+
+
+def test_what_approving_an_engine_decision_does_names_the_action_the_flag_and_the_webhook() -> None:
+    effects = answer_effects(ENGINE_ITEM, "raise_price_6pct")
+    assert effects["approve"] == (
+        "executes decision dec_1 (raise_price_6pct) with override_safety=true and POSTs its "
+        f"webhook to {WEBHOOK}"
+    )
+    assert effects["reject"] == (
+        "declines: decision dec_1 is not executed and no webhook is sent; the model is told"
+    )
+    assert effects["edit"].endswith(
+        "(nothing else may change; the argument rules on execute_decision still apply)"
+    )
+    timed = {**ENGINE_ITEM, "args": {**ENGINE_ITEM["args"], "timeout_seconds": 5}}
+    assert answer_effects(timed)["approve"].endswith(f"to {WEBHOOK} (timeout 5 s)")
+    # the engine could not say what it decides: the decision by its id alone
+    assert answer_effects(ENGINE_ITEM)["approve"].startswith("executes decision dec_1 with")
+    assert escalation_about(ENGINE_ITEM, "raise_price_6pct") == (
+        "The confidence gate denied executing decision dec_1 (raise_price_6pct)"
+    )
+
+
+def test_past_its_deadline_every_answer_says_it_declines() -> None:
+    for item in (HELD_ITEM, ENGINE_ITEM):
+        effects = answer_effects({**item, "expires_at": "2030-01-01T00:00:00+00:00"}, overdue=True)
+        assert set(effects) == set(item["allowed_decisions"])
+        assert all(e.startswith("declines: the deadline passed at 2030") for e in effects.values())
+
+
+def test_a_decision_is_named_by_its_action_and_inputs() -> None:
+    decision = {
+        "chosen_action": "raise_price_6pct",
+        "expected_value": 40.0,
+        "confidence": 0.3,
+        "risk_p5": -0.1,
+        "risk_p95": 0.5,
+        "scenario": "price_increase",
+        "rationale": None,
+    }
+    assert decision_inputs(decision) == (
+        "raise_price_6pct: expected value 40, confidence 0.3, risk p5 -0.1 to p95 0.5, "
+        "scenario price_increase"
+    )
+    assert decision_inputs({"chosen_action": None}) is None
+
+
+RECEIPT: dict[str, Any] = {
+    "kind": "receipt",
+    "decision_id": "dec_1",
+    "webhook_url": WEBHOOK,
+    "execution_status": "delivered",
+    "response_code": 200,
+    "payload_summary": {"action": "raise_price_6pct"},
+}
+
+
+def test_every_record_says_what_it_is_about_and_what_happened() -> None:
+    held_denial = {
+        "kind": "denial",
+        "gate": "approval",
+        "source": "graph",
+        "policy": "escalate",
+        "message": "needs approval",
+        "tool": "delete_customer",
+        "server": "crm",
+        "args": {"account_id": "b2"},
+        "escalation_id": "esc_h",
+        "tool_call_id": "c_h",
+    }
+    approved = {
+        "operator": "ana",
+        "verdict": "approved",
+        "action": "override",
+        "gate": "approval",
+        "tool": "crm.delete_customer",
+        "result": "executed",
+        "outcome": {"result": "executed", "content": '{"deleted": "b2"}'},
+        "escalation_id": "esc_h",
+        "tool_call_id": "c_h",
+    }
+    engine_denial = {
+        "kind": "denial",
+        "gate": "confidence",
+        "source": "model",
+        "policy": "escalate",
+        "message": "confidence 0.3 is below 0.6",
+        "decision_id": "dec_1",
+    }
+    overrode = {
+        "operator": "olga",
+        "verdict": "approved",
+        "gate": "confidence",
+        "decision_id": "dec_1",
+        "override_flag": "override_safety",
+        "result": "receipt",
+        "outcome": RECEIPT,
+    }
+    values: dict[str, list[dict[str, Any]]] = {
+        "tool_calls": [
+            {"tool": "refund", "server": "crm", "tool_call_id": "c_r"},
+            {"tool": "delete_customer", "server": "crm", "tool_call_id": "c_h"},
+        ],
+        "denials": [held_denial, engine_denial],
+        "operator_decisions": [approved, overrode],
+        "receipts": [{**RECEIPT, "source": "operator", "operator": "olga"}],
+    }
+    facts = thread_facts(values)  # the action from the receipt: no engine asked
+    lines = [
+        (line.about, line.happened)
+        for name in ("tool_calls", "denials", "operator_decisions", "receipts")
+        for line in (record_line(name, r, facts) for r in values[name])
+    ]
+    delivered = f"its webhook POST to {WEBHOOK} was delivered (HTTP 200)"
+    assert lines == [
+        ("crm.refund", "let through to run: no gate held it"),
+        ("crm.delete_customer", "ran on ana's approval"),
+        (
+            "crm.delete_customer(account_id=b2)",
+            "held by the approval gate: needs approval; an operator was asked",
+        ),
+        (
+            "decision dec_1 (raise_price_6pct)",
+            "denied by the confidence gate: confidence 0.3 is below 0.6; an operator was asked",
+        ),
+        ("crm.delete_customer(account_id=b2)", "ana approved: it ran once and answered"),
+        (
+            "decision dec_1 (raise_price_6pct)",
+            f"olga approved: it was executed with override_safety=true; {delivered}",
+        ),
+        ("decision dec_1 (raise_price_6pct)", f"executed on olga's override: {delivered}"),
+    ]
+
+
+def test_a_tool_call_whose_outcome_is_unknown_says_it_may_have_run() -> None:
+    record = {"tool": "refund", "server": "crm", "result": "unknown"}
+    assert record_line("tool_calls", record, Facts()).happened == (
+        "let through to run: no gate held it; its outcome is unknown: it may have run (it counts "
+        "against its budgets and is never sent again)"
+    )
+    failed = record_line("tool_calls", {**record, "result": "failed"}, Facts())
+    assert failed.happened == "let through to run: no gate held it; it failed"
+    ran = record_line("tool_calls", {**record, "result": "executed"}, Facts())
+    assert ran.happened == "let through to run: no gate held it"
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        (
+            {
+                "tool": "crm.rm",
+                "verdict": "approved",
+                "result": "failed",
+                "outcome": {"refused": True, "content": "budget crm.* spent"},
+            },
+            "ana approved: it was NOT run: budget crm.* spent",
+        ),
+        (
+            {
+                "tool": "crm.rm",
+                "verdict": "approved",
+                "result": "failed",
+                "outcome": {"content": "Error: no such customer"},
+            },
+            "ana approved: it ran and failed: Error: no such customer",
+        ),
+        (
+            {"tool": "crm.rm", "verdict": "approved", "result": "unknown", "outcome": {}},
+            "ana approved: it was started, but its outcome is unknown (it is not run again)",
+        ),
+        (
+            {
+                "tool": "crm.rm",
+                "verdict": "modified",
+                "result": "executed",
+                "edited_args": {"id": "b3"},
+            },
+            'ana approved with edited arguments {"id": "b3"}: it ran once and answered',
+        ),
+        ({"verdict": "declined", "result": "declined"}, "ana rejected: nothing ran"),
+        (
+            {"verdict": "responded", "result": "declined"},
+            "ana responded in the tool's place: nothing ran; the model was given the reason in "
+            "the tool's place",
+        ),
+        (
+            {"verdict": "expired", "result": "declined", "expires_at": "2030-01-01"},
+            "ana's answer came after the deadline (2030-01-01): nothing ran",
+        ),
+        (
+            {
+                "verdict": "approved",
+                "result": "denied",
+                "override_flag": "force",
+                "outcome": {"kind": "denial", "gate": "risk_floor", "message": "too risky"},
+            },
+            "ana approved: the engine denied it again (the risk_floor gate: too risky); "
+            "nothing was executed",
+        ),
+        (
+            {
+                "verdict": "approved",
+                "result": "failed",
+                "override_flag": "force",
+                "outcome": {"kind": "failure", "message": "engine unreachable"},
+            },
+            "ana approved: it was sent with force=true, but the execution failed: engine "
+            "unreachable",
+        ),
+        (
+            {
+                "verdict": "approved",
+                "result": "receipt",
+                "override_flag": "force",
+                "answered_in_thread": "t0",
+                "outcome": {**RECEIPT, "execution_status": "failed", "failure_reason": "HTTP 500"},
+            },
+            f"ana approved: it was executed with force=true; its webhook POST to {WEBHOOK} "
+            "failed: HTTP 500 (answered in thread t0)",
+        ),
+    ],
+)
+def test_what_came_of_an_answer_is_said_for_every_outcome(
+    record: dict[str, Any], said: str
+) -> None:
+    assert outcome_line({"operator": "ana", **record}) == said
+
+
+@pytest.mark.parametrize("name", ["tool_calls", "denials", "operator_decisions", "receipts"])
+@pytest.mark.parametrize(
+    "source", ["model", "operator", "recovered", "thread_receipts", "graph", None]
+)
+def test_a_record_missing_every_optional_field_is_put_in_words_without_none(
+    name: str, source: str | None
+) -> None:
+    bare: dict[str, Any] = {"seq": 1, "source": source, "tool": "rm", "server": "crm"}
+    for record in (bare, {**bare, "tool": None, "server": None}):
+        line = record_line(name, record, Facts())
+        words = " ".join((line.about, line.happened, line.who, line.when, line.seq))
+        assert "None" not in words, (name, record, words)

@@ -8,17 +8,26 @@
 // here. No framework, no CDN. A refresh that fails (the server unreachable, an HTTP error, an
 // answer without the queue's rows) leaves the rows as they were and says so on the page, with
 // the time of the last refresh that worked, until one works again: a queue that stopped
-// refreshing never looks live.
+// refreshing never looks live. A refresh that finds the session ended (the server sends it to
+// sign in, answers 401, or answers with the sign-in form) leaves for the sign-in page, which
+// leads back to the queue (data-sign-in), and refreshes no more.
 (function () {
   "use strict";
   var live = document.getElementById("queue-live");
   if (!live) { return; }
   var stale = document.getElementById("queue-stale");
+  var signIn = live.getAttribute("data-sign-in");
+  var leaving = false;  // the session ended: on the way to sign in
   var every = 3000;
   var lastGood = new Date();  // the page itself came with fresh rows
 
   function clock(date) {
     return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function toSignIn() {
+    leaving = true;
+    window.location.assign(signIn);
   }
 
   function failed(error) {
@@ -142,8 +151,8 @@
   function refresh() {
     fetch(live.getAttribute("data-rows"), { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) {
-        if (response.redirected) {  // the session ended: go where the server sends us
-          window.location.assign(response.url);
+        if (response.redirected || response.status === 401) {  // the session ended
+          toSignIn();
           throw new Error("queue refresh: signed out");
         }
         if (!response.ok) { throw new Error("queue refresh: HTTP " + response.status); }
@@ -151,6 +160,10 @@
       })
       .then(function (html) {
         var parsed = new DOMParser().parseFromString(html, "text/html");
+        if (parsed.getElementById("login")) {  // the sign-in form: the session ended
+          toSignIn();
+          throw new Error("queue refresh: signed out");
+        }
         var body = parsed.getElementById("queue-body");
         var old = document.getElementById("queue-body");
         if (!body || !old) { throw new Error("queue refresh: the answer holds no queue"); }
@@ -160,8 +173,8 @@
         live.setAttribute("data-refreshed", String(lastGood.getTime()));
         if (stale) { stale.hidden = true; stale.textContent = ""; }
       })
-      .catch(failed)
-      .then(function () { window.setTimeout(refresh, every); });
+      .catch(function (error) { if (!leaving) { failed(error); } })
+      .then(function () { if (!leaving) { window.setTimeout(refresh, every); } });
   }
   window.setTimeout(refresh, every);
 })();
