@@ -26,8 +26,7 @@ The patch carries :data:`GRAPH_WRITE_KEY` with this process's secret (:func:`gra
 process, may set these keys (on any thread, whoever the run's user is); a client that sends them
 is refused. The auth filters read them: ``operator:<gate>`` reads the threads waiting on that
 gate plus those it decided or answered, ``operator`` every waiting thread plus those it decided
-or answered. Outside a
-LangGraph server (the library, the CLI) there is no thread metadata, and
+or answered. Outside a LangGraph server (the library, the CLI) there is no thread metadata, and
 :func:`server_metadata_writer` is ``None``.
 
 A failed write is logged, never raised: a thread whose ``waiting`` was not set stays hidden from

@@ -27,12 +27,15 @@ Roles (a token may carry several):
   threads it created (owner in the thread metadata, :data:`OWNER_KEY`, set by the server).
 - ``operator``: an agent that may also answer escalations (a run whose ``command`` is a
   ``resume``) on any thread, and read and search the threads that **wait for an operator** (on
-  any gate) plus those it decided, besides its own. ``operator:<gate>`` (e.g.
-  ``operator:confidence``) reads the threads waiting on that gate plus those it decided, and may
-  answer only that gate's escalations; the API lets any operator role resume, and the graph's
-  handler (:func:`served_authorize_operator`) checks the gate. Which gates a thread waits on,
-  and who decided, are thread metadata the graph keeps itself
-  (:mod:`algenta_graph.governance.visibility`); no client may set them.
+  any gate) plus those it decided or answered, besides its own. ``operator:<gate>`` (e.g.
+  ``operator:confidence``) reads the threads waiting on that gate plus those it decided or
+  answered, and may answer only that gate's escalations; the API lets any operator role resume,
+  and the graph's handler (:func:`served_authorize_operator`) checks the gate. An answer is
+  checked before its run (:mod:`algenta_graph.serving.answer_check`): refused with 409 naming
+  who decided when nothing waits; recorded as answered when it waits on the operator's gate.
+  Which gates a thread waits on, who decided and who answered are thread metadata the graph and
+  the server keep themselves (:mod:`algenta_graph.governance.visibility`); no client may set
+  them.
 - ``auditor``: reads and searches every thread; changes nothing.
 
 For every role: resuming is an operator's act (HTTP 403 otherwise); governed records
