@@ -298,6 +298,8 @@ class EscalationTable(ConfigTable):
         GateName, Annotated[str | int | float, Field(union_mode="left_to_right")]
     ] = {}
     """Per gate, how long an escalation waits (seconds, or ``"PT4H"``)."""
+    quorum: dict[GateName, int] = {}
+    """Per gate, how many distinct operators must approve (two-person approval: 2)."""
     notify: NotifyTable | None = None
     """A URL notified once per escalation raised."""
     hook: ImportPath | None = None
@@ -334,6 +336,7 @@ class EscalationTable(ConfigTable):
             "interrupt_mode": self.interrupt_mode,
             "allowed_decisions": self.allowed_decisions,
             "expires_after": self.expires_after,
+            "quorum": self.quorum,
             "hook": hook,
         }
         if self.notify is not None:

@@ -50,7 +50,18 @@ NOT_RUN = [
 ]
 """Every block that does not run, by file and why: adding one means adding it here."""
 
-NAMED = {"import-it", "stream-sdk", "receiver", "crm", "gates", "config-python", "operator-sdk"}
+NAMED = {
+    "import-it",
+    "stream-sdk",
+    "receiver",
+    "crm",
+    "gates",
+    "config-python",
+    "operator-sdk",
+    "own-tools-crm",
+    "own-tools-agent",
+    "own-tools-output",
+}
 """The blocks the other tests run by name (with what they need started first)."""
 
 _PIP = r"""

@@ -337,12 +337,11 @@ def test_the_docs_two_files_run_as_printed(tmp_path: Path) -> None:
     """docs/OWN_TOOLS.md: ``crm.py`` and ``agent.py`` as printed, and what the page says."""
     import re
 
-    from repo_paths import REPO
+    from tests.docs.doc_blocks import named
 
-    page = (REPO / "docs" / "OWN_TOOLS.md").read_text()
-    blocks = re.findall(r"```python\n(# (\w+\.py)\n.*?)```", page, re.S)
-    assert [name for _, name in blocks] == ["crm.py", "agent.py"]
-    for text, name in blocks:
+    for block, name in (("own-tools-crm", "crm.py"), ("own-tools-agent", "agent.py")):
+        text = named(block).code
+        assert text.startswith(f"# {name}\n")
         (tmp_path / name).write_text(text)
     env = _env()  # (no ALGENTA_* of the test run's: the snippet says what it needs)
     done = subprocess.run(
@@ -354,7 +353,7 @@ def test_the_docs_two_files_run_as_printed(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    printed = re.search(r"\$ python agent.py\n(.*?)\$ cat", page, re.S)
+    printed = re.search(r"\$ python agent.py\n(.*?)\$ cat", named("own-tools-output").code, re.S)
     assert printed and done.stdout == printed.group(1)
     assert (tmp_path / "deleted.log").read_text() == "b2\n"
     assert "Traceback" not in done.stderr
