@@ -157,6 +157,7 @@ impl Index {
         }
         drop(pass1);
         self.rebase_if_stale();
+        self.make_long_impacts();
         self.vectors.sync_graph();
     }
 
@@ -332,7 +333,26 @@ impl Index {
             progress(tools.len());
         }
         self.rebase_if_stale();
+        self.make_long_impacts();
         true
+    }
+
+    /// The impact prefixes of the long lists (`impacts.rs`), made at the end of an add so that
+    /// no search pays for them.
+    fn make_long_impacts(&mut self) {
+        let threads = if one_thread() {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        };
+        let scorer = self.scorer();
+        self.impacts.make_long(
+            &self.postings,
+            &scorer,
+            &self.wide,
+            &self.scaled_lens,
+            threads,
+        );
     }
 
     /// Recompute the pruning bounds if the statistics have moved too far from theirs.

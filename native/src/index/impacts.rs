@@ -6,21 +6,29 @@
 //! a search can score the best tools of each term before any long list is walked, and the
 //! bound of the rest (`rest`) caps what a term gives a tool outside its prefix.
 //!
-//! Prefixes are made on a term's first search (`O(list)`, then cached) under the statistics
-//! of that moment, and the cache is emptied by every add and remove: a prefix is always
-//! exact for the current statistics. Its size is `PREFIX_SHARE` of the list, at least
+//! Prefixes are made under the current statistics, at the end of an add for the lists of at
+//! least `EAGER_FROM` postings and on a term's first search for the others (`O(list)`, then
+//! cached); every add and remove empties the cache first: a prefix is always exact for the
+//! current statistics. Its size is `PREFIX_SHARE` of the list, at least
 //! `PREFIX_MIN` postings (the whole list when shorter), at most `PREFIX_MAX`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use super::postings::{tf_of, Posting, WideTf};
+use super::postings::{tf_of, Posting, PostingList, WideTf};
 use super::scoring::Scorer;
 use crate::project::NUM_FIELDS;
 
 const PREFIX_MIN: usize = 256;
 const PREFIX_SHARE: usize = 16;
 const PREFIX_MAX: usize = 1 << 16;
+
+/// After an add, the prefixes of the lists of at least this many postings are made at once
+/// (on two threads), so that no search pays for them; shorter ones on their first search.
+#[cfg(not(test))]
+pub(super) const EAGER_FROM: usize = 8192;
+#[cfg(test)]
+pub(super) const EAGER_FROM: usize = 512;
 
 /// The cache holds at most this many prefix entries (8 bytes each); past it, it starts over.
 const CACHE_MAX_ENTRIES: usize = 1 << 22;
@@ -51,6 +59,72 @@ impl Impacts {
     pub(super) fn heap_bytes(&self) -> usize {
         let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
         cache.1 * 8 + cache.0.capacity() * 24
+    }
+
+    /// The prefixes of every list of at least `EAGER_FROM` postings, made on `threads`
+    /// threads (the cache emptied first).
+    pub(super) fn make_long(
+        &mut self,
+        postings: &[PostingList],
+        scorer: &Scorer,
+        wide: &WideTf,
+        lens: &[[f32; NUM_FIELDS]],
+        threads: usize,
+    ) {
+        self.clear();
+        let long: Vec<u32> = (0..postings.len() as u32)
+            .filter(|&t| postings[t as usize].len() >= EAGER_FROM)
+            .collect();
+        let total: usize = long.iter().map(|&t| postings[t as usize].len()).sum();
+        let made: Vec<(u32, Impact)> = if threads < 2 || total < 4 * EAGER_FROM {
+            long.iter()
+                .map(|&t| {
+                    (
+                        t,
+                        make(t, postings[t as usize].as_slice(), scorer, wide, lens),
+                    )
+                })
+                .collect()
+        } else {
+            // Two halves of about as many postings each.
+            let mut acc = 0usize;
+            let cut = long
+                .iter()
+                .position(|&t| {
+                    acc += postings[t as usize].len();
+                    acc * 2 >= total
+                })
+                .map_or(long.len(), |i| i + 1);
+            let (a, b) = long.split_at(cut);
+            let run = |part: &[u32]| -> Vec<(u32, Impact)> {
+                part.iter()
+                    .map(|&t| {
+                        (
+                            t,
+                            make(t, postings[t as usize].as_slice(), scorer, wide, lens),
+                        )
+                    })
+                    .collect()
+            };
+            std::thread::scope(|s| {
+                let other = s.spawn(|| run(b));
+                let mut mine = run(a);
+                mine.extend(
+                    other
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                );
+                mine
+            })
+        };
+        let cache = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (t, imp) in made {
+            if cache.1 + imp.top.len() > CACHE_MAX_ENTRIES {
+                break;
+            }
+            cache.1 += imp.top.len();
+            cache.0.insert(t, Arc::new(imp));
+        }
     }
 
     /// The prefix of term `id` (postings `list`), made now if it is not cached.
