@@ -26,7 +26,7 @@ const PREFIX_MAX: usize = 1 << 16;
 /// After an add, the prefixes of the lists of at least this many postings are made at once
 /// (on two threads), so that no search pays for them; shorter ones on their first search.
 #[cfg(not(test))]
-pub(super) const EAGER_FROM: usize = 8192;
+pub(super) const EAGER_FROM: usize = 65_536;
 #[cfg(test)]
 pub(super) const EAGER_FROM: usize = 512;
 

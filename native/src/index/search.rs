@@ -80,7 +80,7 @@ const THRESHOLD_FROM: usize = 32_768;
 const THRESHOLD_FROM: usize = 2048;
 
 /// The threshold start scores at most this many tools, then hands over to MaxScore.
-const THRESHOLD_BUDGET: usize = 1024;
+const THRESHOLD_BUDGET: usize = 512;
 
 /// Impact-prefix entries taken from one term at a time by the threshold start.
 const THRESHOLD_STEP: usize = 8;
@@ -360,7 +360,15 @@ impl Index {
         );
         let warm = terms.len() > 1
             && (shortest <= WARM_SHORT || shortest * 16 <= longest.min(WARM_MAX * 16));
-        if warm || sizes.sum::<usize>() < THRESHOLD_FROM {
+        // Nor when the pair start applies (the two terms of the largest bounds hold at most
+        // half the postings): on look-alike catalogs it often ends the search at once.
+        let total: usize = sizes.sum();
+        let pair = terms.len() > 1 && {
+            let mut by_bound: Vec<&Term<'_>> = terms.iter().collect();
+            by_bound.sort_by(|a, b| b.bound.total_cmp(&a.bound));
+            (by_bound[0].list.len() + by_bound[1].list.len()) * PAIR_SHARE <= total
+        };
+        if warm || pair || total < THRESHOLD_FROM {
             return self.max_score(&terms, &scorer, k, allow, ties, None, kth, Vec::new());
         }
         SEEN.with(|seen| {
