@@ -351,24 +351,24 @@ impl Index {
             heap: Vec::with_capacity(k.min(1 << 16)),
             k,
         };
-        // Not when the warm start applies: a rare term's tools raise the k-th best score as
-        // well, for fewer lookups.
-        let sizes = terms.iter().map(|t| t.list.len());
-        let (shortest, longest) = (
-            sizes.clone().min().unwrap_or(0),
-            sizes.clone().max().unwrap_or(0),
-        );
-        let warm = terms.len() > 1
-            && (shortest <= WARM_SHORT || shortest * 16 <= longest.min(WARM_MAX * 16));
+        // Only on long lists (below, walking them is cheaper than the lookups), and not when
+        // the warm start applies: a rare term's tools raise the k-th best score as well, for
+        // fewer lookups.
+        let total: usize = terms.iter().map(|t| t.list.len()).sum();
+        let warm = total < THRESHOLD_FROM
+            || terms.len() > 1 && {
+                let shortest = terms.iter().map(|t| t.list.len()).min().unwrap_or(0);
+                let longest = terms.iter().map(|t| t.list.len()).max().unwrap_or(0);
+                shortest <= WARM_SHORT || shortest * 16 <= longest.min(WARM_MAX * 16)
+            };
         // Nor when the pair start applies (the two terms of the largest bounds hold at most
         // half the postings): on look-alike catalogs it often ends the search at once.
-        let total: usize = sizes.sum();
-        let pair = terms.len() > 1 && {
+        let pair = !warm && terms.len() > 1 && {
             let mut by_bound: Vec<&Term<'_>> = terms.iter().collect();
             by_bound.sort_by(|a, b| b.bound.total_cmp(&a.bound));
             (by_bound[0].list.len() + by_bound[1].list.len()) * PAIR_SHARE <= total
         };
-        if warm || pair || total < THRESHOLD_FROM {
+        if warm || pair {
             return self.max_score(&terms, &scorer, k, allow, ties, None, kth, Vec::new());
         }
         SEEN.with(|seen| {
