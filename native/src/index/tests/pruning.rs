@@ -229,15 +229,7 @@ fn maxscore_stays_exact_through_adds_and_removes() {
     // Remove a third (the statistics move, the bounds go stale), re-add some changed, add
     // tools with much longer texts (average lengths grow: the bounds must be rebased).
     for round in 0..4 {
-        let mut kept = Vec::new();
-        for t in tools.drain(..) {
-            if rng.next(3) == 0 {
-                assert!(ix.remove(&t.0));
-            } else {
-                kept.push(t);
-            }
-        }
-        tools = kept;
+        remove_some(&mut ix, &mut tools, &mut rng, 3);
         let mut more = skewed_catalog(&mut rng, 400, &format!("r{round}_"));
         for t in more.iter_mut() {
             if round % 2 == 1 {
@@ -305,15 +297,7 @@ fn the_threshold_start_stays_exact_on_common_words_through_adds_and_removes() {
     );
     assert_pruning_exact(&ix, &queries, None);
     for round in 0..3 {
-        let mut kept = Vec::new();
-        for t in tools.drain(..) {
-            if rng.next(4) == 0 {
-                assert!(ix.remove(&t.0));
-            } else {
-                kept.push(t);
-            }
-        }
-        tools = kept;
+        remove_some(&mut ix, &mut tools, &mut rng, 4);
         // Short texts of the same words: impacts above every prefix made so far.
         let more = catalog(&mut rng, 300, &format!("s{round}_"), round != 1);
         ix.add_staged(&stage_catalog(&more));
@@ -335,4 +319,21 @@ fn the_threshold_start_stays_exact_on_common_words_through_adds_and_removes() {
         THRESHOLD_HANDED.with(|c| c.get()) - handed > 50,
         "no threshold start handed over"
     );
+}
+
+/// Remove about one tool in `one_in` from `ix` and from `tools`.
+fn remove_some(
+    ix: &mut Index,
+    tools: &mut Vec<(String, String, Vec<String>)>,
+    rng: &mut Rng,
+    one_in: usize,
+) {
+    tools.retain(|t| {
+        if rng.next(one_in) == 0 {
+            assert!(ix.remove(&t.0));
+            false
+        } else {
+            true
+        }
+    });
 }
