@@ -59,6 +59,7 @@ __all__ = [
     "NotifyHook",
     "RulesInForce",
     "WebhookNotify",
+    "already_approved",
     "approvals_said",
     "deadline",
     "escalation_digest",
@@ -245,6 +246,19 @@ def approvals_said(approvers: Sequence[str], quorum: int) -> str:
     """
     names = f": {', '.join(approvers)}" if approvers else ""
     return f"{len(approvers)} of {quorum} approvals{names}"
+
+
+def already_approved(operator: str | None, approvers: Sequence[str], quorum: int) -> str:
+    """Why an operator's second approval toward a quorum is refused, naming them.
+
+    >>> already_approved("ana", ["ana"], 2)  # doctest: +ELLIPSIS
+    "operator 'ana' already approved this escalation (1 of 2 approvals: ana); ..."
+    """
+    return (
+        f"operator {operator!r} already approved this escalation "
+        f"({approvals_said(approvers, quorum)}); a quorum of {quorum} needs another "
+        "operator's approval: nothing was counted twice"
+    )
 
 
 def parse_time(text: str) -> datetime:

@@ -51,7 +51,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
-from algenta_graph._langgraph import checkpointer_of, interrupt_id
+from algenta_graph._langgraph import answers_saved, checkpointer_of, interrupt_id
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.outcomes import tool_result_json
 from algenta_graph.governance.escalations import EscalationSettings, deadline, is_overdue
@@ -91,6 +91,7 @@ from algenta_graph.nodes.questions import (
     is_answered,
     open_denials,
     pending_escalations,
+    quorum_of,
     request_digest,
     tool_approval,
 )
@@ -405,22 +406,32 @@ class DenialHandler:
 
         Without a quorum, the one answer. Under one, each approval is counted in the ledger
         (:func:`~algenta_graph.nodes.quorum.count_approval`) and the escalation asked again,
-        saying who approved, until the quorum's last; a reject or respond ends it at once. A
-        resumed node replays the answers given before (LangGraph's resume values, in order),
-        each counted again idempotently.
+        saying who approved, until the quorum's last; a reject or respond ends it at once, and so
+        does an approval given past the deadline (declined ``expired``, not counted). The
+        quorum is the gate's or a reviewed tool's (:func:`~algenta_graph.nodes.questions.
+        quorum_of`). A resumed node replays the answers given before (LangGraph's resume values,
+        in order), each counted again idempotently; an approval given now whose operator's is
+        already counted (in the ledger: another worker, thread copy or token) is refused by name.
         """
-        quorum = self.settings.quorum_for(self.gate)
+        quorum = quorum_of(self.gate, items, self.settings)
         if quorum == 1:
             return self._ask(items, config), []
         digest = request_digest(items)
         counted = await approvals(ledger, key, digest, quorum)
         given: list[str] = []  # who approved in the answers this node run has met so far
+        saved = answers_saved(config)  # None (unknown): every answer taken as replayed
+        per_round = len(items) if self.settings.interrupt_mode == "per_call" else 1
         while True:
+            replayed = saved is None or (len(given) + 1) * per_round <= saved
             shown = [
                 EscalationItem(**i, quorum=quorum, approvals=approvers(counted)) for i in items
             ]
-            answer = self._ask(shown, config, approved=given)
-            if not answer.approves_all:
+            # an answer given now is refused by name if its operator's approval is counted
+            before = given if replayed else list(dict.fromkeys([*approvers(counted), *given]))
+            answer = self._ask(shown, config, before, quorum)
+            now = self.clock()
+            late = not replayed and any(is_overdue(i["expires_at"], now) for i in items)
+            if not answer.approves_all or late:  # past the deadline: declined, not counted
                 return answer, approvers(counted)
             mark = ApprovalMark(
                 operator=answer.operator or "?",
@@ -430,26 +441,24 @@ class DenialHandler:
                 thread_id=thread,
                 reason=answer.decisions[0].reason,
             )
-            counted = await count_approval(ledger, key, quorum, mark)
+            counted = await count_approval(ledger, key, quorum, mark, replayed=replayed)
             given.append(mark.operator)
             if len(counted) >= quorum:
                 return answer, approvers(counted)
-            per_call = self.settings.interrupt_mode == "per_call"
-            asked = len(given) * (len(items) if per_call else 1)
-            items = await self._items(pending, thread, config, asked=asked)
+            items = await self._items(pending, thread, config, asked=len(given) * per_round)
 
     def _ask(
         self,
         items: Sequence[EscalationItem],
         config: RunnableConfig,
         approved: Sequence[str] = (),
+        quorum: int = 1,
     ) -> OperatorAnswer:
         """Interrupt for the operator's answer, checked by LangGraph before it is saved.
 
-        ``approved``: who approved before, under a quorum (an answer that approves again in
+        ``approved``: who approved before, under a ``quorum`` (an answer that approves again in
         their name is refused).
         """
-        quorum = self.settings.quorum_for(self.gate)
         if self.settings.interrupt_mode != "per_call":
 
             def check(answer: OperatorAnswer) -> OperatorAnswer:
