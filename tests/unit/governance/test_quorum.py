@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from langgraph.types import Command
@@ -316,10 +318,30 @@ def test_a_tools_quorum_holds_its_calls_until_two_distinct_operators_approved() 
     assert a.conn.crm_calls == []
     with pytest.raises(ValidationError, match="operator 'ana' already approved"):
         a.run(Command(resume=approve("ana")))
+    with pytest.raises(ValidationError, match=r"approvals 'crm.delete_customer' quorum 2"):
+        a.run(Command(resume={**approve("bo"), "digest": "sha256:other"}))  # stale: named
     out = a.run(Command(resume=approve("bo")))
     assert a.conn.crm_calls == [DELETE]
     [record] = out["operator_decisions"]
     assert record["approvers"] == ["ana", "bo"]
+
+
+def test_answers_saved_tells_a_replayed_answer_from_the_runs_own() -> None:
+    from langgraph._internal._constants import CONFIG_KEY_RESUME_MAP, CONFIG_KEY_SCRATCHPAD
+    from langgraph.types import _interrupt_id
+
+    from algenta_graph._langgraph import answers_saved
+
+    pad = SimpleNamespace(resume=["a0", "a1"])  # LangGraph's task scratchpad: its answers
+
+    def conf(**more: object) -> Any:
+        return {"configurable": {CONFIG_KEY_SCRATCHPAD: pad, "checkpoint_ns": "n", **more}}
+
+    assert answers_saved(conf()) == 2  # a plain resume is not among them yet
+    assert answers_saved(conf(**{CONFIG_KEY_RESUME_MAP: {_interrupt_id("n", 1): "a1"}})) == 1
+    assert answers_saved(conf(**{CONFIG_KEY_RESUME_MAP: {_interrupt_id("n", 0): "a1"}})) == 1
+    assert answers_saved(conf(**{CONFIG_KEY_RESUME_MAP: {"elsewhere": "x"}})) == 2
+    assert answers_saved({"configurable": {}}) is None
 
 
 def test_a_tools_quorum_is_bound_in_the_digest_and_the_higher_quorum_wins() -> None:
