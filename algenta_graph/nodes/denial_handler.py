@@ -428,7 +428,7 @@ class DenialHandler:
             ]
             # an answer given now is refused by name if its operator's approval is counted
             before = given if replayed else list(dict.fromkeys([*approvers(counted), *given]))
-            answer = self._ask(shown, config, before, quorum)
+            answer = self._ask(shown, config, before, quorum, replayed=replayed)
             now = self.clock()
             late = not replayed and any(is_overdue(i["expires_at"], now) for i in items)
             if not answer.approves_all or late:  # past the deadline: declined, not counted
@@ -453,17 +453,22 @@ class DenialHandler:
         config: RunnableConfig,
         approved: Sequence[str] = (),
         quorum: int = 1,
+        *,
+        replayed: bool = False,
     ) -> OperatorAnswer:
         """Interrupt for the operator's answer, checked by LangGraph before it is saved.
 
         ``approved``: who approved before, under a ``quorum`` (an answer that approves again in
-        their name is refused).
+        their name is refused). ``replayed``: the answer is one given in an earlier run (under
+        a quorum, another operator's approval), whose operator was checked and stamped on it
+        then: it is not checked against this run's identity.
         """
         if self.settings.interrupt_mode != "per_call":
 
             def check(answer: OperatorAnswer) -> OperatorAnswer:
                 self._check_edits(answer, items)
-                named = dataclasses.replace(answer, operator=self._operator(answer, config))
+                who = self._operator(answer, config, replayed)
+                named = dataclasses.replace(answer, operator=who)
                 check_quorum(named, approved, quorum)
                 return named
 
@@ -479,7 +484,7 @@ class DenialHandler:
             def check_one(
                 answer: OperatorAnswer, index: int = index, first: str | None = first
             ) -> OperatorAnswer:
-                operator = self._operator(answer, config)
+                operator = self._operator(answer, config, replayed)
                 if first is not None and operator != first:
                     raise ValueError(
                         f"call {index + 1} of this step: operator {operator!r} is not {first!r}, "
@@ -502,7 +507,10 @@ class DenialHandler:
         """Refuse an approval or edit that breaks an argument rule in force (``check_rules``)."""
         check_rules(answer, items, self.tool_gates)
 
-    def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
+    def _operator(self, answer: OperatorAnswer, config: RunnableConfig, replayed: bool) -> str:
+        """Who gave ``answer``: as stamped on it when it was given, for a replayed one."""
+        if replayed and answer.operator:
+            return answer.operator
         return answering_operator(answer.operator, self.gate, config, self.authorize_operator)
 
     # ------------------------------------------------------------------ one answer

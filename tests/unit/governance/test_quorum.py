@@ -83,6 +83,24 @@ def test_the_same_operator_is_refused_by_name_and_counted_once() -> None:
     assert waiting.value["approvals"] == ["ana"]
 
 
+def test_served_each_approval_is_replayed_in_the_name_stamped_on_it() -> None:
+    """Served with auth, each answer carries its operator (stamped by the server) and the node
+    replays ana's in bo's run: read in ana's name, not checked against bo's identity."""
+    a = Agent([calls(DELETE), "deleted"], tool_gates=HELD, escalation=TWO)
+    a.say("delete a1")
+
+    def user(name: str) -> dict[str, object]:
+        return {"identity": name, "is_authenticated": True}
+
+    a.run(Command(resume=approve("ana")), langgraph_auth_user=user("ana"))
+    with pytest.raises(ValidationError, match="operator 'ana' already approved"):
+        a.run(Command(resume=approve("ana")), langgraph_auth_user=user("ana"))
+    out = a.run(Command(resume=approve("bo")), langgraph_auth_user=user("bo"))
+    assert a.conn.crm_calls == [DELETE]
+    [record] = out["operator_decisions"]
+    assert (record["operator"], record["approvers"]) == ("bo", ["ana", "bo"])
+
+
 def test_a_reject_after_one_approval_runs_nothing_and_names_who_had_approved() -> None:
     a = Agent([calls(DELETE), "kept"], tool_gates=HELD, escalation=TWO)
     a.say("delete a1")
