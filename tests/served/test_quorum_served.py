@@ -51,7 +51,8 @@ async def test_served_two_person_approval_counts_identities_and_runs_once(
     from langgraph_sdk import get_client
 
     auth = write_auth_file(tmp_path / "quorum-auth.json", TOKENS)
-    with served(engine, tmp_path, QUORUM, **{ENV_AUTH_FILE: str(auth)}) as (server, _):
+    assert ENV_AUTH_FILE == "ALGENTA_AUTH_FILE"  # this test's tokens file replaces the inbox's
+    with served(engine, tmp_path, QUORUM, ALGENTA_AUTH_FILE=str(auth)) as (server, _):
         base = server.url
         alice: Any = get_client(url=base, headers=bearer("tok-alice"))
         ana: Any = get_client(url=base, headers=bearer("tok-ana"))

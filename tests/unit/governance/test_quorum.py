@@ -286,12 +286,19 @@ def shift(monkeypatch: pytest.MonkeyPatch) -> list[timedelta]:
     return moved
 
 
+def waiting_an_hour() -> Agent:
+    """A held call under a quorum of two with a deadline an hour away, waiting."""
+    hour = timedelta(hours=1)
+    late = EscalationSettings(quorum={"approval": 2}, expires_after={"approval": hour})
+    a = Agent([calls(DELETE), "expired"], tool_gates=HELD, escalation=late)
+    a.say("delete a1")
+    return a
+
+
 def test_an_approval_after_the_deadline_is_declined_at_once_and_not_counted(
     shift: list[timedelta],
 ) -> None:
-    late = EscalationSettings(quorum={"approval": 2}, expires_after={"approval": 3600})
-    a = Agent([calls(DELETE), "expired"], tool_gates=HELD, escalation=late)
-    a.say("delete a1")
+    a = waiting_an_hour()
     shift[0] = timedelta(hours=2)
     out = a.run(Command(resume=approve("ana")))
     assert a.conn.crm_calls == [] and a.state().interrupts == ()
@@ -303,9 +310,7 @@ def test_an_approval_after_the_deadline_is_declined_at_once_and_not_counted(
 def test_an_approval_after_the_deadline_following_one_in_time_is_declined_in_its_own_name(
     shift: list[timedelta],
 ) -> None:
-    late = EscalationSettings(quorum={"approval": 2}, expires_after={"approval": 3600})
-    a = Agent([calls(DELETE), "expired"], tool_gates=HELD, escalation=late)
-    a.say("delete a1")
+    a = waiting_an_hour()
     a.run(Command(resume=approve("ana")))
     shift[0] = timedelta(hours=2)
     out = a.run(Command(resume=approve("bo")))
