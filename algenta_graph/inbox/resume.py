@@ -211,6 +211,11 @@ async def submit_answer(
         )
     except httpx.HTTPError as exc:
         error = api_error(exc)
+        decided = str(error).partition("EscalationAlreadyDecided: ")[2]
+        if error.status == 409 and decided:  # the server's own refusal: nothing waits any more
+            return AnswerOutcome(False, REFUSED_DECIDED + decided)
+        if error.status == 409 and str(error).startswith("NoEscalationPending: "):
+            return AnswerOutcome(False, f"refused by the graph: {error}; nothing was recorded")
         if error.status == 409:
             return AnswerOutcome(
                 False,

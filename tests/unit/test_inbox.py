@@ -767,3 +767,40 @@ def test_a_record_missing_every_optional_field_is_put_in_words_without_none(
         line = record_line(name, record, Facts())
         words = " ".join((line.about, line.happened, line.who, line.when, line.seq))
         assert "None" not in words, (name, record, words)
+
+
+@pytest.mark.parametrize(
+    ("detail", "shown"),
+    [
+        (
+            "EscalationAlreadyDecided: escalation already decided by olga (reject in thread t "
+            "at 2026-12-05T03:12:04+00:00)",
+            "refused: another operator decided first: escalation already decided by olga",
+        ),
+        ("NoEscalationPending: no escalation waits", "refused by the graph: NoEscalationPending"),
+        ("thread is busy", "refused: the thread is busy"),
+    ],
+)
+async def test_a_409_before_the_run_is_shown_as_the_server_refused_it(
+    detail: str, shown: str
+) -> None:
+    """The served API refuses an answer to a thread where nothing waits any more (HTTP 409
+    naming who decided): the page says so, never "busy" for that refusal."""
+    import httpx
+
+    from algenta_graph.inbox.escalation import EscalationView
+    from algenta_graph.inbox.resume import submit_answer
+
+    request = httpx.Request("POST", "http://api/threads/t/runs")
+    response = httpx.Response(409, json={"detail": detail}, request=request)
+
+    class Runs:
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            raise httpx.HTTPStatusError("409", request=request, response=response)
+
+    class Client:
+        runs = Runs()
+
+    view = EscalationView("t", "alice", "agent", "i1", {}, [], False, False, 1)
+    outcome = await submit_answer(Client(), view, {"decisions": []}, "e1", "ana")  # type: ignore[arg-type]
+    assert str(outcome.message).startswith(shown), outcome
