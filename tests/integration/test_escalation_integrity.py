@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import cli, cli_env, command
+from cli_support import RELAXED_ENGINE_ENV, cli, cli_env, command
 from graph_support import agent, config, copy_thread, execute, log_decision, open_connection
 from guarantee_support import async_wait_until
 from guarantee_support import log_decision as log_over_mcp
@@ -216,7 +216,7 @@ async def test_a_killed_override_then_a_new_message_then_a_cli_decline_keeps_one
         [*command(), "run", *args, "--resume", json.dumps(OVERRIDE)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=cli_env(),
+        env=cli_env(**RELAXED_ENGINE_ENV),
     )
     try:
         await async_wait_until(lambda: webhook.received, timeout=120, what="the override's POST")
@@ -235,7 +235,7 @@ async def test_a_killed_override_then_a_new_message_then_a_cli_decline_keeps_one
         "override",
         "receipt",
     )
-    declined = cli("run", *args, "--resume", json.dumps(DECLINE))
+    declined = cli("run", *args, "--resume", json.dumps(DECLINE), env=RELAXED_ENGINE_ENV)
     values = read_thread_values(db)["t"]
     assert values["operator_decisions"] == [record], declined.stdout + declined.stderr
     assert [r["source"] for r in values["receipts"]] == ["operator"]
