@@ -47,6 +47,7 @@ __all__ = [
     "DeadlineWatcher",
     "Round",
     "served_watcher",
+    "thread_waits_here",
     "wake_thread",
     "watch_deadlines",
 ]
@@ -67,7 +68,7 @@ def wake_key(waiting: Waiting) -> str:
 
     >>> wake_key(Waiting("t", "confidence", ["d"], [None], ["e1"], None, None, None, None,
     ...     "expired"))
-    'wake:esc:e1'
+    'wake:escalations:e1'
     """
     return f"wake:{escalation_key(waiting.escalation_ids)}"
 
@@ -92,6 +93,8 @@ class DeadlineWatcher:
         checkpoints: opens the saver the server's runs write.
         ledger: the served graph's ledger (a spec, opened here, or an open one).
         wake: runs a thread once with no input (default: :func:`wake_thread`).
+        waits_here: whether this server's runs know the thread as waiting (default:
+            :func:`thread_waits_here`); only such a worker wakes it.
         clock: the current time (UTC).
     """
 
@@ -102,12 +105,14 @@ class DeadlineWatcher:
         ledger: str | Ledger,
         *,
         wake: Waker | None = None,
+        waits_here: Callable[[str], Awaitable[bool]] | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
         self.checkpoints = checkpoints
         self.ledger_spec = ledger
         self.wake = wake or wake_thread
+        self.waits_here = waits_here or thread_waits_here
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._opened = contextlib.AsyncExitStack()
         self._open: tuple[Any, Ledger] | None = None
@@ -147,6 +152,8 @@ class DeadlineWatcher:
         """Wake ``waiting``'s thread unless another worker does (or did); whether this one did."""
         from algenta_graph.governance.notifications import mark_once
 
+        if not await self.waits_here(waiting.thread_id):
+            return False  # a worker whose runs know the thread wakes it
         mine = await mark_once(ledger, wake_key(waiting), waiting.escalation_ids[0])
         if mine is None:
             return False
@@ -215,6 +222,25 @@ async def wake_thread(thread_id: str) -> None:
         status = (await client.runs.get(thread_id, run["run_id"]))["status"]
         if status != "success":
             raise RuntimeError(f"the run {run['run_id']} ended {status!r}")
+        if (await client.threads.get(thread_id)).get("status") == "interrupted":
+            raise RuntimeError(f"the run {run['run_id']} left the thread waiting")
+
+
+async def thread_waits_here(thread_id: str) -> bool:
+    """Whether this server knows ``thread_id`` as waiting (``interrupted``), in-process.
+
+    Every worker of a deployment sharing its threads does; a server that does not know the
+    thread (or not as waiting) leaves it to one that does.
+    """
+    from langgraph_sdk import get_client
+    from langgraph_sdk.errors import NotFoundError
+
+    async with get_client(api_key=None) as client:
+        try:
+            thread = await client.threads.get(thread_id)
+        except NotFoundError:
+            return False
+    return thread.get("status") == "interrupted"
 
 
 def _checkpoints(runtime: Any) -> Checkpoints:

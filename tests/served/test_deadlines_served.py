@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from inbox_support import served
-from served_support import bearer, escalate
+from served_support import bearer, escalate, values_of
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.notice_signing import new_secret
@@ -83,8 +83,10 @@ async def test_an_escalation_is_warned_of_once_then_expires_on_its_own(
     from langgraph_sdk import get_client
 
     settings = deadline_settings(f"{webhook.url}")
-    secret = {"ALGENTA_TEST_NOTIFY_SECRET": new_secret()}
-    with served(engine, tmp_path, settings, **secret) as (server, db):
+    with served(engine, tmp_path, settings, ALGENTA_TEST_NOTIFY_SECRET=new_secret()) as (
+        server,
+        db,
+    ):
         alice = get_client(url=server.url, headers=bearer("tok-alice"))
         audrey = get_client(url=server.url, headers=bearer("tok-audrey"))
         thread, decision, asked = await escalate(alice, f"{webhook.url}")
@@ -136,9 +138,9 @@ async def test_an_escalation_is_warned_of_once_then_expires_on_its_own(
         assert run["status"] == "error", run
         assert "EscalationAlreadyDecided" in said, said[:500]
         assert "algenta-graph deadlines" in said, said[:500]
-        after = await audrey.threads.get_state(thread)
-        assert after["values"]["operator_decisions"] == state["values"]["operator_decisions"]
-        assert not after["values"].get("receipts"), after["values"].get("receipts")
+        after = values_of((await audrey.threads.get_state(thread))["values"])
+        assert after["operator_decisions"] == state["values"]["operator_decisions"]
+        assert not after.get("receipts"), after.get("receipts")
         executed = [
             r
             for r in webhook.requests
