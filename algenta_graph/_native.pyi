@@ -3,7 +3,7 @@
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeAlias
 
-from typing_extensions import Self, final
+from typing_extensions import Buffer, Self, final
 
 __all__ = [
     "DEFAULT_ANN_FROM",
@@ -18,8 +18,11 @@ __all__ = [
     "DEFAULT_RESCORE",
     "DEFAULT_WEIGHTS",
     "FIELDS",
+    "INTENT_MIN_TERMS",
+    "INTENT_PART_WEIGHT",
     "Bm25Index",
     "project_tool",
+    "split_intents",
     "tokenize",
 ]
 
@@ -30,6 +33,10 @@ DEFAULT_COSINE_FLOOR: Final[float]
 """Fusion: cosines at or below this contribute nothing."""
 DEFAULT_FUSION_DEPTH: Final[int]
 """Fusion: hits read from each ranking."""
+INTENT_PART_WEIGHT: Final[float]
+"""A message's requests: each one's scores count this much of the whole message's."""
+INTENT_MIN_TERMS: Final[int]
+"""A message's requests: ranked on their own from this many distinct terms on."""
 DEFAULT_APPROX_FROM: Final[int]
 """Vector search: from this many vectors on, approximate (sign-bit codes, then rescoring)."""
 DEFAULT_RESCORE: Final[int]
@@ -44,11 +51,15 @@ DEFAULT_LENGTH_EXPONENT: Final[dict[str, float]]
 DEFAULT_WEIGHTS: Final[dict[str, float]]
 FIELDS: Final[tuple[str, ...]]
 
-_Vector: TypeAlias = Sequence[float] | bytes
-"""A vector: numbers, or ``bytes`` of native-endian float32."""
+_Vector: TypeAlias = Sequence[float] | Buffer
+"""A vector: numbers, ``bytes`` of native-endian float32, or a float32 buffer (a numpy
+``float32`` array, ``array("f")``, a memoryview of one)."""
 
 def tokenize(text: str) -> list[str]:
     """The index's tokens for ``text``."""
+
+def split_intents(text: str) -> list[str]:
+    """The requests of a message that a search ranks on their own (none for one request)."""
 
 def project_tool(name: str, description: str | None, schema: Any = None) -> dict[str, list[str]]:
     """The text the index takes from a tool, per field, before tokenization."""
@@ -67,7 +78,7 @@ class Bm25Index:
         description_weight: float = ...,
         param_name_weight: float = ...,
         param_text_weight: float = ...,
-        vector_precision: str = "f32",
+        vector_precision: str = "int8",
         bm25_weight: float = ...,
         cosine_floor: float = ...,
         fusion_depth: int = ...,
@@ -75,20 +86,22 @@ class Bm25Index:
         rescore: int = ...,
         ann_from: int = ...,
         expansion: int = ...,
+        multi_intent: bool = True,
     ) -> Self:
-        """``vector_precision``: ``"f32"`` or ``"int8"``; ``bm25_weight``, ``cosine_floor``,
+        """``vector_precision``: ``"int8"`` or ``"f32"``; ``bm25_weight``, ``cosine_floor``,
         ``fusion_depth``: the fusion of BM25 and cosine rankings (``src/index/fusion.rs``);
         from ``approx_from`` vectors on, vector searches rescore the ``rescore`` tools
         (for 50 hits at 10,000 vectors; ``rescore * (k + 10) / 60 * (n / 10000) ** 0.3``
         for ``k`` hits among ``n``) nearest by Hamming
         distance of their sign bits, and from ``ann_from`` vectors on (0: never) an HNSW
-        graph proposes ``expansion`` candidates instead (``src/index/vectors/``)."""
+        graph proposes ``expansion`` candidates instead (``src/index/vectors/``).
+        ``multi_intent``: a message's requests are ranked too (``src/index/intents.rs``)."""
     def add(
         self,
         tools: Iterable[tuple[str, str | None, Any] | dict[str, Any]],
         progress: Callable[[str, int, int], object] | None = None,
         every: int = 50000,
-        vectors: Sequence[_Vector | None] | bytes | None = None,
+        vectors: Sequence[_Vector | None] | Buffer | None = None,
         vector_keys: Sequence[int | None] | None = None,
         convert: Callable[[Any], tuple[str, str | None, Any]] | None = None,
     ) -> None:
@@ -100,8 +113,8 @@ class Bm25Index:
         dict holding a ``name`` (it may raise to abort the add).
 
         ``vectors``: one per tool (stored at unit length; ``None`` keeps the vector the tool
-        already has if its key is unchanged, else the tool has none), or ``bytes`` holding
-        one float32 row per tool. ``vector_keys``: per tool, the key of the text its vector
+        already has if its key is unchanged, else the tool has none), or ``bytes`` or a float32
+        buffer holding one row per tool. ``vector_keys``: per tool, the key of the text its vector
         came from (see ``vector_keys``)."""
     def remove(self, name: str) -> bool: ...
     def __len__(self) -> int: ...
@@ -113,8 +126,11 @@ class Bm25Index:
         k: int = 5,
         allow: Iterable[str] | None = None,
         vector: _Vector | None = None,
+        intent_vectors: Sequence[_Vector | None] | None = None,
     ) -> list[tuple[str, float]]:
-        """BM25F top ``k``; with the query's ``vector``, BM25 and cosine fused."""
+        """BM25F top ``k``; with the query's ``vector``, BM25 and cosine fused. With
+        ``multi_intent``, each request of ``split_intents(query)`` is ranked too
+        (``intent_vectors``: one vector or ``None`` per request; needs ``vector``)."""
     def search_exhaustive(
         self, query: str, k: int = 5, allow: Iterable[str] | None = None
     ) -> list[tuple[str, float]]:
@@ -125,9 +141,11 @@ class Bm25Index:
         queries: Iterable[str],
         k: int = 5,
         allow: Iterable[str] | None = None,
-        vectors: Sequence[_Vector] | bytes | None = None,
+        vectors: Sequence[_Vector] | Buffer | None = None,
+        intent_vectors: Sequence[Sequence[_Vector | None] | None] | None = None,
     ) -> list[list[tuple[str, float]]]:
-        """``search`` for every query (``vectors``: one per query, or float32 rows)."""
+        """``search`` for every query (``vectors``: one per query, or float32 rows;
+        ``intent_vectors``: per query, its requests' vectors or ``None``)."""
     def search_vector(
         self,
         vector: _Vector,
@@ -146,6 +164,9 @@ class Bm25Index:
         ``ann_from``, ``expansion``."""
     @property
     def vector_precision(self) -> str: ...
+    @property
+    def multi_intent(self) -> bool:
+        """Whether a message's requests are ranked on their own too."""
     @property
     def k1(self) -> float: ...
     @property

@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointerError",
     "CheckpointerURLError",
     "CommandError",
+    "ConfigError",
     "DemoError",
     "EngineAuthError",
     "EngineConnectionError",
@@ -38,7 +39,9 @@ __all__ = [
     "LedgerRequired",
     "ModelPackageMissingError",
     "ModelSetupError",
+    "NoEngine",
     "NoEscalationPending",
+    "NoToolServers",
     "OIDCConfigError",
     "OperatorCredentialMissing",
     "RecordsFileError",
@@ -107,6 +110,24 @@ class ToolCallLostError(EngineConnectionError):
     def __init__(self, message: str, *, url: str | None = None, tool: str) -> None:
         super().__init__(message, url=url)
         self.tool = tool
+
+
+class NoToolServers(AlgentaGraphError, ValueError):
+    """A graph with no Algenta engine and no extra MCP servers: it would have no tools.
+
+    Raised before anything is opened or connected, by the factory, the engine connection and
+    the configuration; the message names what to set (an engine's ``base_url`` or an extra
+    server).
+    """
+
+
+class NoEngine(AlgentaGraphError, RuntimeError):
+    """An engine-only operation on a connection built without an Algenta engine.
+
+    A graph without an engine (``base_url=None``, ``base_url = false``) has no engine gates, no
+    ``execute_decision`` and no operator path; asking its connection for an engine's decision
+    or an override raises this instead of contacting anything.
+    """
 
 
 class ToolNotInProfileError(AlgentaGraphError):

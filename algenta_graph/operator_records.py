@@ -78,6 +78,9 @@ class OperatorDecisionRecord(TypedDict):
     """For a held call (graph-side gates): the tool's real MCP name, ``server.name``."""
     args_digest: NotRequired[str | None]
     """For a held call: the digest of the arguments it ran with (the edited ones, if edited)."""
+    approvers: NotRequired[list[str]]
+    """Under a quorum: who had approved, in the order counted (the answer that ran it lists
+    every approver, ``operator`` the last; a reject, those it overruled)."""
     seq: NotRequired[int]
     """The record's place in the thread's audit chain."""
     prev: NotRequired[str]
@@ -110,11 +113,13 @@ def operator_decision_record(
     edited_args: Mapping[str, Any] | None = None,
     tool: str | None = None,
     args_digest: str | None = None,
+    approvers: Sequence[str] = (),
 ) -> OperatorDecisionRecord:
     """The state record of one operator decision (validated by :class:`OperatorDecision`).
 
     ``verdict`` defaults to what ``action`` says (``overrode`` or ``declined``); ``tool`` and
-    ``args_digest`` (a held call's) are in the record only with a ``tool``.
+    ``args_digest`` (a held call's) are in the record only with a ``tool``; ``approvers`` only
+    under a quorum.
 
     Raises:
         pydantic.ValidationError: a field of the wrong type, naming it.
@@ -145,6 +150,8 @@ def operator_decision_record(
     if tool is not None:
         record["tool"] = tool
         record["args_digest"] = args_digest
+    if approvers:
+        record["approvers"] = list(approvers)
     OperatorDecision.model_validate(record)
     return record
 
@@ -180,6 +187,7 @@ class OperatorDecision(BaseModel):
     edited_args: dict[str, Any] | None = None
     tool: str | None = None
     args_digest: str | None = None
+    approvers: list[str] | None = None
     seq: int | None = None
     """The record's place in the thread's audit chain (:mod:`algenta_graph.audit.chain`)."""
     prev: str | None = None

@@ -114,6 +114,7 @@ class OfflineConnection:
     def __init__(self, tools: Sequence[BaseTool] = (), profile: str = "execute") -> None:
         self._tools = list(tools)
         self.profile: Profile = resolve_profile(profile)
+        self.has_engine = True  # its tools stand for an engine's (drawn with the engine's gates)
         self.execute_supplied: frozenset[str] = frozenset()
 
     @property

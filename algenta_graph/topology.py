@@ -21,7 +21,7 @@ They are read by the factory, the nodes, the record guard, the console and Studi
 
 from __future__ import annotations
 
-from algenta_graph.governance.gates import GATE_NAMES
+from algenta_graph.governance.gates import GATE_NAMES, GRAPH_GATE_NAMES
 
 __all__ = [
     "DENIAL_HANDLER_NODES",
@@ -31,6 +31,7 @@ __all__ = [
     "MODEL_NODE",
     "RETRIEVE_NODE",
     "UNFINISHED_STEP",
+    "gates_of",
     "handler_node_name",
     "pending_route",
 ]
@@ -46,6 +47,18 @@ GOVERNED_TOOL_NODE = "governed_tool"
 def handler_node_name(gate: str) -> str:
     """The node that applies the policy for ``gate``: ``denial_handler_<gate>``."""
     return f"denial_handler_{gate}"
+
+
+def gates_of(has_engine: bool) -> tuple[str, ...]:
+    """The gates a graph has a handler (and an edge) for.
+
+    Every gate, or without an engine the graph's own (``approval``, ``budget``, ``arguments``):
+    the engine's do not exist there.
+
+    >>> gates_of(False)
+    ('approval', 'budget', 'arguments')
+    """
+    return GATE_NAMES if has_engine else GRAPH_GATE_NAMES
 
 
 DENIAL_HANDLER_NODES: tuple[str, ...] = tuple(handler_node_name(g) for g in GATE_NAMES)

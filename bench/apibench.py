@@ -57,6 +57,23 @@ def load_apibench(root: Path | None = None) -> ApiBench:
     return ApiBench(tools=tools, queries=[(r["query"], r["gold"]) for r in rows])
 
 
+def multi_intent_available(root: Path | None = None) -> bool:
+    return ((root or bfcl.eval_dir()) / "multi_intent" / "queries.jsonl").is_file()
+
+
+def load_multi_intent(root: Path | None = None) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """The multi-intent set (``bench/eval/multi_intent``): (message, gold tools) by source,
+    ``bfcl`` (scored on BFCL's merged catalog) and ``apibench``."""
+    path = (root or bfcl.eval_dir()) / "multi_intent" / "queries.jsonl"
+    out: dict[str, list[tuple[str, tuple[str, ...]]]] = {"bfcl": [], "apibench": []}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                out[row["source"]].append((row["query"], tuple(row["gold"])))
+    return out
+
+
 def domain(tool_name: str) -> str:
     return tool_name.split(".", 1)[0]
 
@@ -64,18 +81,48 @@ def domain(tool_name: str) -> str:
 Search = Callable[[Sequence[str], int], list[list[str]]]
 
 
-def report(search_for: Callable[[list[dict[str, Any]]], Search]) -> dict[str, Any]:
-    """Every figure of both dev sets for one engine: ``search_for(tools)`` builds an index."""
+def report(
+    search_for: Callable[[list[dict[str, Any]]], Search],
+    per_query: dict[str, list[tuple[float, float, float]]] | None = None,
+) -> dict[str, Any]:
+    """Every figure of every dev set for one engine: ``search_for(tools)`` builds an index.
+    With ``per_query``, each set's per-query (hit@1, recall@5, reciprocal rank) go there."""
     out: dict[str, Any] = {}
+    kept = per_query if per_query is not None else {}
     api = load_apibench()
     search = search_for(api.tools)
-    out["apibench"] = bfcl.score(search, api.queries)
+    out["apibench"] = bfcl.score(search, api.queries, per_query=kept.setdefault("apibench", []))
     for d in DOMAINS:
-        out[f"apibench.{d}"] = bfcl.score(search, [q for q in api.queries if domain(q[1]) == d])
+        out[f"apibench.{d}"] = bfcl.score(
+            search,
+            [q for q in api.queries if domain(q[1]) == d],
+            per_query=kept.setdefault(f"apibench.{d}", []),
+        )
+    searches = {"apibench": search}
     for name, loader in (("bfcl.merged", bfcl.load_bfcl), ("bfcl.plain", bfcl.load_bfcl_plain)):
         data = loader()
-        out[name] = bfcl.score(search_for(data.tools), data.queries)
+        searches[name] = search_for(data.tools)
+        out[name] = bfcl.score(searches[name], data.queries, per_query=kept.setdefault(name, []))
+    multi = load_multi_intent()
+    for source, catalog in (("bfcl", "bfcl.merged"), ("apibench", "apibench")):
+        out[f"multi.{source}"] = bfcl.score(
+            searches[catalog], multi[source], per_query=kept.setdefault(f"multi.{source}", [])
+        )
+    out["multi"] = _pooled(out["multi.bfcl"], out["multi.apibench"])
+    kept["multi"] = kept["multi.bfcl"] + kept["multi.apibench"]
     return out
+
+
+def _pooled(*parts: bfcl.RetrievalScore) -> bfcl.RetrievalScore:
+    """The figures of several query sets taken as one."""
+    n = sum(p.queries for p in parts)
+    return bfcl.RetrievalScore(
+        *(
+            sum(getattr(p, f) * p.queries for p in parts) / n
+            for f in ("recall_at_1", "recall_at_5", "mrr")
+        ),
+        n,
+    )
 
 
 def _engine_search(engine_name: str, kwargs: dict[str, Any]) -> Callable[..., Search]:
@@ -100,6 +147,9 @@ SETS = (
     *(f"apibench.{d}" for d in DOMAINS),
     "bfcl.merged",
     "bfcl.plain",
+    "multi",
+    "multi.bfcl",
+    "multi.apibench",
 )
 
 
@@ -111,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     ns = parser.parse_args(argv)
-    if not (apibench_available() and bfcl.bfcl_available()):
+    if not (apibench_available() and bfcl.bfcl_available() and multi_intent_available()):
         print(f"dev sets not found in {bfcl.eval_dir()} (set {bfcl.ENV_VAR})", file=sys.stderr)
         return 2
     kwargs = json.loads(ns.algenta)

@@ -3,7 +3,7 @@
 Separate ``bench_million`` processes are too noisy on a shared machine to resolve a change of
 10% (the same binary gave 0.27-0.37 ms p50 at 1M in runs minutes apart). This script loads two
 builds of ``algenta_graph._native`` side by side, builds one index with each from the same
-pickled catalog through ``ToolIndex`` (the module the facade uses is swapped for each), checks
+pickled catalog (each module's ``Bm25Index`` with its defaults, searched directly), checks
 that every query gives identical hits (names, order, scores) at k = 1, 5, 10 and 50, then times
 the ``bench_million`` queries on A, B, B, A, ... and prints p50 / p95 of each build and B / A.
 
@@ -57,17 +57,13 @@ def load_native(path: Path, tag: str) -> ModuleType:
 
 
 def build(native: ModuleType, tools: list[dict[str, Any]]) -> Any:
-    """A ``ToolIndex`` over ``tools`` whose native index comes from ``native``."""
-    import algenta_graph.retrieval.index as facade
+    """An index over ``tools`` from ``native``'s ``Bm25Index`` (its defaults), searched through
+    ``search`` below: the two builds' Python facades may differ in what they pass."""
+    from algenta_graph.retrieval.tools import tool_parts
 
-    saved = facade._native
-    facade._native = native  # type: ignore[assignment]
-    try:
-        index = facade.ToolIndex()
-    finally:
-        facade._native = saved
+    index = native.Bm25Index()
     start = time.perf_counter()
-    index.add(tools)
+    index.add(tools, convert=tool_parts)
     print(f"  built in {time.perf_counter() - start:.2f} s", file=sys.stderr)
     return index
 
@@ -106,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     differ = 0
     for q in queries:
         for k in (1, 5, 10, 50):
-            ha = [(h.tool_id, h.score) for h in indexes["A"].search(q, k)]
-            hb = [(h.tool_id, h.score) for h in indexes["B"].search(q, k)]
+            ha = indexes["A"].search(q, k)
+            hb = indexes["B"].search(q, k)
             differ += ha != hb
     print(f"hits compared: {len(queries) * 4}, differing: {differ}", file=sys.stderr)
     for tag in ("A", "B"):  # warm-up

@@ -135,25 +135,39 @@ def _merge_param(first: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]
 
 @dataclass(frozen=True)
 class RetrievalScore:
+    """recall@1, recall@5 and MRR over ``queries``. A query with several gold tools (the
+    multi-intent set) counts a hit at 1 when its first hit is any of them, the share of them
+    in the top 5 as its recall@5, and the rank of the first one found for its MRR."""
+
     recall_at_1: float
     recall_at_5: float
     mrr: float
     queries: int
 
 
+Gold = str | tuple[str, ...]
+"""One gold tool, or every gold tool of a query with several requests."""
+
+
 def score(
     search: Callable[[Sequence[str], int], list[list[str]]],
-    queries: Sequence[tuple[str, str]],
+    queries: Sequence[tuple[str, Gold]],
     depth: int = 50,
+    per_query: list[tuple[float, float, float]] | None = None,
 ) -> RetrievalScore:
-    """Rank each query with ``search(texts, depth)`` (a batch: ranked names per query)."""
+    """Rank each query with ``search(texts, depth)`` (a batch: ranked names per query);
+    each query's (hit@1, recall@5, reciprocal rank) is appended to ``per_query`` if given."""
     ranked = search([q for q, _ in queries], depth)
-    r1 = r5 = rr = 0.0
+    figures = []
     for names, (_, gold) in zip(ranked, queries, strict=True):
-        if gold in names:
-            rank = names.index(gold) + 1
-            r1 += rank == 1
-            r5 += rank <= 5
-            rr += 1.0 / rank
+        golds = (gold,) if isinstance(gold, str) else gold
+        ranks = [names.index(g) + 1 for g in golds if g in names]
+        if ranks:
+            r5 = sum(r <= 5 for r in ranks) / len(golds)
+            figures.append((float(min(ranks) == 1), r5, 1.0 / min(ranks)))
+        else:
+            figures.append((0.0, 0.0, 0.0))
+    if per_query is not None:
+        per_query.extend(figures)
     n = len(queries)
-    return RetrievalScore(r1 / n, r5 / n, rr / n, n)
+    return RetrievalScore(*(sum(f[i] for f in figures) / n for i in range(3)), n)

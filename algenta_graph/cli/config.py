@@ -8,7 +8,10 @@ rules it also opens the engine connection as the served graph would and resolves
 against the live catalog (:meth:`~algenta_graph.governance.tool_gates.ToolGates.compile`): a
 pattern that names no tool is an error naming the nearest tool names. Then prints the resolved
 configuration as JSON, every secret masked, with where each key came from, and under
-``tool_gates_resolved`` each rule with the tools it governs.
+``tool_gates_resolved`` each rule with the tools it governs. A configuration without an engine
+(``base_url = false``, ``ALGENTA_BASE_URL=none``) is said so on stderr ("no engine: the engine's
+gates are off"), its rules resolved against the extra servers alone; one with neither an engine
+nor an extra server is an error naming what to set.
 
 Exit codes: 0 the configuration is good (an unreachable extra server is a warning on stderr,
 as when serving); 2 it is not: one line on stderr per problem, naming the key and the file or
@@ -71,7 +74,9 @@ async def _resolved_rules(config: AgentConfig, resolved: ResolvedConfig) -> list
 
 def _check_handler(args: argparse.Namespace) -> int:
     from algenta_graph.config import ConfigError, load_config, masked, resolve_config
-    from algenta_graph.errors import EngineConnectionError, ToolGatesError
+    from algenta_graph.errors import EngineConnectionError, NoToolServers, ToolGatesError
+    from algenta_graph.governance.gates import ENGINE_GATE_NAMES
+    from algenta_graph.graph.connecting import check_tool_sources
 
     environ = os.environ
     try:
@@ -81,6 +86,22 @@ def _check_handler(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"{_WHERE}: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    no_engine = config.base_url is False
+    if no_engine:
+        where = config.source_of("base_url")
+        try:
+            check_tool_sources(False, resolved.extra_servers, no_engine="base_url = false")
+        except NoToolServers as exc:
+            print(f"{_WHERE}: error: {where}: base_url: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        ignored = " (profile applies to an engine's tools: none here)"
+        print(
+            f"{_WHERE}: note: {where}: base_url = false: no engine: the engine's gates "
+            f"({', '.join(ENGINE_GATE_NAMES)}) are off; the graph's own gates govern the tools "
+            f"of {', '.join(sorted(resolved.extra_servers))}"
+            + (ignored if "profile" in config.model_fields_set else ""),
+            file=sys.stderr,
+        )
     if resolved.extra_servers and not args.no_connect:
         from algenta_graph.graph.connecting import unreachable_servers
 
@@ -108,6 +129,14 @@ def _check_handler(args: argparse.Namespace) -> int:
                 print(f"{_WHERE}: error: {problem}", file=sys.stderr)
             return EXIT_USAGE
         except EngineConnectionError as exc:
+            if no_engine:
+                print(
+                    f"{_WHERE}: error: {config.source_of('extra_servers')}: extra_servers: no "
+                    f"server could be reached to resolve [tool_gates] against: {exc} (start "
+                    "them, or pass --no-connect)",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
             print(
                 f"{_WHERE}: error: {config.source_of('base_url')}: base_url: the engine is "
                 f"needed to resolve [tool_gates] against its catalog: {exc} (start it, or pass "

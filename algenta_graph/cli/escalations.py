@@ -25,7 +25,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from algenta_graph.cli.common import (
@@ -93,12 +92,14 @@ def _ledger_spec(args: argparse.Namespace) -> LedgerSpec:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from algenta_graph.cli.receipts import unreadable_store
     from algenta_graph.ledger import open_ledger
-    from algenta_graph.serving.checkpointer import is_postgres_url, open_checkpointer
+    from algenta_graph.serving.checkpointer import open_checkpointer
 
     now: datetime = args.now or datetime.now(timezone.utc)
-    if not is_postgres_url(args.db) and not Path(args.db).is_file():
-        raise CommandError(f"--db {args.db}: no checkpoint file there")
+    unreadable = unreadable_store(args.db)
+    if unreadable is not None:
+        raise CommandError(unreadable)
     async with (
         open_checkpointer(args.db.strip(), setup=False) as saver,
         open_ledger(_ledger_spec(args)) as ledger,

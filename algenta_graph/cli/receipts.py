@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from algenta_graph.cli.common import (
@@ -26,13 +27,65 @@ from algenta_graph.cli.common import (
 )
 from algenta_graph.errors import CommandError
 
-__all__ = ["add_receipts_parser", "with_trace_ids"]
+__all__ = ["add_receipts_parser", "store_hint", "unreadable_store", "with_trace_ids"]
+
+SERVED_STORE = ".langgraph_api"
+"""Where ``langgraph dev`` keeps its own state (pickles only the running server reads)."""
+
+
+def store_hint(db: str) -> str:
+    """What to give ``--db`` instead of ``db``, which is not a checkpoint store it can read."""
+    path = Path(db)
+    if SERVED_STORE in path.parts or path.suffix == ".pckl" or Path(SERVED_STORE).is_dir():
+        return (
+            f"langgraph dev keeps its threads in {SERVED_STORE}/, which only the running server "
+            'reads: serve with the server checkpointer (in langgraph.json, "checkpointer": '
+            '{"path": "algenta_graph.serving.checkpointer.server_checkpointer"}, and '
+            "ALGENTA_CHECKPOINTER=runs.sqlite or a postgresql:// URL), then give the same store "
+            "here: --db runs.sqlite"
+        )
+    return (
+        "give --db the SQLite file or postgresql:// URL the graph keeps its checkpoints in (a "
+        "served graph's: the ALGENTA_CHECKPOINTER it is served with)"
+    )
+
+
+def unreadable_store(db: str) -> str | None:
+    """Why ``db`` is no checkpoint store to read, with :func:`store_hint`; ``None``: it may be.
+
+    A PostgreSQL URL is tried when opened; a path must be a SQLite file with a checkpoints
+    table (opened read-only: nothing is created or changed).
+    """
+    import sqlite3
+
+    from algenta_graph.serving.checkpoint_reader import open_sqlite_read_only
+    from algenta_graph.serving.checkpointer import is_postgres_url
+
+    if is_postgres_url(db):
+        return None
+    path = Path(db)
+    if not path.exists():
+        reason = "no checkpoint file there"
+    elif not path.is_file():
+        reason = "a directory, not a checkpoint file"
+    else:
+        try:
+            with open_sqlite_read_only(path) as conn:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        except sqlite3.DatabaseError as exc:
+            tables, reason = set(), f"not a readable SQLite database ({exc})"
+        else:
+            reason = "not a LangGraph SQLite checkpoint file (no checkpoints table)"
+        if "checkpoints" in tables:
+            return None
+    return f"--db {db}: {reason}; {store_hint(db)}"
 
 
 def _receipts_handler(args: argparse.Namespace) -> int:
     from algenta_graph.audit.export import export_jsonl
     from algenta_graph.audit.records import format_records, thread_records
     from algenta_graph.errors import RecordsFileError
+    from algenta_graph.serving.checkpointer import is_postgres_url
 
     where = store_name(args.db)
     try:
@@ -42,9 +95,10 @@ def _receipts_handler(args: argparse.Namespace) -> int:
         latest = _read_store(args.db, args.thread, "latest")
         records, foreign = thread_records(latest, where)
     except FileNotFoundError:
-        raise CommandError(f"--db {args.db}: no checkpoint file there") from None
+        raise CommandError(unreadable_store(args.db) or f"--db {args.db}: not found") from None
     except RecordsFileError as exc:
-        raise CommandError(f"--db {exc}") from None
+        hint = "" if is_postgres_url(args.db) else f"; {store_hint(args.db)}"
+        raise CommandError(f"--db {exc}{hint}") from None
     if args.thread is not None and args.thread not in records:
         raise CommandError(f"no thread {args.thread!r} in {where}")
     if args.jsonl:

@@ -281,8 +281,14 @@ def _url_hint(exc: BaseException) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from algenta_graph.config.names import NO_ENGINE_WORDS
     from algenta_graph.console import JsonPrinter, StreamPrinter
-    from algenta_graph.errors import AlgentaGraphError, ConfigError, EngineConnectionError
+    from algenta_graph.errors import (
+        AlgentaGraphError,
+        ConfigError,
+        EngineConnectionError,
+        NoToolServers,
+    )
     from algenta_graph.graph import governed_agent
     from algenta_graph.serving.checkpointer import open_checkpointer
 
@@ -298,6 +304,12 @@ async def _run(args: argparse.Namespace) -> int:
     )
     if config.file is not None:
         printer.note(f"(configuration: {config.file})")
+    engine: dict[str, str | None] = {}  # --base-url not given: the configuration's engine
+    if args.base_url is not None:
+        no_url = args.base_url.strip().lower() in NO_ENGINE_WORDS
+        engine["base_url"] = None if no_url else args.base_url
+    if (engine["base_url"] is None) if engine else (config.base_url is False):
+        printer.note("(no engine: the engine's gates are off; the graph's own gates apply)")
     try:
         with new_store(args.db) as db:
             async with (
@@ -305,7 +317,7 @@ async def _run(args: argparse.Namespace) -> int:
                 governed_agent(
                     model,
                     config=config,
-                    base_url=args.base_url,
+                    **engine,
                     api_key=args.api_key,
                     profile=args.profile,
                     top_k=args.top_k,
@@ -329,6 +341,8 @@ async def _run(args: argparse.Namespace) -> int:
         raise  # already one line with its own exit code
     except ConfigError as exc:  # a secret missing, an import path that does not import
         raise CommandError("; ".join(str(p) for p in exc.problems), EXIT_USAGE) from None
+    except NoToolServers as exc:  # neither an engine nor an extra server: nothing was opened
+        raise CommandError(one_line(exc), EXIT_USAGE) from None
     except EngineConnectionError as exc:
         raise CommandError(one_line(exc) + _url_hint(exc), EXIT_FAILED) from None
     except AlgentaGraphError as exc:
@@ -397,7 +411,8 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument(
         "--base-url",
         default=None,
-        help="engine MCP URL, ending in /mcp for the reference engine (default: "
+        help="engine MCP URL, ending in /mcp for the reference engine, or `none`: no engine, "
+        "the configuration's extra servers with the graph's own gates (default: "
         f"$ALGENTA_BASE_URL, else {configured} http://localhost:8000/mcp)",
     )
     p.add_argument(

@@ -46,6 +46,7 @@ AGENT_TOML = """\
 
 # The Algenta engine's MCP endpoint (ALGENTA_BASE_URL wins). `algenta-graph engine --port 8000
 # --relaxed` serves the local reference engine there.
+# Or base_url = false: no engine, only your [extra_servers] with the graph's own gates.
 base_url = "http://localhost:8000/mcp"
 # Its token, if it needs one: the name of a variable (set it in .env), never the value.
 # api_key = { env = "ENGINE_API_KEY" }

@@ -67,6 +67,7 @@ from algenta_graph.config.names import (
     ENV_PROFILE,
     ENV_TOP_K,
     ENV_VARIABLES,
+    NO_ENGINE_SYSTEM_PROMPT,
 )
 from algenta_graph.config.resolving import (
     ResolvedConfig,
@@ -107,6 +108,7 @@ __all__ = [
     "ENV_PROFILE",
     "ENV_TOP_K",
     "ENV_VARIABLES",
+    "NO_ENGINE_SYSTEM_PROMPT",
     "AgentConfig",
     "ConfigError",
     "ConfigProblem",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -30,8 +30,8 @@ from algenta_graph.config.tables import (
     ModelSetting,
     SecretSetting,
     TelemetryTable,
-    Url,
     UsageSettings,
+    check_url,
 )
 from algenta_graph.governance.contract import DEFAULT_PROFILE, resolve_profile
 from algenta_graph.governance.gates import GateName, Policy, parse_on_denial
@@ -50,6 +50,18 @@ def _on_denial(value: Any) -> Any:
     return policies or None
 
 
+def _engine_url(value: Any) -> Any:
+    """The engine's URL, ``false`` (no engine) or none; anything else named plainly."""
+    if value is None or value is False:
+        return value
+    if isinstance(value, str):
+        return check_url(value)
+    raise ValueError(
+        f"must be the engine's MCP endpoint (an http(s):// URL) or false for no engine, got "
+        f"{value!r}"
+    )
+
+
 class AgentConfig(ConfigTable):
     """Everything that configures a governed agent outside Python code (see the module docs).
 
@@ -57,8 +69,10 @@ class AgentConfig(ConfigTable):
     mapping) or directly (``AgentConfig(top_k=3)``). Every key is optional.
     """
 
-    base_url: Url | None = None
-    """The engine's MCP endpoint (default ``http://localhost:8000/mcp``)."""
+    base_url: Annotated[str | Literal[False] | None, BeforeValidator(_engine_url)] = None
+    """The engine's MCP endpoint (default ``http://localhost:8000/mcp``), or ``false``: no
+    Algenta engine (``ALGENTA_BASE_URL=none``): the graph serves the ``extra_servers``' tools
+    with every graph-side gate, and the engine's gates do not exist."""
     api_key: SecretSetting = None
     """The engine's API token, ``{env = "NAME"}`` (``ALGENTA_API_KEY`` wins)."""
     operator_api_key: SecretSetting = None

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import (
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
 from algenta_graph.config.agent import AgentConfig
 from algenta_graph.config.names import (
@@ -20,12 +20,44 @@ from algenta_graph.config.names import (
     ENV_CONFIG,
     ENV_ON_DENIAL,
     ENV_VARIABLES,
+    NO_ENGINE_WORDS,
 )
 from algenta_graph.errors import ConfigError, ConfigProblem
 from algenta_graph.governance.gates import parse_on_denial
 
 if TYPE_CHECKING:
     pass
+
+
+def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
+    """The pydantic models a field's type holds (in a union, a list, a dict's values)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+        return
+    for arg in typing.get_args(annotation):
+        yield from _models_in(arg)
+
+
+def _nearest_key(loc: Sequence[str]) -> str | None:
+    """The valid key nearest to an unknown one, following ``loc`` through the models' fields.
+
+    A part of ``loc`` that is no field (a table's own key, a list index, a union's tag) keeps
+    the models reached so far; the last part is the unknown key.
+    """
+    models: list[type[BaseModel]] = [AgentConfig]
+    for part in loc[:-1]:
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if fields:
+            models = [m for f in fields for m in _models_in(f.annotation)]
+    names = {
+        name
+        for model in models
+        for key, info in model.model_fields.items()
+        for name in (key, info.alias)
+        if name
+    }
+    found = difflib.get_close_matches(loc[-1], sorted(names), n=1) if loc else []
+    return found[0] if found else None
 
 
 def _problems(exc: ValidationError, source_of: Callable[[str], str]) -> list[ConfigProblem]:
@@ -38,7 +70,8 @@ def _problems(exc: ValidationError, source_of: Callable[[str], str]) -> list[Con
         key = ".".join(loc) or "(top level)"
         message = str(error["msg"])
         if error["type"] == "extra_forbidden":
-            message = "unknown key"
+            nearest = _nearest_key(loc)
+            message = "unknown key" + (f"; did you mean {nearest}?" if nearest else "")
         elif message.startswith("Value error, "):
             message = message[len("Value error, ") :]
         out.append(ConfigProblem(source_of(loc[0] if loc else ""), key, message))
@@ -140,6 +173,8 @@ def _env_overrides(
         raw = text(key)
         if raw is not None:
             values[key] = raw
+    if str(values.get("base_url", "")).lower() in NO_ENGINE_WORDS:
+        values["base_url"] = False  # no engine, as the file's base_url = false says
     for key in ("api_key", "operator_api_key", "ledger"):
         if text(key) is not None:
             values[key] = {"env": ENV_VARIABLES[key]}

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 ENV_CONFIG = "ALGENTA_CONFIG"
 """The environment variable naming the configuration file (TOML or JSON)."""
 ENV_BASE_URL = "ALGENTA_BASE_URL"
+"""The engine's MCP endpoint, or ``none`` (``false``): no Algenta engine (``base_url = false``)."""
+NO_ENGINE_WORDS = frozenset({"none", "false"})
+"""The values of ``ALGENTA_BASE_URL`` that say there is no engine (any case)."""
 ENV_API_KEY = "ALGENTA_API_KEY"
 ENV_OPERATOR_API_KEY = "ALGENTA_OPERATOR_API_KEY"
 ENV_OPERATOR_KEY_IS_AGENT_KEY = "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY"
@@ -73,6 +76,13 @@ DEFAULT_SYSTEM_PROMPT = (
     "blocked which decision and why."
 )
 """The system prompt by default: what the gates are, and that the model cannot override them."""
+NO_ENGINE_SYSTEM_PROMPT = (
+    "You are a governed agent working through tools. If the tool you need is not bound, call "
+    "search_tools to find it. Some tool calls are held for an operator's approval, limited by "
+    "budgets or checked against argument rules before they run. When a call is held, denied "
+    "or rejected you cannot override it; tell the user which call was stopped and why."
+)
+"""The system prompt by default of a graph without an engine (its gates are the graph's own)."""
 
 _RESERVED_SERVERS = frozenset({"algenta", "algenta-operator"})
 """The connection's own server names (the engine, and its operator session)."""

@@ -116,7 +116,12 @@ def _no_literal_secrets(values: Mapping[str, TextOrSecret] | None, what: str) ->
             )
 
 
-def _check_url(url: str) -> str:
+def check_url(url: str) -> str:
+    """``url`` when it is an http(s):// or ws(s):// URL without a secret in it.
+
+    Raises:
+        ValueError: naming what is wrong with it.
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
         raise ValueError(f"must be an http(s):// or ws(s):// URL, got {url!r}")
@@ -131,7 +136,7 @@ def _check_url(url: str) -> str:
     return url
 
 
-Url = Annotated[str, AfterValidator(_check_url)]
+Url = Annotated[str, AfterValidator(check_url)]
 
 
 def _ledger(value: Any) -> Any:
@@ -317,6 +322,8 @@ class EscalationTable(ConfigTable):
     )
     """How often a served graph looks for deadlines to warn of or expire (seconds, or ISO 8601;
     default 30)."""
+    quorum: dict[GateName, int] = {}
+    """Per gate, how many distinct operators must approve (two-person approval: 2)."""
     notify: NotifyTable | None = None
     """A URL notified once per escalation raised."""
     hook: ImportPath | None = None
@@ -355,6 +362,7 @@ class EscalationTable(ConfigTable):
             "expires_after": self.expires_after,
             "warn_before": self.warn_before,
             "check_every": self.check_every,
+            "quorum": self.quorum,
             "hook": hook,
         }
         if self.notify is not None:

@@ -134,9 +134,11 @@ async def load_catalog(
 ) -> Catalog:
     """The catalog of ``servers``: the engine's tools ``profile`` admits, then the extras'.
 
+    Without an engine session, the extras' alone: nothing is reserved for the engine's names.
+
     Args:
-        servers: the open sessions by server name (the engine's under ``ALGENTA_SERVER``; the
-            operator path's, if any, lends no tools).
+        servers: the open sessions by server name (the engine's under ``ALGENTA_SERVER``, when
+            there is an engine; the operator path's, if any, lends no tools).
         profile: the connection's tool profile.
         send: the connection's tools/call, which every catalog tool calls through.
 
@@ -145,21 +147,25 @@ async def load_catalog(
         ConfigError: an extra server's name holds a dot (:func:`check_server_names`).
     """
     check_server_names(n for n in servers if n not in (ALGENTA_SERVER, OPERATOR_SERVER))
-    algenta = servers[ALGENTA_SERVER]
-    view = _SessionView(algenta, lambda t: profile.allows(t.name), send)
-    tools = await load_mcp_tools(
-        # a third-party type too narrow: the adapters name mcp's ClientSession, and call
-        # only the list_tools / call_tool that the view implements
-        view,  # type: ignore[arg-type]
-        tool_interceptors=[GovernanceInterceptor(profile)],
-        server_name=ALGENTA_SERVER,
-    )
-    catalog = {t.name: t for t in tools}
-    origins = {t.name: (ALGENTA_SERVER, t.name) for t in tools}
-    advertised = frozenset(view.advertised)
+    catalog: dict[str, BaseTool] = {}
+    advertised: frozenset[str] = frozenset()
+    execute_supplied: frozenset[str] = frozenset()
+    taken = set(_RESERVED_NAMES)
+    algenta = servers.get(ALGENTA_SERVER)
+    if algenta is not None:
+        view = _SessionView(algenta, lambda t: profile.allows(t.name), send)
+        tools = await load_mcp_tools(
+            # a third-party type too narrow: the adapters name mcp's ClientSession, and call
+            # only the list_tools / call_tool that the view implements
+            view,  # type: ignore[arg-type]
+            tool_interceptors=[GovernanceInterceptor(profile)],
+            server_name=ALGENTA_SERVER,
+        )
+        catalog = {t.name: t for t in tools}
+        advertised, execute_supplied = frozenset(view.advertised), view.execute_supplied
+        taken |= advertised | set(load_contract().get("mcp_tool_reference", {})) | set(catalog)
+    origins = {name: (ALGENTA_SERVER, name) for name in catalog}
     algenta_names = frozenset(catalog)
-    taken = set(advertised) | set(load_contract().get("mcp_tool_reference", {}))
-    taken |= _RESERVED_NAMES | set(catalog)
     for name, server in servers.items():
         if name in (ALGENTA_SERVER, OPERATOR_SERVER):
             continue
@@ -181,7 +187,7 @@ async def load_catalog(
             taken.add(final)
             catalog[final] = tool
             origins[final] = origin
-    return Catalog(catalog, origins, algenta_names, advertised, view.execute_supplied)
+    return Catalog(catalog, origins, algenta_names, advertised, execute_supplied)
 
 
 def check_server_names(names: Iterable[str], key: str = "extra_servers") -> None:

@@ -90,6 +90,9 @@ class EngineClient(Protocol):
 
     profile: Profile
     """The connection's tool profile (the ceiling of every run's)."""
+    has_engine: bool
+    """Whether there is an Algenta engine behind it: without one, the catalog is the extra
+    servers' tools alone and the graph has no engine gate, operator path or ``get_decision``."""
     execute_supplied: frozenset[str]
     """The graph-supplied fields the engine's ``execute_decision`` declares."""
 

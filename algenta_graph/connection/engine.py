@@ -13,6 +13,12 @@ sessions of :mod:`algenta_graph.connection.transport`.
   the name is taken (an extra server never lends its tools Algenta's trust)
   (:mod:`algenta_graph.connection.catalog` builds it).
 
+A connection made with ``engine=False`` has no engine at all: no session to one is opened, its
+catalog is the extra servers' tools alone (at least one server is required:
+:class:`~algenta_graph.errors.NoToolServers`), it has no ``execute_decision`` and no operator
+path (:meth:`EngineConnection.execute_as_operator` and :meth:`EngineConnection.get_decision`
+raise :class:`~algenta_graph.errors.NoEngine`), and no profile filters anything.
+
 Every call from the catalog passes
 :class:`~algenta_graph.governance.scrub.GovernanceInterceptor` (the security policy): a tool
 outside the profile is refused without contacting the engine, and ``force`` /
@@ -71,6 +77,8 @@ from algenta_graph.connection.outcomes import (
 from algenta_graph.connection.transport import ALGENTA_SERVER, OPERATOR_SERVER, ServerSession
 from algenta_graph.errors import (
     AlgentaGraphError,
+    NoEngine,
+    NoToolServers,
     OperatorCredentialMissing,
     ToolNotInProfileError,
 )
@@ -131,10 +139,15 @@ class EngineConnection:
             ``operator_api_key``, overrides are sent over the model-facing session. Only for a
             relaxed local engine (the reference engine without keys); default False. Ignored
             when ``operator_api_key`` is given.
+        engine: ``False``: there is no Algenta engine (``base_url`` is then not given): the
+            catalog is the extra servers' tools alone, and nothing engine-only exists
+            (:attr:`has_engine`).
 
     Raises:
         ValueError: the profile is unknown, a timeout is not positive, an extra server takes a
-            name reserved for the engine, or its connection dict has no ``transport``.
+            name reserved for the engine, its connection dict has no ``transport``, or
+            ``base_url`` is given with ``engine=False``.
+        NoToolServers: ``engine=False`` and no extra server: there would be no tool.
     """
 
     def __init__(
@@ -148,10 +161,25 @@ class EngineConnection:
         call_timeout: float = 60.0,
         operator_api_key: str | None = None,
         operator_key_is_agent_key: bool = False,
+        engine: bool = True,
     ) -> None:
         if timeout <= 0 or call_timeout <= 0:
             raise ValueError(f"timeouts must be positive, got {timeout=} {call_timeout=}")
-        self.url: str = resolve_base_url(base_url)
+        if not engine and base_url is not None:
+            raise ValueError(
+                f"base_url={base_url!r} names an engine, and engine=False says there is none: "
+                "give one or the other"
+            )
+        if not engine and not extra_servers:
+            raise NoToolServers(
+                "no tools to serve: this connection has no Algenta engine (engine=False) and no "
+                "extra_servers; give extra_servers={name: connection} (your MCP servers), or an "
+                "engine's base_url"
+            )
+        self.has_engine: bool = bool(engine)
+        """Whether there is an Algenta engine (its tools, its gates, the operator path)."""
+        self.url: str | None = resolve_base_url(base_url) if engine else None
+        """The engine's MCP endpoint; ``None`` without an engine."""
         self.profile: Profile = resolve_profile(profile)
         self.timeout = float(timeout)
         self._call_timeout = float(call_timeout)
@@ -188,6 +216,8 @@ class EngineConnection:
 
     def __repr__(self) -> str:
         """The URL, the profile and whether tokens are set (never the tokens)."""
+        if self.url is None:
+            return f"EngineConnection(no engine, extra_servers={sorted(self._extra_specs)!r})"
         auth = "token" if self.__token else "no token"
         if self.__operator_token:
             auth += ", operator token"
@@ -210,11 +240,19 @@ class EngineConnection:
         return self.__operator_token is not None
 
     def _connection_specs(self) -> dict[str, dict[str, Any]]:
+        specs: dict[str, dict[str, Any]] = {}
+        if self.url is not None:
+            specs.update(self._engine_specs(self.url))
+        for name, spec in self._extra_specs.items():
+            specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
+        return specs
+
+    def _engine_specs(self, url: str) -> dict[str, dict[str, Any]]:
         read = max(300.0, self.call_timeout + self.timeout)  # must outlive any call
         specs: dict[str, dict[str, Any]] = {
             ALGENTA_SERVER: {
                 "transport": "streamable_http",
-                "url": self.url,
+                "url": url,
                 "timeout": self.timeout,
                 "sse_read_timeout": read,
                 "session_kwargs": {},
@@ -228,8 +266,6 @@ class EngineConnection:
                 "headers": {"Authorization": f"Bearer {self.__operator_token}"},
                 "session_kwargs": {},
             }
-        for name, spec in self._extra_specs.items():
-            specs[name] = {**spec, "session_kwargs": dict(spec.get("session_kwargs") or {})}
         return specs
 
     @property
@@ -341,6 +377,10 @@ class EngineConnection:
     # ------------------------------------------------------------------ calls
 
     def _server(self, name: str) -> ServerSession:
+        self._check_open()
+        return self._servers[name]
+
+    def _check_open(self) -> None:
         if not self._servers:
             raise AlgentaGraphError(
                 "the EngineConnection is not open: use `async with EngineConnection(...)` "
@@ -350,7 +390,15 @@ class EngineConnection:
             raise AlgentaGraphError(
                 "the EngineConnection was opened in another event loop; open one per loop"
             )
-        return self._servers[name]
+
+    def _engine_url(self, what: str) -> str:
+        """The engine's URL, for ``what`` needs the engine (:class:`NoEngine` without one)."""
+        if self.url is None:
+            raise NoEngine(
+                f"{what} needs an Algenta engine, and this connection has none (engine=False: "
+                "only the extra servers' tools); nothing was sent"
+            )
+        return self.url
 
     async def _send(
         self,
@@ -403,7 +451,7 @@ class EngineConnection:
             AlgentaGraphError: the connection is not open (or was opened in another event
                 loop), or ``args`` is not a mapping.
         """
-        self._server(ALGENTA_SERVER)
+        self._check_open()
         tool = self._tools.get(name)
         if tool is None:
             raise ToolNotInProfileError(name, self.profile.name)
@@ -428,6 +476,7 @@ class EngineConnection:
         return message
 
     async def _raw_call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        self._engine_url(name)
         return await self._send(self._server(ALGENTA_SERVER), name, arguments)
 
     async def execute_as_operator(
@@ -452,9 +501,11 @@ class EngineConnection:
             OperatorCredentialMissing: an override (``force`` / ``override_safety``) without an
                 operator credential (``operator_api_key``) nor ``operator_key_is_agent_key``;
                 nothing was sent.
+            NoEngine: the connection has no engine; nothing was sent.
             EngineConnectionError: a connection problem.
         """
         check_operator_flags(flags)
+        url = self._engine_url("the operator path (execute_decision)")
         if not isinstance(decision_id, str) or not decision_id:
             raise ValueError(f"decision_id must be a non-empty string, got {decision_id!r}")
         if not isinstance(webhook_url, str) or not webhook_url:
@@ -480,7 +531,7 @@ class EngineConnection:
         ):
             raise OperatorCredentialMissing(
                 f"the override of decision {decision_id} was not sent: this connection to "
-                f"{without_credentials(self.url)} has no operator credential, and the "
+                f"{without_credentials(url)} has no operator credential, and the "
                 "model-facing key never carries an override. Set operator_api_key= (or "
                 f"{ENV_OPERATOR_API_KEY}) to an engine key with the operator role; for a "
                 "relaxed local engine whose one key is also the operator credential, pass "
@@ -496,14 +547,16 @@ class EngineConnection:
         Internal and read-only, outside the profile guard.
 
         Raises:
+            NoEngine: the connection has no engine.
             AlgentaGraphError: the engine answered with an error.
         """
+        url = self._engine_url(GET_DECISION_TOOL)
         result = await self._raw_call(GET_DECISION_TOOL, {"decision_id": decision_id})
         body = tool_result_json(result)
         if result.isError or not isinstance(body, Mapping) or "error" in body:
             detail = json.dumps(body, default=str) if body is not None else "no JSON body"
             raise AlgentaGraphError(
-                f"get_decision({decision_id!r}) on {without_credentials(self.url)} failed: "
+                f"get_decision({decision_id!r}) on {without_credentials(url)} failed: "
                 f"{detail[:500]}"
             )
         return dict(body)

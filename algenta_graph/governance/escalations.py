@@ -12,7 +12,9 @@ and the operator", invariant 15):
   digest and rule; the graph's rules in force for the tool and the gate's policy), which an
   answer may carry: an answer is bound to what was reviewed, under the rules it was asked under;
 - :func:`deadline` and :func:`is_overdue`: an escalation past its gate's ``expires_after`` can
-  only be declined (recorded ``expired``, never executed), whatever answer arrives.
+  only be declined (recorded ``expired``, never executed), whatever answer arrives;
+- :attr:`EscalationSettings.quorum` and :func:`approvals_said`: a gate whose escalations need
+  the approval of M distinct operators (two-person approval), and how far one has come.
 
 >>> settings = EscalationSettings(expires_after={"confidence": "PT1H"})
 >>> deadline(settings, "confidence", "2030-01-01T00:00:00+00:00")
@@ -26,9 +28,9 @@ True
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import rfc8785
 from pydantic import (
@@ -59,6 +61,7 @@ __all__ = [
     "NotifyHook",
     "RulesInForce",
     "WebhookNotify",
+    "approvals_said",
     "deadline",
     "escalation_digest",
     "is_overdue",
@@ -174,6 +177,13 @@ class EscalationSettings(BaseModel):
     check_every: timedelta = DEFAULT_CHECK_EVERY
     """How often a served graph looks for escalations to warn of or expire (seconds, or ISO
     8601; default 30 seconds)."""
+    quorum: dict[GateName, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    """Per gate, how many distinct operators must approve an escalation before anything runs
+    (two-person approval: ``{"risk_floor": 2}``; default 1). Each approval is bound to the
+    escalation's digest and kept in the graph's ledger, so every worker counts the same ones;
+    the escalation asks again ("1 of 2 approvals: ana") until the last; an operator counts
+    once (by identity, whatever token they answer with); any reject or respond ends it. Under a
+    quorum an ``edit`` is refused: it would run arguments the other approvers never saw."""
     notify_url: WebhookNotify | None = None
     """A URL notified once per escalation raised (see :class:`WebhookNotify`)."""
     hook: SkipJsonSchema[NotifyHook | None] = Field(default=None, exclude=True)
@@ -229,8 +239,31 @@ class EscalationSettings(BaseModel):
         """
         return next((lead for name, lead in self.warn_before.items() if name == gate), None)
 
+    @model_validator(mode="after")
+    def _no_edit_under_quorum(self) -> EscalationSettings:
+        for gate, decisions in self.allowed_decisions.items():
+            if "edit" in decisions and self.quorum_for(gate) > 1:
+                raise ValueError(
+                    f"allowed_decisions.{gate}: edit is refused under a quorum "
+                    f"(quorum.{gate} = {self.quorum_for(gate)}): an edit would run arguments "
+                    "the other approvers never saw; allow approve, reject and respond"
+                )
+        return self
+
+    def quorum_for(self, gate: str) -> int:
+        """How many distinct operators must approve an escalation of ``gate``.
+
+        >>> EscalationSettings(quorum={"risk_floor": 2}).quorum_for("risk_floor")
+        2
+        >>> EscalationSettings(quorum={"risk_floor": 2}).quorum_for("confidence")
+        1
+        """
+        return next((n for name, n in self.quorum.items() if name == gate), 1)
+
     def decisions_for(self, gate: str) -> list[DecisionType]:
         """The decisions an operator may take on an escalation of ``gate``.
+
+        Under a quorum (:attr:`quorum`), never ``edit``.
 
         >>> EscalationSettings(allowed_decisions={"idempotency": ["reject"]}).decisions_for(
         ...     "idempotency")
@@ -238,10 +271,23 @@ class EscalationSettings(BaseModel):
         >>> EscalationSettings().decisions_for("confidence")
         ['approve', 'edit', 'reject', 'respond']
         """
-        for name, decisions in self.allowed_decisions.items():
-            if name == gate:
-                return list(decisions)
-        return list(ALL_DECISIONS)
+        found = next((d for name, d in self.allowed_decisions.items() if name == gate), None)
+        decisions = list(found) if found is not None else list(ALL_DECISIONS)
+        if self.quorum_for(gate) > 1:
+            return [d for d in decisions if d != "edit"]
+        return decisions
+
+
+def approvals_said(approvers: Sequence[str], quorum: int) -> str:
+    """How far an escalation's approvals have come, in words.
+
+    >>> approvals_said(["ana"], 2)
+    '1 of 2 approvals: ana'
+    >>> approvals_said([], 2)
+    '0 of 2 approvals'
+    """
+    names = f": {', '.join(approvers)}" if approvers else ""
+    return f"{len(approvers)} of {quorum} approvals{names}"
 
 
 def parse_time(text: str) -> datetime:

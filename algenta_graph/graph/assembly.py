@@ -33,7 +33,7 @@ from langgraph.graph import END, START, StateGraph
 from algenta_graph.config import DEFAULT_SYSTEM_PROMPT, DEFAULT_TOP_K
 from algenta_graph.connection.catalog import gate_catalog
 from algenta_graph.governance.escalations import EscalationSettings
-from algenta_graph.governance.gates import DEFAULT_POLICIES, GATE_NAMES, parse_on_denial
+from algenta_graph.governance.gates import DEFAULT_POLICIES, parse_on_denial
 from algenta_graph.governance.run_settings import GraphSettings, RunContext
 from algenta_graph.governance.tool_gates import (
     CompiledGates,
@@ -56,6 +56,7 @@ from algenta_graph.topology import (
     MODEL_NODE,
     RETRIEVE_NODE,
     UNFINISHED_STEP,
+    gates_of,
     handler_node_name,
     pending_route,
 )
@@ -159,6 +160,8 @@ def build_governed_graph(
         tool_gates = parse_tool_gates(tool_gates).compile()
     # every rule resolves against the live catalog, or nothing is built (invariant 19)
     gates = tool_gates.resolved(gate_catalog(connection, unreachable=unreachable_of(connection)))
+    # without an engine its gates do not exist: no handler, no edge (nothing could take them)
+    gate_names = gates_of(connection.has_engine)
 
     def rules_in_force(gate: str, tool: ToolRef) -> dict[str, Any]:
         return gates.in_force(tool, policies[gate])
@@ -176,9 +179,9 @@ def build_governed_graph(
     graph.add_node(RETRIEVE_NODE, nodes.retrieve_tools)
     graph.add_node(MODEL_NODE, nodes.call_model)
     graph.add_node(GOVERNED_TOOL_NODE, tools)
-    for gate in GATE_NAMES:
+    for gate in gate_names:
         destinations: dict[str, str] = {MODEL_NODE: "resolved", END: "halt"}
-        destinations.update({handler_node_name(g): f"then {g}" for g in GATE_NAMES if g != gate})
+        destinations.update({handler_node_name(g): f"then {g}" for g in gate_names if g != gate})
         graph.add_node(
             handler_node_name(gate),
             DenialHandler(
@@ -198,14 +201,14 @@ def build_governed_graph(
         MODEL_NODE: MODEL_NODE,
         UNFINISHED_STEP: GOVERNED_TOOL_NODE,
     }
-    after_retrieval.update({pending_route(g): handler_node_name(g) for g in GATE_NAMES})
+    after_retrieval.update({pending_route(g): handler_node_name(g) for g in gate_names})
     graph.add_conditional_edges(RETRIEVE_NODE, route_pending_escalation, after_retrieval)
     graph.add_conditional_edges(
         MODEL_NODE, nodes.route_after_model, {"tool_calls": GOVERNED_TOOL_NODE, "answer": END}
     )
     # one edge per (source, target) is drawn, labelled by the first key: "ok" shows for model
     path_map: dict[Hashable, str] = {"ok": MODEL_NODE, "failed": MODEL_NODE}
-    path_map.update({gate: handler_node_name(gate) for gate in GATE_NAMES})
+    path_map.update({gate: handler_node_name(gate) for gate in gate_names})
     path_map[HALT] = END
     graph.add_conditional_edges(GOVERNED_TOOL_NODE, tools.route, path_map)
     return graph

@@ -1,5 +1,10 @@
 """Opening the engine connection with its extra MCP servers, and probing those servers.
 
+The engine is optional: ``base_url=False`` (the configuration's ``base_url = false``, the
+factory's ``base_url=None``) opens the extra servers alone, and a graph with neither an engine
+nor an extra server is refused before anything opens (:func:`check_tool_sources`,
+:class:`~algenta_graph.errors.NoToolServers`).
+
 An extra server that cannot be reached is left out with a warning naming its URL (the graph
 serves the engine's tools and the other servers'), and the base tools it would have supplied
 are dropped from ``always_include`` with a warning (:func:`unreachable_of` names them, for the
@@ -17,10 +22,10 @@ import logging
 import sys
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from algenta_graph.config import AgentConfig
-from algenta_graph.errors import EngineConnectionError
+from algenta_graph.errors import EngineConnectionError, NoToolServers
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -29,6 +34,8 @@ if TYPE_CHECKING:
     from algenta_graph.connection.engine import EngineConnection
 
 __all__ = [
+    "EngineURL",
+    "check_tool_sources",
     "open_engine_connection",
     "unreachable_of",
     "unreachable_servers",
@@ -45,6 +52,33 @@ def _server_url(spec: Mapping[str, Any]) -> str:
     return " ".join(command).strip() or "(no url)"
 
 
+EngineURL = str | None | Literal[False]
+"""Where the engine is: its MCP endpoint, ``None`` for the default (``ALGENTA_BASE_URL``, else
+``http://localhost:8000/mcp``), or ``False``: there is no engine."""
+
+
+def check_tool_sources(
+    base_url: EngineURL, extra_servers: Mapping[str, Any] | None, *, no_engine: str
+) -> None:
+    """Refuse a graph with neither an engine nor an extra server (nothing would be served).
+
+    Args:
+        base_url: where the engine is (``False``: none).
+        extra_servers: the extra servers.
+        no_engine: how the caller said there is no engine (named in the message).
+
+    Raises:
+        NoToolServers: no engine and no extra server; nothing was opened.
+    """
+    if base_url is False and not extra_servers:
+        raise NoToolServers(
+            f"no tools to serve: {no_engine} says there is no Algenta engine, and there are no "
+            "extra servers. Add your MCP servers (extra_servers={name: connection}, or "
+            "[extra_servers.NAME] in the configuration), or name an engine (base_url = its MCP "
+            "endpoint, e.g. http://localhost:8000/mcp)"
+        )
+
+
 _UNREACHABLE: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 """The extra servers a connection was opened without: ``{name: url}``."""
 
@@ -52,7 +86,7 @@ _UNREACHABLE: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDi
 async def open_engine_connection(
     config: AgentConfig | None = None,
     *,
-    base_url: str | None,
+    base_url: EngineURL,
     api_key: str | None,
     operator_api_key: str | None,
     operator_key_is_agent_key: bool = False,
@@ -63,10 +97,13 @@ async def open_engine_connection(
 
     Each extra server that cannot be reached is logged as a warning naming it and its URL,
     and the connection opens without it (the engine's tools, and the other servers', are
-    served). The timeouts are the configuration's (``connect_timeout``, ``call_timeout``).
+    served). With ``base_url=False`` no engine is connected to: the extra servers are the
+    catalog. The timeouts are the configuration's (``connect_timeout``, ``call_timeout``).
 
     Raises:
-        EngineConnectionError: the engine itself could not be reached.
+        NoToolServers: no engine (``base_url=False``) and no extra server; nothing connected.
+        EngineConnectionError: the engine itself could not be reached; without an engine, no
+            extra server could be.
         ConfigError: an extra server's name holds a dot (or another character a tool rule's
             ``server.name`` could not hold), before anything connects.
     """
@@ -74,12 +111,15 @@ async def open_engine_connection(
     from algenta_graph.connection.engine import EngineConnection
 
     cfg = config or AgentConfig()
+    check_tool_sources(base_url, extra_servers, no_engine="base_url=False")
     check_server_names(extra_servers or {})
     servers = {name: dict(spec) for name, spec in (extra_servers or {}).items()}
     lost: dict[str, str] = {}
+    engine = base_url is not False
     while True:
         conn = EngineConnection(
-            base_url,
+            base_url if base_url is not False else None,
+            engine=engine,
             api_key=api_key,
             operator_api_key=operator_api_key,
             operator_key_is_agent_key=operator_key_is_agent_key,
@@ -97,8 +137,8 @@ async def open_engine_connection(
                 for n, spec in servers.items()
                 if exc.url and exc.url == str(spec.get("url") or spec.get("command") or n)
             ]
-            if not failed or exc.url == conn.url:
-                raise
+            if not failed or exc.url == conn.url or (not engine and len(failed) == len(servers)):
+                raise  # the engine, or without one every server: nothing left to serve
             for name in failed:
                 url = _server_url(servers.pop(name))
                 lost[name] = url

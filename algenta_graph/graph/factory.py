@@ -30,12 +30,21 @@ Usage::
 
     # the same graph from a configuration file (the ALGENTA_* variables win over it)
     graph = await create_governed_agent(config="agent.toml", checkpointer="r.sqlite")
+
+    # gates on your own tools, no engine: base_url=None (the file's base_url = false)
+    graph = await create_governed_agent(
+        base_url=None,
+        extra_servers={"crm": {"transport": "streamable_http", "url": "http://127.0.0.1:9000/mcp"}},
+        tool_gates={"require_approval": ["crm.delete_customer"]},
+        checkpointer="r.sqlite",
+    )
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import os
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -47,19 +56,29 @@ from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypeIs
 
 from algenta_graph._langgraph import default_durability, node_actions
-from algenta_graph.config import AgentConfig, load_config, resolve_config
+from algenta_graph.config import (
+    NO_ENGINE_SYSTEM_PROMPT,
+    AgentConfig,
+    load_config,
+    resolve_config,
+)
 from algenta_graph.governance.contract import resolve_profile
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.governance.tool_gates import ToolGates, parse_tool_gates
 from algenta_graph.graph.assembly import build_governed_graph
-from algenta_graph.graph.connecting import open_engine_connection, without_lost_tools
+from algenta_graph.graph.connecting import (
+    EngineURL,
+    check_tool_sources,
+    open_engine_connection,
+    without_lost_tools,
+)
 from algenta_graph.graph.resumes import check_resumes
 from algenta_graph.ledger import MEMORY, Ledger, LedgerSpec, choose_ledger, connect_ledger
 from algenta_graph.nodes.denial_handler import DenialHandler
 from algenta_graph.nodes.governed_tool import GovernedToolNode
 from algenta_graph.nodes.operators import AuthorizeOperator
 from algenta_graph.telemetry.handler import instrument
-from algenta_graph.topology import GOVERNANCE_NODES
+from algenta_graph.topology import GOVERNED_TOOL_NODE, gates_of, handler_node_name
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -78,11 +97,21 @@ __all__ = ["aclose_governed_agent", "build_index", "create_governed_agent", "gov
 _OWNED: weakref.WeakKeyDictionary[Any, contextlib.AsyncExitStack] = weakref.WeakKeyDictionary()
 
 
+class _Configured(enum.Enum):
+    """``base_url`` not given: the configuration's (``None`` given says there is no engine)."""
+
+    BASE_URL = "the configuration's base_url"
+
+
+CONFIGURED = _Configured.BASE_URL
+"""``create_governed_agent``'s ``base_url`` default: the configuration's engine."""
+
+
 async def create_governed_agent(
     model: BaseChatModel | str | None = None,
     *,
     config: AgentConfig | str | os.PathLike[str] | None = None,
-    base_url: str | None = None,
+    base_url: str | Literal[_Configured.BASE_URL] | None = CONFIGURED,
     api_key: str | None = None,
     operator_api_key: str | None = None,
     operator_key_is_agent_key: bool | None = None,
@@ -106,7 +135,7 @@ async def create_governed_agent(
     ledger: LedgerSpec | None = None,
     single_process: bool | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Connect to the engine, list its tools and return the compiled governed graph.
+    """Connect to the engine (if any) and the extra servers, list their tools, return the graph.
 
     Every option not given here (``None``) comes from ``config``, an
     :class:`~algenta_graph.config.AgentConfig` (the one the served graph is built from), or
@@ -125,7 +154,13 @@ async def create_governed_agent(
             configuration file (read with :func:`~algenta_graph.config.load_config`, so the
             ``ALGENTA_*`` variables win over it). Default: the defaults.
         base_url: the engine's MCP endpoint (see
-            :class:`~algenta_graph.connection.engine.EngineConnection`).
+            :class:`~algenta_graph.connection.engine.EngineConnection`); default the
+            configuration's (``ALGENTA_BASE_URL``, else ``http://localhost:8000/mcp``).
+            ``None``: **no Algenta engine**: the graph serves the ``extra_servers``' tools with
+            retrieval, ``search_tools`` and every graph-side gate (``tool_gates``: approval,
+            budgets, argument rules, postures), its escalations, records and ledger; the
+            engine's gates (``idempotency``, ``confidence``, ``risk_floor``) do not exist there,
+            and nothing connects to an engine (the configuration's ``base_url = false``).
         api_key: the engine's API token (see
             :class:`~algenta_graph.connection.engine.EngineConnection`).
         operator_api_key: the engine credential of the operator path alone (an engine key
@@ -197,6 +232,8 @@ async def create_governed_agent(
             with ``base_url`` / ``api_key`` / ``operator_api_key`` / ``extra_servers``, a
             configured usage signal with a checkpointer but no ``store=``, and those of
             :func:`build_governed_graph`).
+        NoToolServers: no engine (``base_url=None``, ``base_url = false``) and no extra
+            server; nothing was opened.
         ConfigError: the configuration is wrong (a secret missing from the environment, an
             import path that does not import, ...), every problem named.
         LedgerRequired: no ledger is configured or implied (a saver algenta-graph did not
@@ -221,7 +258,7 @@ async def create_governed_agent(
     if isinstance(step_limit, bool) or not isinstance(step_limit, int) or step_limit < 4:
         raise ValueError(f"step_limit must be an int >= 4, got {step_limit!r}")
     if connection is not None and (
-        base_url is not None
+        base_url is not CONFIGURED
         or api_key is not None
         or operator_api_key is not None
         or operator_key_is_agent_key is not None
@@ -248,6 +285,20 @@ async def create_governed_agent(
             "the usage signal keeps its history in a LangGraph store: pass store= (e.g. "
             "langgraph.store.sqlite.SqliteStore) with the checkpointer"
         )
+    engine_url: EngineURL = (
+        cfg.base_url if base_url is CONFIGURED else (False if base_url is None else base_url)
+    )
+    servers = extra_servers if extra_servers is not None else resolved.extra_servers
+    if connection is None:  # before anything is opened, as the ledger below
+        check_tool_sources(
+            engine_url,
+            servers,
+            no_engine=(
+                "base_url=None"
+                if base_url is None
+                else f"base_url = false ({cfg.source_of('base_url')})"
+            ),
+        )
     implied, deployment = _implied_ledger(checkpointer)
     chosen = choose_ledger(
         ledger if ledger is not None else resolved.ledger,
@@ -269,7 +320,7 @@ async def create_governed_agent(
         if connection is None:
             connection = await open_engine_connection(
                 cfg,
-                base_url=base_url if base_url is not None else cfg.base_url,
+                base_url=engine_url,
                 api_key=api_key if api_key is not None else resolved.api_key,
                 operator_api_key=(
                     operator_api_key if operator_api_key is not None else resolved.operator_api_key
@@ -280,9 +331,7 @@ async def create_governed_agent(
                     else operator_key_is_agent_key
                 ),
                 profile=profile or cfg.profile,
-                extra_servers=extra_servers
-                if extra_servers is not None
-                else resolved.extra_servers,
+                extra_servers=servers,
             )
             stack.push_async_callback(connection.aclose)
             profile = None  # the connection's own profile
@@ -301,7 +350,7 @@ async def create_governed_agent(
             top_k=cfg.top_k if top_k is None else top_k,
             on_denial=_policies(cfg) if on_denial is None else on_denial,
             index=index,
-            system_prompt=cfg.system_prompt if system_prompt is None else system_prompt,
+            system_prompt=_system_prompt(cfg, system_prompt, connection.has_engine),
             authorize_operator=(
                 authorize_operator
                 if authorize_operator is not None
@@ -312,7 +361,7 @@ async def create_governed_agent(
             escalation=escalation if escalation is not None else resolved.escalation,
             tool_gates=compiled_gates,
         )
-        _give_ledger(graph, the_ledger)
+        _give_ledger(graph, the_ledger, connection.has_engine)
         compiled = graph.compile(checkpointer=checkpointer, store=store, name=name or cfg.name)
         compiled = check_resumes(compiled)
         conf: dict[str, Any] = {}
@@ -367,7 +416,19 @@ def _implied_ledger(
     )
 
 
-def _give_ledger(graph: Any, ledger: Ledger) -> None:
+def _system_prompt(config: AgentConfig, given: str | None, has_engine: bool) -> str:
+    """The system prompt: the argument, else the configured one, else the default.
+
+    A graph without an engine is never told of ``execute_decision`` and the engine's gates.
+    """
+    if given is not None:
+        return given
+    if has_engine or "system_prompt" in config.model_fields_set:
+        return config.system_prompt
+    return NO_ENGINE_SYSTEM_PROMPT
+
+
+def _give_ledger(graph: Any, ledger: Ledger, has_engine: bool) -> None:
     """Give every governance node of ``graph`` (uncompiled) the graph's ledger.
 
     Raises:
@@ -376,7 +437,7 @@ def _give_ledger(graph: Any, ledger: Ledger) -> None:
     """
     actions = node_actions(graph)
     missing = []
-    for name in GOVERNANCE_NODES:
+    for name in (GOVERNED_TOOL_NODE, *map(handler_node_name, gates_of(has_engine))):
         action = actions.get(name)
         if isinstance(action, GovernedToolNode | DenialHandler):
             action.ledger = ledger

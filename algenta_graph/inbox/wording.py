@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from algenta_graph.governance.escalations import approvals_said
+
 __all__ = [
     "Facts",
     "RecordLine",
@@ -322,6 +324,12 @@ def answer_effects(
     >>> answer_effects({"gate": "approval", "tool": "crm.rm", "allowed_decisions": ["approve"],
     ...                 "expires_at": "2030-01-01T00:00:00+00:00"}, overdue=True)["approve"]
     'declines: the deadline passed at 2030-01-01T00:00:00+00:00, so whatever you answer, nothing runs'
+    >>> answer_effects({"gate": "approval", "tool": "crm.rm", "allowed_decisions": ["approve"],
+    ...                 "quorum": 2, "approvals": ["ana"]})["approve"]
+    'completes 2 approvals (1 of 2 approvals: ana) and runs crm.rm() once; the model gets its answer'
+    >>> answer_effects({"gate": "approval", "tool": "crm.rm", "allowed_decisions": ["approve"],
+    ...                 "quorum": 2, "approvals": []})["approve"]
+    'counts your approval (0 of 2 approvals so far); nothing runs until 2 distinct operators approved, then it runs crm.rm() once; the model gets its answer'
     """  # noqa: E501
     allowed = [str(d) for d in item.get("allowed_decisions") or ()]
     if overdue:
@@ -331,7 +339,21 @@ def answer_effects(
         )
         return dict.fromkeys(allowed, late)
     every = _held_effects(item) if item.get("tool") else _engine_effects(item, action)
-    return {kind: every[kind] for kind in allowed if kind in every}
+    said = {kind: every[kind] for kind in allowed if kind in every}
+    quorum = item.get("quorum")
+    if isinstance(quorum, int) and "approve" in said:
+        approved = [str(a) for a in item.get("approvals") or ()]
+        if len(approved) + 1 < quorum:
+            said["approve"] = (
+                f"counts your approval ({approvals_said(approved, quorum)} so far); nothing runs "
+                f"until {quorum} distinct operators approved, then it {said['approve']}"
+            )
+        else:
+            said["approve"] = (
+                f"completes {quorum} approvals ({approvals_said(approved, quorum)}) and "
+                f"{said['approve']}"
+            )
+    return said
 
 
 def _delivery(receipt: Mapping[str, Any]) -> str:

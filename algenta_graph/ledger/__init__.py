@@ -28,6 +28,7 @@ from algenta_graph.ledger.entries import (
     HEARTBEAT_SECONDS,
     LEASE_SECONDS,
     AnswerDecision,
+    ApprovalMark,
     CallOutcome,
     CallResult,
     CallStart,
@@ -38,6 +39,7 @@ from algenta_graph.ledger.entries import (
     release,
 )
 from algenta_graph.ledger.keys import (
+    approval_key,
     call_result_key,
     call_start_key,
     escalation_key,
@@ -52,6 +54,7 @@ __all__ = [
     "LEASE_SECONDS",
     "MEMORY",
     "AnswerDecision",
+    "ApprovalMark",
     "CallOutcome",
     "CallResult",
     "CallStart",
@@ -61,6 +64,7 @@ __all__ = [
     "LedgerSpec",
     "MemoryLedger",
     "NoticeMark",
+    "approval_key",
     "call_result_key",
     "call_start_key",
     "choose_ledger",

@@ -1,11 +1,13 @@
 """What the ledger holds: one typed shape per kind of entry, and the lease every entry carries.
 
 Every entry is written once under a key (insert-if-absent) by a claimant, and says whether what
-it stands for finished. Its **value** is one of four typed shapes, told apart by ``kind`` and
+it stands for finished. Its **value** is one of five typed shapes, told apart by ``kind`` and
 validated whenever an entry is read back (:data:`ENTRY_VALUE`):
 
 - :class:`ClaimAnswer` (``answer``): the one answer an escalation takes, under
   :func:`~algenta_graph.ledger.keys.escalation_key`;
+- :class:`ApprovalMark` (``approval``): one operator's approval toward an escalation's quorum,
+  in its slot (:func:`~algenta_graph.ledger.keys.approval_key`);
 - :class:`NoticeMark` (``notice``): that an escalation's notice is being (or was) sent;
 - :class:`CallStart` (``call-start``): a governed call is about to be sent (its write-ahead);
 - :class:`CallOutcome` (``call-result``): what that call answered, recorded before its answer
@@ -39,6 +41,7 @@ __all__ = [
     "HEARTBEAT_SECONDS",
     "LEASE_SECONDS",
     "AnswerDecision",
+    "ApprovalMark",
     "CallOutcome",
     "CallResult",
     "CallStart",
@@ -100,11 +103,32 @@ class ClaimAnswer(_Value):
     run_id: str | None = None
     """The served run that gave it (a retry of that run, the server's own after a worker died,
     completes its own answer: it is not another answer)."""
+    approvers: list[str] = Field(default_factory=list)
+    """Under a quorum: who had approved when this answer took effect, in the order counted
+    (the last approval's answer lists every approver; a reject, those it overruled)."""
 
     @property
     def summary(self) -> str:
         """How: the decisions' actions, comma-separated (``"?"`` when it lists none)."""
         return ", ".join(d.action for d in self.decisions) or "?"
+
+
+class ApprovalMark(_Value):
+    """One operator's approval toward an escalation's quorum, bound to the digest approved."""
+
+    kind: Literal["approval"] = "approval"
+    operator: str
+    """Who approved (the authenticated identity when served): counted once, whatever token."""
+    digest: str
+    """The digest of what they approved (the whole request's)."""
+    roles: list[str] = Field(default_factory=list)
+    """The roles they approved with."""
+    decided_at: str | None = None
+    """When they approved (ISO 8601)."""
+    thread_id: str | None = None
+    """The thread the approval was given in."""
+    reason: str | None = None
+    """Why, in their words."""
 
 
 class NoticeMark(_Value):
@@ -144,13 +168,14 @@ class CallOutcome(_Value):
 
 
 EntryValue = Annotated[
-    ClaimAnswer | NoticeMark | CallStart | CallOutcome, Field(discriminator="kind")
+    ClaimAnswer | ApprovalMark | NoticeMark | CallStart | CallOutcome,
+    Field(discriminator="kind"),
 ]
 """Any entry's value."""
 ENTRY_VALUE: TypeAdapter[EntryValue] = TypeAdapter(EntryValue)
 """Validates an entry's value read back (JSON from a database, or a mapping)."""
 
-V = TypeVar("V", ClaimAnswer, NoticeMark, CallStart, CallOutcome)
+V = TypeVar("V", ClaimAnswer, ApprovalMark, NoticeMark, CallStart, CallOutcome)
 
 
 _LIVE: set[str] = set()

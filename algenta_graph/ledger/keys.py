@@ -5,7 +5,8 @@ original thread, a copy of it, a new task after a cancel, another worker) and an
 nowhere else:
 
 - an escalation's answer: its escalations' ids (:func:`escalation_key`), given when the denial
-  is raised and copied with the thread;
+  is raised and copied with the thread; its approvals toward a quorum, one slot each, under
+  the digest they approve (:func:`approval_key`);
 - a governed call's write-ahead and result: the call's identity (:func:`call_start_key`,
   :func:`call_result_key`): for a call a rule let through, the id of the model message that made
   it and its tool call id (:func:`step_call_id`); for an approved held call, its escalation's id
@@ -21,7 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["call_result_key", "call_start_key", "escalation_key", "held_call_id", "step_call_id"]
+__all__ = [
+    "approval_key",
+    "call_result_key",
+    "call_start_key",
+    "escalation_key",
+    "held_call_id",
+    "step_call_id",
+]
 
 
 def escalation_key(escalation_ids: Iterable[str]) -> str:
@@ -31,6 +39,19 @@ def escalation_key(escalation_ids: Iterable[str]) -> str:
     'escalations:esc_a,esc_b'
     """
     return "escalations:" + ",".join(sorted(escalation_ids))
+
+
+def approval_key(answer_key: str, digest: str, slot: int) -> str:
+    """The key of the ``slot``-th approval (from 1) of the answer ``answer_key``, of ``digest``.
+
+    Slots fill in order, each insert-if-absent: an operator takes the first free one unless an
+    earlier one is already theirs, so no one counts twice, in any worker. The digest is in the
+    key: an approval counts only toward what it approved (the rules changed, a new count).
+
+    >>> approval_key("escalations:esc_a", "sha256:ab", 1)
+    'approval:1:sha256:ab:escalations:esc_a'
+    """
+    return f"approval:{slot}:{digest}:{answer_key}"
 
 
 def step_call_id(message_id: str, tool_call_id: str) -> str:

@@ -61,6 +61,7 @@ from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
     EscalationSettings,
+    approvals_said,
 )
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
 from algenta_graph.governance.tool_gates import CompiledGates
@@ -78,6 +79,7 @@ __all__ = [
     "Decided",
     "OperatorAnswer",
     "answer_schema",
+    "check_quorum",
     "check_rules",
     "edited_arguments",
     "edited_call_arguments",
@@ -127,6 +129,11 @@ class OperatorAnswer:
     decisions: tuple[Decided, ...]
     digests: tuple[str, ...] = field(default=())
     """The digests the answer was checked against (one per call)."""
+
+    @property
+    def approves_all(self) -> bool:
+        """Whether it approves every call it answers (what counts toward a quorum)."""
+        return all(d.type == "approve" for d in self.decisions)
 
     def as_claim(
         self,
@@ -567,3 +574,31 @@ def check_rules(
                 f"{what}: {broken.message}; refused, nothing was run: "
                 + ("edit within the rule, or reject" if what == "edit" else "reject, or edit it")
             )
+
+
+def check_quorum(answer: OperatorAnswer, approved: Sequence[str], quorum: int) -> None:
+    """Refuse an answer a quorum cannot count: an operator's second approval, or a mixed one.
+
+    ``approved``: who approved in the answers before this one (the operator's identity, never
+    the token it came with). Under a quorum (``quorum`` > 1) an answer approves every call of
+    the request, or ends it (reject, respond); an approval by an operator in ``approved`` is
+    refused by name.
+
+    Raises:
+        ValueError: naming the operator or the mix (the answer is refused before it is saved;
+            nothing is counted or run).
+    """
+    if quorum < 2:
+        return
+    types = {d.type for d in answer.decisions}
+    if "approve" in types and len(types) > 1:
+        raise ValueError(
+            f"under a quorum of {quorum} an answer approves every call of this request or "
+            f"declines them, not a mix ({', '.join(sorted(types))}): nothing was counted"
+        )
+    if answer.approves_all and answer.operator in approved:
+        raise ValueError(
+            f"operator {answer.operator!r} already approved this escalation "
+            f"({approvals_said(approved, quorum)}); a quorum of {quorum} needs another "
+            "operator's approval: nothing was counted twice"
+        )

@@ -181,6 +181,7 @@ def _decision(
         edited_args=edited,
         tool=recorded.tool,
         args_digest=recorded.digest,
+        approvers=answer.claim.value.approvers,
     )
 
 

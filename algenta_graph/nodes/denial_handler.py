@@ -67,8 +67,13 @@ from algenta_graph.governance.notifications import notify_once
 from algenta_graph.governance.run_settings import resolve_run_settings
 from algenta_graph.governance.tool_gates import CompiledGates
 from algenta_graph.governance.visibility import MetadataWriter, set_waiting
-from algenta_graph.ledger import ClaimAnswer, Ledger, escalation_key, run_ledger
-from algenta_graph.nodes.answers import OperatorAnswer, answer_schema, check_rules
+from algenta_graph.ledger import ApprovalMark, ClaimAnswer, Ledger, escalation_key, run_ledger
+from algenta_graph.nodes.answers import (
+    OperatorAnswer,
+    answer_schema,
+    check_quorum,
+    check_rules,
+)
 from algenta_graph.nodes.applying import apply_held, apply_override
 from algenta_graph.nodes.claiming import (
     adopt,
@@ -86,8 +91,10 @@ from algenta_graph.nodes.questions import (
     is_answered,
     open_denials,
     pending_escalations,
+    request_digest,
     tool_approval,
 )
+from algenta_graph.nodes.quorum import approvals, approvers, count_approval
 from algenta_graph.nodes.steps import gate_order, last_step, step_denials
 from algenta_graph.records import PolicyName, escalation_id_of
 from algenta_graph.state import GovernedState
@@ -246,7 +253,8 @@ class DenialHandler:
             #    repeat, as the node runs again from its start when it is resumed
             await self._announce(ledger, items, thread)
             # 2. the interrupt: no side effect may precede it; the answer arrives validated
-            answer = self._ask(items, config)
+            #    (under a quorum, asked again until enough distinct operators approved)
+            answer, approvers = await self._gather(ledger, key, pending, items, thread, config)
             now = self.clock()
             expired = [is_overdue(i["expires_at"], now) for i in items]
             operator = answer.operator or "?"
@@ -260,6 +268,7 @@ class DenialHandler:
                 expired=expired,
             )
             given["run_id"] = run_id_of(config)
+            given["approvers"] = approvers
             claim, mine = await claim_answer(ledger, key, ClaimAnswer.model_validate(given))
             lost = not mine  # another answer was claimed first: it takes effect, this is told
         # 4. side effects, in the name of the claim's operator, the claim kept alive meanwhile
@@ -316,11 +325,16 @@ class DenialHandler:
     # ------------------------------------------------------------------ asking
 
     async def _items(
-        self, pending: Sequence[Mapping[str, Any]], thread: str | None, config: RunnableConfig
+        self,
+        pending: Sequence[Mapping[str, Any]],
+        thread: str | None,
+        config: RunnableConfig,
+        asked: int = 0,
     ) -> list[EscalationItem]:
+        """What is shown about ``pending``, asked after ``asked`` interrupts of this node."""
         snapshot = await self._policy_snapshot(pending)
         per_call = self.settings.interrupt_mode == "per_call"
-        ids = [interrupt_id(config, i if per_call else 0) for i in range(len(pending))]
+        ids = [interrupt_id(config, asked + (i if per_call else 0)) for i in range(len(pending))]
         return escalation_items(
             self.gate,
             pending,
@@ -378,13 +392,71 @@ class DenialHandler:
             await notify_once(ledger, self.settings, notice)
         await set_waiting(thread, [self.gate], write=self.thread_metadata)
 
-    def _ask(self, items: Sequence[EscalationItem], config: RunnableConfig) -> OperatorAnswer:
-        """Interrupt for the operator's answer, checked by LangGraph before it is saved."""
+    async def _gather(
+        self,
+        ledger: Ledger,
+        key: str,
+        pending: Sequence[Mapping[str, Any]],
+        items: list[EscalationItem],
+        thread: str | None,
+        config: RunnableConfig,
+    ) -> tuple[OperatorAnswer, list[str]]:
+        """The answer that takes effect, and who had approved under a quorum.
+
+        Without a quorum, the one answer. Under one, each approval is counted in the ledger
+        (:func:`~algenta_graph.nodes.quorum.count_approval`) and the escalation asked again,
+        saying who approved, until the quorum's last; a reject or respond ends it at once. A
+        resumed node replays the answers given before (LangGraph's resume values, in order),
+        each counted again idempotently.
+        """
+        quorum = self.settings.quorum_for(self.gate)
+        if quorum == 1:
+            return self._ask(items, config), []
+        digest = request_digest(items)
+        counted = await approvals(ledger, key, digest, quorum)
+        given: list[str] = []  # who approved in the answers this node run has met so far
+        while True:
+            shown = [
+                EscalationItem(**i, quorum=quorum, approvals=approvers(counted)) for i in items
+            ]
+            answer = self._ask(shown, config, approved=given)
+            if not answer.approves_all:
+                return answer, approvers(counted)
+            mark = ApprovalMark(
+                operator=answer.operator or "?",
+                digest=digest,
+                roles=authenticated_roles(config),
+                decided_at=self.clock().isoformat(),
+                thread_id=thread,
+                reason=answer.decisions[0].reason,
+            )
+            counted = await count_approval(ledger, key, quorum, mark)
+            given.append(mark.operator)
+            if len(counted) >= quorum:
+                return answer, approvers(counted)
+            per_call = self.settings.interrupt_mode == "per_call"
+            asked = len(given) * (len(items) if per_call else 1)
+            items = await self._items(pending, thread, config, asked=asked)
+
+    def _ask(
+        self,
+        items: Sequence[EscalationItem],
+        config: RunnableConfig,
+        approved: Sequence[str] = (),
+    ) -> OperatorAnswer:
+        """Interrupt for the operator's answer, checked by LangGraph before it is saved.
+
+        ``approved``: who approved before, under a quorum (an answer that approves again in
+        their name is refused).
+        """
+        quorum = self.settings.quorum_for(self.gate)
         if self.settings.interrupt_mode != "per_call":
 
             def check(answer: OperatorAnswer) -> OperatorAnswer:
                 self._check_edits(answer, items)
-                return dataclasses.replace(answer, operator=self._operator(answer, config))
+                named = dataclasses.replace(answer, operator=self._operator(answer, config))
+                check_quorum(named, approved, quorum)
+                return named
 
             schema = answer_schema(items, self.settings, per_call=False, check=check)
             answer: OperatorAnswer = interrupt(
@@ -406,7 +478,10 @@ class DenialHandler:
                         "step"
                     )
                 self._check_edits(answer, [items[index]])
-                return dataclasses.replace(answer, operator=operator)
+                named = dataclasses.replace(answer, operator=operator)
+                so_far = OperatorAnswer(operator, (*decided, *answer.decisions))
+                check_quorum(so_far, approved, quorum)
+                return named
 
             schema = answer_schema([item], self.settings, per_call=True, check=check_one)
             one: OperatorAnswer = interrupt(tool_approval(item), response_schema=schema).root

@@ -28,6 +28,7 @@ from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
     EscalationSettings,
+    approvals_said,
     escalation_digest,
 )
 from algenta_graph.governance.gates import GATES, OVERRIDE_FLAGS
@@ -105,6 +106,10 @@ class EscalationItem(TypedDict):
     """When the escalation was raised (ISO 8601, UTC)."""
     expires_at: str | None
     """Its deadline (its gate's ``expires_after``), or ``None``: past it, any answer declines."""
+    quorum: NotRequired[int]
+    """Under a quorum: how many distinct operators must approve before anything runs."""
+    approvals: NotRequired[list[str]]
+    """Under a quorum: who approved so far, in the order counted."""
 
 
 class EscalationRequest(EscalationItem):
@@ -306,6 +311,9 @@ def request_digest(items: Sequence[EscalationItem]) -> str:
 
 def _description(item: EscalationItem) -> str:
     deadline = f" It expires at {item['expires_at']}." if item["expires_at"] else ""
+    if "quorum" in item:
+        said = approvals_said(item.get("approvals") or [], item["quorum"])
+        deadline += f" Needs {item['quorum']} distinct operators' approvals ({said})."
     if item["override_flag"] is None:
         return (
             f"The {item['gate']} gate held the call of {item.get('tool')} "

@@ -4,6 +4,7 @@ optional embedding side fused into the same ranking.
 ``ToolIndex`` (``index.py``) is the typed facade over the Rust index in
 ``algenta_graph._native``; tokenizer, fields, weights and defaults are the contract in
 ``native/README.md``. ``fusion.py`` documents how BM25 and cosine rankings are fused,
+``intents.py`` how a message of several requests is split and its rankings fused,
 ``vectors.py`` what a tool is embedded from and the cached query vectors, ``tools.py`` which
 tool objects are accepted, ``static_embeddings.py`` an offline embedding model (optional extra).
 """
@@ -19,6 +20,7 @@ from algenta_graph.retrieval.index import (
     Progress,
     ToolIndex,
 )
+from algenta_graph.retrieval.intents import INTENT_MIN_TERMS, INTENT_PART_WEIGHT, split_intents
 from algenta_graph.retrieval.tools import ToolLike
 
 __all__ = [
@@ -29,9 +31,12 @@ __all__ = [
     "FUSION_BM25_WEIGHT",
     "FUSION_COSINE_FLOOR",
     "FUSION_DEPTH",
+    "INTENT_MIN_TERMS",
+    "INTENT_PART_WEIGHT",
     "PROGRESS_BATCH",
     "Hit",
     "Progress",
     "ToolIndex",
     "ToolLike",
+    "split_intents",
 ]

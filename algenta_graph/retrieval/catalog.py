@@ -17,7 +17,11 @@ search (:attr:`GovernedCatalog.refused` says why) instead of failing every reque
 Per turn the model is bound to a bounded set (:meth:`GovernedCatalog.bound_names`): the
 ``always_include`` base tools (not counted in ``top_k``), the retrieval top-K, at most
 :data:`MAX_FOUND_TOOLS` tools found by ``search_tools`` (the most recently found), and
-``search_tools`` itself.
+``search_tools`` itself. In a catalog that holds both an engine's tools and other servers',
+retrieval binds a tool only when it scores at least :data:`MIXED_CATALOG_FLOOR` of the turn's
+best hit: the engine's vocabulary (customers, records, data) overlaps any business tool's, and
+a weak match from the other catalog would otherwise fill the top-K (``search_tools`` still finds
+every tool).
 """
 
 from __future__ import annotations
@@ -56,6 +60,12 @@ MAX_FOUND_TOOLS = 20
 found; one search returns at most 20), so the bound set stays bounded however long a turn
 searches."""
 _BOUND_CACHE = 256
+MIXED_CATALOG_FLOOR = 0.25
+"""In a catalog mixing the engine's tools and other servers', the least score (a fraction of the
+turn's best hit) at which retrieval binds a tool. Measured on the reference engine beside a
+CRM (``tests/integration/test_engineless.py``): it keeps ``query_data`` and ``log_decision``
+(which match ``customer`` and ``record``) out of the top-5 of CRM prompts naming an action,
+and the CRM's tools out of the engine's prompts."""
 
 
 class SearchToolsArgs(BaseModel):
@@ -124,10 +134,11 @@ class GovernedCatalog:
         what served similar queries before, and learns from every successful call."""
         self.tools: dict[str, BaseTool] = {t.name: t for t in connection.tools}
         self.search_tool = _make_search_tool()
-        self.names = ToolNames(
-            [*self.tools, SEARCH_TOOL],
-            algenta=[n for n in self.tools if connection.is_algenta_tool(n)],
-        )
+        algenta = [n for n in self.tools if connection.is_algenta_tool(n)]
+        self.names = ToolNames([*self.tools, SEARCH_TOOL], algenta=algenta)
+        self.mixed = 0 < len(algenta) < len(self.tools)
+        """Whether the catalog holds both the engine's tools and other servers' (retrieval
+        then binds only hits of at least :data:`MIXED_CATALOG_FLOOR` of the best)."""
         """Real name <-> model-facing name of every tool (and ``search_tools``)."""
         self.arg_keys: dict[str, dict[str, str]] = {}
         """``{real name: {model-facing argument key: real key}}`` for renamed argument keys."""
@@ -283,6 +294,9 @@ class GovernedCatalog:
             )
         else:
             hits = await self.index.asearch(query, k=k, allow=allow)
+        if self.mixed and hits and max(h.score for h in hits) > 0:
+            least = max(h.score for h in hits) * MIXED_CATALOG_FLOOR
+            hits = [h for h in hits if h.score >= least]
         names = [h.tool_id for h in hits if h.tool_id not in self.always_include]
         return names[: run.top_k]
 

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,9 +35,11 @@ from typing import Any, TypeAlias
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
 from mcp.types import Tool as McpTool
+from typing_extensions import Buffer
 
 import algenta_graph._native as _native
 from algenta_graph.retrieval.fusion import FUSION_BM25_WEIGHT, FUSION_COSINE_FLOOR, FUSION_DEPTH
+from algenta_graph.retrieval.intents import split_intents
 from algenta_graph.retrieval.tools import ToolLike, tool_parts
 from algenta_graph.retrieval.vectors import (
     VECTOR_ANN_FROM,
@@ -44,9 +47,9 @@ from algenta_graph.retrieval.vectors import (
     VECTOR_EXPANSION,
     VECTOR_RESCORE,
     QueryVectors,
-    check_vectors,
     embedding_text,
     text_key,
+    vector_rows,
 )
 
 __all__ = [
@@ -74,7 +77,8 @@ Progress: TypeAlias = Callable[[str, int, int], object]
 """``progress(phase, done, total)``: ``phase`` is ``"project"``, ``"tokenize"``, ``"index"``."""
 PROGRESS_BATCH = 50_000
 """Tools per progress report in ``ToolIndex.add(progress=...)``."""
-Vector: TypeAlias = Sequence[float]
+Vector: TypeAlias = Sequence[float] | Buffer
+"""A vector: numbers, or a float32 buffer (``bytes``, ``array("f")``, a numpy array)."""
 
 
 def _print_progress(phase: str, done: int, total: int) -> None:
@@ -125,7 +129,7 @@ class ToolIndex:
             the BM25 ranking with the cosine ranking (:mod:`algenta_graph.retrieval.fusion`).
             Query vectors are computed once per query and cached. Without it (the default)
             the index is BM25 alone: offline, nothing embedded.
-        vector_precision: ``"f32"`` (default) or ``"int8"`` (a quarter of the memory, cosines
+        vector_precision: ``"int8"`` (default) or ``"f32"`` (four times the vector memory, cosines
             within about 0.01).
         bm25_weight, cosine_floor, depth: the fusion's constants (defaults
             ``FUSION_BM25_WEIGHT``, ``FUSION_COSINE_FLOOR``, ``FUSION_DEPTH``).
@@ -140,13 +144,17 @@ class ToolIndex:
             ``expansion`` candidates (default ``VECTOR_EXPANSION``), each scored exactly;
             removed and disallowed tools are never returned. Opt-in: building the graph takes
             minutes at a million tools.
+        multi_intent: rank each request of a message of several (lines, clauses, ``and``
+            before a request verb: :mod:`algenta_graph.retrieval.intents`) as well as the
+            whole message, and fuse the rankings (on by default; a message of one request is
+            ranked exactly as without).
 
     Adding a tool whose name is already indexed replaces it; statistics stay exact, so an
     index built incrementally ranks exactly like one built from scratch. Searches release
     the GIL and may run from several threads at once.
     """
 
-    __slots__ = ("_index", "_queries")
+    __slots__ = ("_index", "_multi_intent", "_queries")
 
     def __init__(
         self,
@@ -159,7 +167,7 @@ class ToolIndex:
         param_name_weight: float = DEFAULT_WEIGHTS["param_names"],
         param_text_weight: float = DEFAULT_WEIGHTS["param_text"],
         embeddings: Embeddings | None = None,
-        vector_precision: str = "f32",
+        vector_precision: str = "int8",
         bm25_weight: float = FUSION_BM25_WEIGHT,
         cosine_floor: float = FUSION_COSINE_FLOOR,
         depth: int = FUSION_DEPTH,
@@ -167,6 +175,7 @@ class ToolIndex:
         rescore: int = VECTOR_RESCORE,
         ann_from: int = VECTOR_ANN_FROM,
         expansion: int = VECTOR_EXPANSION,
+        multi_intent: bool = True,
     ) -> None:
         if embeddings is not None and not isinstance(embeddings, Embeddings):
             raise TypeError(
@@ -193,7 +202,9 @@ class ToolIndex:
             rescore=rescore,
             ann_from=ann_from,
             expansion=expansion,
+            multi_intent=multi_intent,
         )
+        self._multi_intent = multi_intent
 
     @property
     def embeddings(self) -> Embeddings | None:
@@ -205,7 +216,7 @@ class ToolIndex:
         tools: Iterable[ToolLike],
         *,
         progress: Progress | bool | None = None,
-        vectors: Sequence[Vector | None] | bytes | None = None,
+        vectors: Sequence[Vector | None] | Buffer | None = None,
     ) -> None:
         """Add or replace tools. All or nothing: if any tool is bad, none is added.
 
@@ -218,8 +229,10 @@ class ToolIndex:
         exception from it is raised once the add is complete). ``True`` prints a line on
         stderr instead.
 
-        ``vectors``: precomputed embeddings, one per tool (or ``None``), or ``bytes`` of
-        float32 rows; instead of the ``embeddings`` model (which is then not called).
+        ``vectors``: precomputed embeddings, one per tool (or ``None``), or float32 rows in
+        one buffer (``bytes``, a numpy ``float32`` array); instead of the ``embeddings`` model
+        (which is then not called). With the model, its vectors reach the index as float32
+        buffers (``embed_documents_array`` when the model has it), never as lists of floats.
 
         Raises:
             ValueError: naming the tool (or describing the object) that cannot be indexed, or
@@ -248,9 +261,12 @@ class ToolIndex:
             report = _print_progress if progress is True else progress
             self._index.add(items, report, PROGRESS_BATCH, **extra)
 
-    def _embed(self, items: list[Any]) -> tuple[list[list[float] | None], list[int]]:
-        """One vector per tool whose embedding text is new or changed (``None``: keep the
-        stored one), and every tool's text key."""
+    def _embed(
+        self, items: list[Any]
+    ) -> tuple[memoryview[float] | list[memoryview[float] | None], list[int]]:
+        """The vectors of the tools whose embedding text is new or changed, as float32 rows
+        (``None``: keep the stored one; every tool new: one buffer of all rows), and every
+        tool's text key."""
         assert self._queries is not None
         texts: list[str] = []
         names: list[str] = []
@@ -264,11 +280,14 @@ class ToolIndex:
         keys = [text_key(t) for t in texts]
         stored = self._index.vector_keys(names) if len(self._index) else [None] * len(names)
         todo = [i for i, (key, old) in enumerate(zip(keys, stored, strict=True)) if key != old]
-        out: list[list[float] | None] = [None] * len(items)
-        if todo:
-            raw = self._queries.embeddings.embed_documents([texts[i] for i in todo])
-            for i, vector in zip(todo, check_vectors(raw, len(todo)), strict=True):
-                out[i] = vector
+        if not todo:
+            return [None] * len(items), keys
+        flat, dim = vector_rows(self._queries.embeddings, [texts[i] for i in todo])
+        if len(todo) == len(items):
+            return flat, keys
+        out: list[memoryview[float] | None] = [None] * len(items)
+        for j, i in enumerate(todo):
+            out[i] = flat[j * dim : (j + 1) * dim]
         return out, keys
 
     def remove(self, name: str) -> bool:
@@ -286,33 +305,55 @@ class ToolIndex:
         """The ``k`` best tools for ``query``, best first; equal scores are ordered by name.
 
         ``allow`` restricts the hits to those tool names (unknown names are ignored). A query
-        with no indexed word gives ``[]`` (BM25 alone). With ``embeddings`` (or a precomputed
-        query ``vector``) the BM25 and cosine rankings are fused
-        (:mod:`algenta_graph.retrieval.fusion`); the query's vector is computed once and
-        cached (``embed_query``: in async code use :meth:`asearch`, or
-        :meth:`aembed_query` first).
+        with no indexed word gives ``[]`` (BM25 alone). A message of several requests ("get
+        the weather in Paris and convert 100 EUR to USD") has each request ranked too, and
+        the rankings fused (``multi_intent``; :mod:`algenta_graph.retrieval.intents`). With
+        ``embeddings``
+        (or a precomputed query ``vector``) the BM25 and cosine rankings are fused
+        (:mod:`algenta_graph.retrieval.fusion`); the vectors of the query and of its
+        requests are computed once and cached (``embed_query``: in async code use
+        :meth:`asearch`, or :meth:`aembed_query` first).
         """
         _check_query(query)
         k = _check_k(k)
-        if vector is None and self._queries is not None:
-            vector = self._queries.get(query)
-        return _hits(self._index.search(query, k, allow, vector))
+        intents = None
+        if self._queries is not None:
+            if vector is None:
+                vector = self._queries.get(query)
+            parts = self._parts(query)
+            if parts:
+                intents = [self._queries.get(p) for p in parts]
+        return _hits(self._index.search(query, k, allow, vector, intents))
 
     async def asearch(
         self, query: str, k: int = 5, allow: Collection[str] | None = None
     ) -> list[Hit]:
-        """``search``, with the query embedded through ``aembed_query`` (never blocking the
-        event loop on the model); the search itself is in memory, with the GIL released."""
+        """``search``, with the query and its requests embedded through ``aembed_query``
+        (never blocking the event loop on the model); the search itself is in memory, with
+        the GIL released."""
         _check_query(query)
         k = _check_k(k)
-        vector = await self._queries.aget(query) if self._queries is not None else None
-        return _hits(self._index.search(query, k, allow, vector))
+        if self._queries is None:
+            return _hits(self._index.search(query, k, allow))
+        vector, *intents = await self._aembed(query)
+        return _hits(self._index.search(query, k, allow, vector, intents or None))
 
     async def aembed_query(self, query: str) -> list[float] | None:
-        """Compute (through ``aembed_query``) and cache the vector of ``query``, so a later
-        ``search`` of it does not call the model; ``None`` without ``embeddings``."""
+        """Compute (through ``aembed_query``) and cache the vectors of ``query`` and of its
+        requests, so a later ``search`` of it does not call the model; the query's vector,
+        ``None`` without ``embeddings``."""
         _check_query(query)
-        return await self._queries.aget(query) if self._queries is not None else None
+        return (await self._aembed(query))[0] if self._queries is not None else None
+
+    async def _aembed(self, query: str) -> list[list[float]]:
+        """The vectors of ``query`` and of each of its requests (cached)."""
+        assert self._queries is not None
+        aget = self._queries.aget
+        return list(await asyncio.gather(aget(query), *(aget(p) for p in self._parts(query))))
+
+    def _parts(self, query: str) -> list[str]:
+        """The requests of ``query`` ranked on their own (none for one request)."""
+        return split_intents(query) if self._multi_intent else []
 
     def search_many(
         self,
@@ -320,16 +361,21 @@ class ToolIndex:
         k: int = 5,
         allow: Collection[str] | None = None,
         *,
-        vectors: Sequence[Vector] | bytes | None = None,
+        vectors: Sequence[Vector] | Buffer | None = None,
     ) -> list[list[Hit]]:
-        """``search`` for every query, in one native call (``vectors``: one per query)."""
+        """``search`` for every query, in one native call (``vectors``: one per query, or
+        float32 rows)."""
         queries = list(queries)
         for query in queries:
             _check_query(query)
         k = _check_k(k)
-        if vectors is None and self._queries is not None:
-            vectors = [self._queries.get(q) for q in queries]
-        return [_hits(hits) for hits in self._index.search_many(queries, k, allow, vectors)]
+        intents = None
+        if self._queries is not None:
+            if vectors is None:
+                vectors = [self._queries.get(q) for q in queries]
+            intents = [[self._queries.get(p) for p in self._parts(q)] or None for q in queries]
+        found = self._index.search_many(queries, k, allow, vectors, intents)
+        return [_hits(hits) for hits in found]
 
     @property
     def tool_names(self) -> list[str]:

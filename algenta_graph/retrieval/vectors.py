@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "QueryVectors",
     "embedding_text",
     "text_key",
+    "vector_rows",
 ]
 
 QUERY_CACHE_SIZE = 1024
@@ -51,11 +53,30 @@ def text_key(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
-def check_vectors(raw: Sequence[Sequence[float]], expected: int) -> list[list[float]]:
-    """The model's vectors as lists of floats, one per text, or a ValueError."""
-    if len(raw) != expected:
-        raise ValueError(f"embeddings returned {len(raw)} vectors for {expected} texts")
-    return [[float(x) for x in v] for v in raw]
+def vector_rows(model: Embeddings, texts: list[str]) -> tuple[memoryview[float], int]:
+    """The model's vectors of ``texts`` as one C-contiguous float32 buffer (rows in order) and
+    their dimension, never a Python list of floats per vector: through
+    ``embed_documents_array`` when the model has it (a float32 array), else the rows of
+    ``embed_documents`` packed into an ``array("f")``. A ValueError names what is wrong."""
+    fast = getattr(model, "embed_documents_array", None)
+    if callable(fast):
+        view = memoryview(fast(texts))
+        if view.format == "f" and view.c_contiguous and view.ndim == 2:
+            if view.shape is None or view.shape[0] != len(texts):
+                raise ValueError(f"embeddings returned {view.shape} vectors for {len(texts)} texts")
+            return view.cast("B").cast("f"), view.shape[1]
+    raw = model.embed_documents(texts)
+    if len(raw) != len(texts):
+        raise ValueError(f"embeddings returned {len(raw)} vectors for {len(texts)} texts")
+    flat = array("f")
+    dim = len(raw[0]) if len(raw) else 0
+    for i, row in enumerate(raw):
+        if isinstance(row, (str, bytes)) or len(row) != dim:
+            raise ValueError(
+                f"embeddings returned vector {i} of {len(row)} numbers, vector 0 has {dim}"
+            )
+        flat.extend(row)
+    return memoryview(flat), dim
 
 
 class QueryVectors:

@@ -12,7 +12,11 @@ The served graph is configured exactly like the imported one: by an
 which win over the file (the server's process environment, or the ``env`` file named in
 ``langgraph.json``):
 
-- ``ALGENTA_BASE_URL``: the engine's MCP endpoint (default ``http://localhost:8000/mcp``).
+- ``ALGENTA_BASE_URL``: the engine's MCP endpoint (default ``http://localhost:8000/mcp``), or
+  ``none``: no Algenta engine (the file's ``base_url = false``): the graph serves the extra
+  servers' tools with every graph-side gate, nothing connects to an engine, and the engine's
+  gates do not exist (neither an engine nor an extra server refuses to start:
+  :class:`~algenta_graph.errors.NoToolServers`).
 - ``ALGENTA_API_KEY``: bearer token for the engine (default: none).
 - ``ALGENTA_OPERATOR_API_KEY``: the engine credential of the operator path alone (a key with the
   engine's operator role): overrides are sent with it after an operator's answer, never the
@@ -77,7 +81,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
@@ -101,7 +105,11 @@ from algenta_graph.config import (
 )
 from algenta_graph.config.deployment import DEV_STATE_DIR, ServedRuntime, served_runtime
 from algenta_graph.governance.record_guard import guard_records
-from algenta_graph.graph.connecting import open_engine_connection, unreachable_servers
+from algenta_graph.graph.connecting import (
+    check_tool_sources,
+    open_engine_connection,
+    unreachable_servers,
+)
 from algenta_graph.graph.factory import create_governed_agent
 from algenta_graph.graph.resumes import check_resumes
 from algenta_graph.ledger import MEMORY, Ledger, choose_ledger, connect_ledger, describe_ledger
@@ -180,8 +188,8 @@ class ServerSettings:
         return cls(config, _secrets_digest(config, env))
 
     @property
-    def base_url(self) -> str | None:
-        """The engine's MCP endpoint (``None``: the default)."""
+    def base_url(self) -> str | Literal[False] | None:
+        """The engine's MCP endpoint (``None``: the default; ``False``: no engine)."""
         return self.config.base_url
 
     @property
@@ -439,9 +447,11 @@ def startup_check(environ: Mapping[str, str] | None = None) -> ServerSettings:
 
     Reads and resolves it (secrets, import paths, the model), chooses the ledger
     (:func:`served_ledger`) and connects once to each extra server; an unreachable one is a
-    warning naming its URL (the graph serves without it).
+    warning naming its URL (the graph serves without it). Without an engine (``base_url =
+    false``) it says so: the engine's gates are off.
 
     Raises:
+        NoToolServers: no engine and no extra server (the server does not start).
         ConfigError: the configuration is wrong (the server does not start); every problem
             on its own line, naming the key and the file or variable.
         LedgerRequired: no ledger every process shares can be found (the server does not
@@ -450,6 +460,18 @@ def startup_check(environ: Mapping[str, str] | None = None) -> ServerSettings:
     env = os.environ if environ is None else environ
     settings = ServerSettings.from_env(env)
     resolved = resolve_config(settings.config, environ=env)
+    if settings.config.base_url is False:
+        check_tool_sources(
+            False,
+            resolved.extra_servers,
+            no_engine=f"base_url = false ({settings.config.source_of('base_url')})",
+        )
+        note = (
+            f"algenta-graph: no engine: the engine's gates are off; the graph serves the tools "
+            f"of {', '.join(sorted(resolved.extra_servers))} with its own gates"
+        )
+        print(note, file=sys.stderr, flush=True)
+        logger.info("%s", note)
     chosen = served_ledger(settings, resolved.ledger, served_runtime(env))
     logger.info("algenta-graph: the ledger is %s", describe_ledger(chosen))
     if resolved.extra_servers:

@@ -129,7 +129,11 @@ def parse_auth_file(raw: Any, source: str) -> TokenTable:
     if not isinstance(tokens, Mapping):
         raise bad("tokens", f"expected an object of the shape {shape}")
     if not tokens:
-        raise bad("tokens", "no tokens: every request would be refused")
+        raise bad(
+            "tokens",
+            "no tokens: every request would be refused; add one: "
+            "algenta-graph tokens add NAME --role operator",
+        )
     valid = ", ".join((*ROLES, *GATE_ROLES))
     entries: dict[str, Principal] = {}
     for digest, entry in tokens.items():

@@ -6,6 +6,7 @@
 //! included) becomes a `ValueError`.
 
 pub mod index;
+pub mod intents;
 mod prefetch;
 pub mod project;
 pub mod table;
@@ -19,7 +20,7 @@ use pyo3::types::PyTuple;
 use crate::index::fusion;
 use crate::project::Field;
 use crate::py::convert::{as_py_float, field_dict};
-use crate::py::functions::{project_tool, py_tokenize};
+use crate::py::functions::{project_tool, py_tokenize, split_intents};
 use crate::py::index::PyIndex;
 
 #[pymodule]
@@ -27,6 +28,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndex>()?;
     m.add_function(wrap_pyfunction!(py_tokenize, m)?)?;
     m.add_function(wrap_pyfunction!(project_tool, m)?)?;
+    m.add_function(wrap_pyfunction!(split_intents, m)?)?;
     m.add("DEFAULT_K1", as_py_float(index::DEFAULT_K1))?;
     m.add(
         "DEFAULT_BM25_WEIGHT",
@@ -37,6 +39,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         as_py_float(fusion::DEFAULT_COSINE_FLOOR),
     )?;
     m.add("DEFAULT_FUSION_DEPTH", fusion::DEFAULT_DEPTH)?;
+    m.add(
+        "INTENT_PART_WEIGHT",
+        as_py_float(index::intents::PART_WEIGHT),
+    )?;
+    m.add("INTENT_MIN_TERMS", index::intents::MIN_PART_TERMS)?;
     m.add("DEFAULT_APPROX_FROM", index::vectors::DEFAULT_APPROX_FROM)?;
     m.add("DEFAULT_RESCORE", index::vectors::DEFAULT_RESCORE)?;
     m.add("DEFAULT_ANN_FROM", index::vectors::DEFAULT_ANN_FROM)?;

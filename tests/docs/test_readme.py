@@ -1,32 +1,24 @@
-"""The README's runnable snippet ("Use it" / "1. Import it") runs as written and prints what
-its comments say."""
+"""The README's snippets that print what their comments say, run as written: "1. Import it", the
+served graph's SDK snippets (streaming a turn; an agent asking and an operator answering, the
+decision and the webhook receiver made by the snippet itself), and the notice receiver."""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from repo_paths import REPO
 
-README = REPO / "README.md"
-
-
-def _python_block_after(heading: str) -> str:
-    text = README.read_text()
-    start = text.index(heading)
-    match = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
-    assert match, f"no python block after {heading!r}"
-    return match.group(1)
+from tests.docs.doc_blocks import named
+from tests.docs.test_doc_blocks import run_python
 
 
 def test_import_snippet_runs(tmp_path: Path) -> None:
     script = tmp_path / "snippet.py"
-    script.write_text(_python_block_after("### 1. Import it"))
+    script.write_text(named("import-it").code)
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
@@ -35,31 +27,18 @@ def test_import_snippet_runs(tmp_path: Path) -> None:
 
 
 def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) -> None:
-    """The README's SDK example (an agent asks, an operator answers) against a real
-    ``langgraph dev`` with an auth file and the reference engine."""
-    import asyncio
+    """The README's SDK examples (a streamed turn; an agent asks, an operator answers) against a
+    real ``langgraph dev`` with an auth file and the reference engine: nothing but the server's
+    URL and the two tokens is given; the decision and the webhook receiver come from the
+    snippet itself."""
     import os
 
-    from guarantee_support import log_decision
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
     from served_support import CONFIG, langgraph_dev, write_auth_file
 
-    from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-
-    async def shaky(url: str) -> str:
-        async with (
-            streamable_http_client(url) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await log_decision(session, action="readme", confidence=0.3)
+    from algenta_graph.engine import ReferenceEngine
 
     tokens = {"t-agent": ("alice", ["agent"]), "t-op": ("ana", ["operator"])}
-    with (
-        ReferenceEngine(db=tmp_path / "engine.sqlite", relaxed=True) as engine,
-        WebhookReceiver() as webhook,
-    ):
+    with ReferenceEngine(db=tmp_path / "engine.sqlite", relaxed=True) as engine:
         env = {
             "ALGENTA_BASE_URL": engine.url,
             "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
@@ -67,26 +46,17 @@ def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) ->
             "ALGENTA_AUTH_FILE": str(write_auth_file(tmp_path / "auth.json", tokens)),
         }
         with langgraph_dev(CONFIG, workdir=tmp_path / "server", env=env) as server:
-            script = tmp_path / "sdk.py"
-            script.write_text(_python_block_after("an agent asks and an\noperator answers"))
-            done = subprocess.run(
-                [sys.executable, str(script)],
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=180,
-                env={
-                    **os.environ,
-                    "ALGENTA_SERVER_URL": server.url,
-                    "AGENT_TOKEN": "t-agent",
-                    "OPERATOR_TOKEN": "t-op",
-                    "DECISION_ID": asyncio.run(shaky(engine.url)),
-                    "WEBHOOK_URL": webhook.url,
-                },
+            given = {**os.environ, "ALGENTA_SERVER_URL": server.url}
+            streamed = run_python(
+                named("stream-sdk").code, tmp_path, {**given, "ALGENTA_TOKEN": "t-agent"}
             )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.split() == ["confidence", "ana", "override", "receipt"]
-        assert len(webhook.received) == 1
+            out = run_python(
+                named("operator-sdk").code,
+                tmp_path,
+                {**given, "AGENT_TOKEN": "t-agent", "OPERATOR_TOKEN": "t-op"},
+            )
+    assert "recommend" in streamed
+    assert out.split() == ["confidence", "ana", "override", "receipt", "1", "delivery"]
 
 
 def test_the_notice_receiver_refuses_an_old_notice_replayed_and_a_moved_timestamp(
@@ -108,9 +78,9 @@ def test_the_notice_receiver_refuses_an_old_notice_replayed_and_a_moved_timestam
     secret = new_secret()
     monkeypatch.setenv("ALGENTA_NOTIFY_SECRET", secret)
     paged: list[Any] = []
-    snippet = _python_block_after("A receiver, with\nthe `standardwebhooks` library")
-    receiver: dict[str, Any] = {"page_the_on_call": paged.append}
-    exec(compile(snippet, "README.md", "exec"), receiver)
+    receiver: dict[str, Any] = {}
+    exec(compile(named("receiver").code, "README.md", "exec"), receiver)
+    receiver["page_the_on_call"] = paged.append  # the snippet's pager, watched
     server = BackgroundServer(receiver["app"], name="readme-receiver")
     server.start()
     try:

@@ -126,7 +126,9 @@ async def test_the_configuration_builds_the_imported_graph(
     for conversation in model.seen:
         assert isinstance(conversation[0], SystemMessage)
         assert conversation[0].content == "Be brief."
-    assert len(out["selected_tools"]) == 2  # top_k
+    # at most top_k; in a catalog mixing the engine's tools and the CRM's, only hits of at least
+    # a quarter of the best are bound (MIXED_CATALOG_FLOOR): the engine's weak matches are not
+    assert out["selected_tools"] == ["crm_lookup_customer"]
 
 
 async def test_arguments_win_over_the_configuration_and_a_path_reads_the_environment(
@@ -305,7 +307,7 @@ async def test_the_served_factory_builds_from_the_configuration_file(
             {"messages": [("user", "look up crm customer account_id=acct-9")]}
         )
         assert crm["calls"] == ["acct-9"]  # the offline demo model called the extra tool
-        assert len(out["selected_tools"]) >= 2
+        assert "crm_lookup_customer" in out["selected_tools"] and len(out["selected_tools"]) <= 2
     finally:
         await aclose_cached()
 

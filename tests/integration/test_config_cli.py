@@ -67,7 +67,9 @@ def test_check_exits_2_with_one_line_per_problem(cli: Run, tmp_path: Path) -> No
     )
     code, out, err = cli("config", "check", str(path))
     assert code == 2 and out == ""
-    assert err.splitlines() == [f"algenta-graph config check: error: {path}: topk: unknown key"]
+    assert err.splitlines() == [
+        f"algenta-graph config check: error: {path}: topk: unknown key; did you mean top_k?"
+    ]
     path.write_text(
         'embeddings = "no_such_package.emb:make"\n'
         '[extra_servers.crm]\ntransport = "sse"\nurl = "http://127.0.0.1:9/mcp"\n'

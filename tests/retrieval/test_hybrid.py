@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 
 import pytest
 from langchain_core.embeddings import Embeddings
@@ -151,3 +152,41 @@ def test_bad_fusion_settings_are_refused() -> None:
         ToolIndex(vector_precision="f16")
     with pytest.raises(TypeError, match="Embeddings"):
         ToolIndex(embeddings="model")  # type: ignore[arg-type]
+
+
+class ArrayEmbeddings(ConceptEmbeddings):
+    """A model with ``embed_documents_array`` (float32 rows in one buffer): the path taken."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("embed_documents must not be called when the array path exists")
+
+    def embed_documents_array(self, texts: list[str]) -> memoryview[float]:
+        flat = array("f", [x for t in texts for x in self._vector(t)])
+        return memoryview(flat).cast("B").cast("f", shape=[len(texts), len(CONCEPTS)])
+
+
+@pytest.mark.parametrize("model", [ConceptEmbeddings(), ArrayEmbeddings()])
+def test_vectors_reach_the_index_as_float32_buffers(model: ConceptEmbeddings) -> None:
+    index = ToolIndex(embeddings=model)
+    rows, keys = index._embed(list(TOOLS))
+    assert isinstance(rows, memoryview) and rows.format == "f"
+    assert len(rows) == len(TOOLS) * len(CONCEPTS) and len(keys) == len(TOOLS)
+    index.add(TOOLS)
+    # One tool changed: its row alone, as a float32 buffer; the others keep theirs.
+    changed = [dict(TOOLS[0], description="Convert euro to dollars"), *TOOLS[1:]]
+    rows, _ = index._embed(changed)
+    assert isinstance(rows, list) and rows[1:] == [None] * (len(TOOLS) - 1)
+    assert isinstance(rows[0], memoryview) and rows[0].format == "f"
+    index.add(changed)
+    assert index.search("100 euro in USD", 1)[0].tool_id == "currency_conversion"
+
+
+def test_a_model_returning_rows_of_different_lengths_is_refused() -> None:
+    class Ragged(ConceptEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0, 0.0], [1.0]][: len(texts)]
+
+    index = ToolIndex(embeddings=Ragged())
+    with pytest.raises(ValueError, match="vector 1 of 1 numbers"):
+        index.add(TOOLS[:2])
+    assert len(index) == 0

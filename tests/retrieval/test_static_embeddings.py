@@ -53,7 +53,7 @@ def test_hybrid_bridges_vocabulary_gaps_on_bfcl_and_never_loses_recall_at_5() ->
     plain.add(data.tools)
     hybrid = ToolIndex(embeddings=WordLlamaEmbeddings())
     hybrid.add(data.tools)
-    for gold in ("get_discoverer", "sports.match_results"):
+    for gold in ("geodistance.find", "sports.match_results"):
         query = next(q for q, g in data.queries if g == gold)
         assert gold not in [h.tool_id for h in plain.search(query, 5)]
         assert gold in [h.tool_id for h in hybrid.search(query, 5)]

@@ -24,7 +24,9 @@ def _cos(a: list[float], b: list[float]) -> float:
 
 
 def _index(n: int) -> tuple[_native.Bm25Index, list[list[float]]]:
-    ix = ToolIndex(ann_from=1000, approx_from=500, rescore=100, expansion=64)._index
+    ix = ToolIndex(
+        vector_precision="f32", ann_from=1000, approx_from=500, rescore=100, expansion=64
+    )._index
     vectors = _clustered(n, 7)
     ix.add([{"name": f"t{i:05d}", "description": "a tool"} for i in range(n)], vectors=vectors)
     return ix, vectors

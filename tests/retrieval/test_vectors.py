@@ -8,6 +8,7 @@ import math
 import random
 import struct
 import threading
+from array import array
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ def _cos(a: list[float], b: list[float]) -> float:
 
 
 def test_exact_vector_search_is_the_cosine_ranking_with_ties_by_name() -> None:
-    ix = _native.Bm25Index()
+    ix = _native.Bm25Index(vector_precision="f32")
     tools = _tools(200)
     vectors = [_vec(i) for i in range(200)]
     ix.add(tools, vectors=vectors)
@@ -52,22 +53,30 @@ def test_exact_vector_search_is_the_cosine_ranking_with_ties_by_name() -> None:
     ]
 
 
-def test_bytes_rows_equal_lists_and_int8_stays_close() -> None:
+def test_bytes_and_buffer_rows_equal_lists_and_int8_stays_close() -> None:
     tools = _tools(50)
     vectors = [_vec(i) for i in range(50)]
     raw = b"".join(struct.pack(f"{DIM}f", *v) for v in vectors)
-    a, b = _native.Bm25Index(), _native.Bm25Index()
+    flat = array("f", raw)
+    rows = memoryview(flat)
+    a, b, c, d = (_native.Bm25Index(vector_precision="f32") for _ in range(4))
     a.add(tools, vectors=vectors)
     b.add(tools, vectors=raw)
+    c.add(tools, vectors=flat)  # one float32 buffer holding every row
+    d.add(tools, vectors=[rows[i * DIM : (i + 1) * DIM] for i in range(50)])  # a buffer a row
     q = _vec(77)
-    assert a.search_vector(q, 50) == b.search_vector(struct.pack(f"{DIM}f", *q), 50)
-    c = _native.Bm25Index(vector_precision="int8")
-    c.add(tools, vectors=raw)
-    assert c.vector_precision == "int8"
-    exact = dict(a.search_vector(q, 50))
-    for name, score in c.search_vector(q, 50):
+    want = a.search_vector(q, 50)
+    assert b.search_vector(struct.pack(f"{DIM}f", *q), 50) == want
+    assert c.search_vector(array("f", q), 50) == want == d.search_vector(q, 50)
+    default = _native.Bm25Index()
+    default.add(tools, vectors=raw)
+    assert default.vector_precision == "int8"
+    exact = dict(want)
+    for name, score in default.search_vector(q, 50):
         assert score == pytest.approx(exact[name], abs=0.03)
     assert a.stats()["vectors"] == 50 and a.stats()["vector_dim"] == DIM
+    # An int8 vector is a quarter of an f32 one (plus its scale and sign bits).
+    assert default.stats()["heap_bytes"] < a.stats()["heap_bytes"]
 
 
 def test_incremental_vectors_rank_exactly_like_a_fresh_index() -> None:

@@ -152,6 +152,7 @@ class StubConnection:
 
     def __init__(self, profile: str = "execute") -> None:
         self.profile = resolve_profile(profile)
+        self.has_engine = True
         self.answers: list[Any] = []
         self.calls: list[tuple[str, dict[str, Any], str]] = []
         self.executions: dict[str, list[Any]] = {}

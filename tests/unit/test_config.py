@@ -209,7 +209,7 @@ def test_every_problem_is_reported_at_once_file_and_environment(tmp_path: Path) 
         "idempotency, confidence, risk_floor, approval, budget, arguments",
         f"{path}: profile: unknown Algenta tool profile 'root'; valid profiles: observe, "
         "govern, execute, full",
-        f"{path}: topk: unknown key",
+        f"{path}: topk: unknown key; did you mean top_k?",
     ]
     assert isinstance(caught.value, ValueError)  # one exception, every line in its message
     assert str(caught.value).splitlines() == _problems(caught)

@@ -17,6 +17,7 @@ mod docs;
 mod exhaustive;
 mod fill;
 pub mod fusion;
+pub mod intents;
 pub mod pass1;
 mod postings;
 mod rank;

@@ -12,7 +12,7 @@
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::project::{Field, NUM_FIELDS};
-use crate::tokenize::{is_stemmable, is_stopword, split_ascii_words, Kind, Tokenizer};
+use crate::tokenize::{is_stemmable, is_stopword, short_name, split_ascii_words, Kind, Tokenizer};
 
 use super::short_keys::ShortKeys;
 use super::stage::{Staged, SEEN, UNNUMBERED};
@@ -21,6 +21,9 @@ use crate::prefetch::prefetch;
 
 /// A part that is a stopword.
 const STOP: u32 = u32::MAX;
+
+/// In [`Pass1::numbered`], the count of a numbered text that is a short parameter name.
+const SHORT: u32 = 1 << 31;
 
 /// Pass 1's output and its caches. Feed it the staged chunks of one add in order.
 pub struct Pass1 {
@@ -111,7 +114,7 @@ impl Pass1 {
                 .zip(&staged.numbers[first..end])
             {
                 let text = &staged.arena[from..to];
-                let terms = self.text_terms(text, field, number);
+                let (terms, short) = self.text_terms(text, field, number);
                 let Pass1 {
                     ids,
                     memo,
@@ -125,7 +128,11 @@ impl Pass1 {
                     Terms::Ids => &ids[..],
                 };
                 let f = field as usize;
-                lens[f] = lens[f].saturating_add(terms.len() as u32);
+                // A short parameter name (`q`) adds no length: every other score stays as it
+                // was without it (`tokenize/names.rs`).
+                if !short {
+                    lens[f] = lens[f].saturating_add(terms.len() as u32);
+                }
                 if seen.len() < vocab.len() {
                     // Every id met is interned: below the vocabulary's length.
                     seen.resize(vocab.len().next_power_of_two(), Seen::default());
@@ -148,12 +155,15 @@ impl Pass1 {
     }
 
     /// The ids of `text`'s terms: where in `memo` they are for a numbered text met before,
-    /// else in `self.ids` (`number`: its number in the add's [`Staged::numbers`]).
-    fn text_terms(&mut self, text: &str, field: Field, number: u32) -> Terms {
+    /// else in `self.ids` (`number`: its number in the add's [`Staged::numbers`]); and
+    /// whether the text is a short parameter name (which adds no length).
+    fn text_terms(&mut self, text: &str, field: Field, number: u32) -> (Terms, bool) {
         if number != UNNUMBERED && number & SEEN != 0 {
-            // Numbered in order as staged, and tokenized in that order: known by now.
+            // Numbered in order as staged, and tokenized in that order: known by now (a text
+            // met again is staged without its bytes: `text` is empty here).
             let (at, n) = self.numbered[(number & !SEEN) as usize];
-            return Terms::Memo(at as usize, n as usize);
+            let short = n & SHORT != 0;
+            return (Terms::Memo(at as usize, (n & !SHORT) as usize), short);
         }
         self.ids.clear();
         if field != Field::Name && text.is_ascii() {
@@ -203,15 +213,25 @@ impl Pass1 {
                 }
             });
         }
+        // A parameter called `q` or `to` (which the recipe drops: no term above): its name,
+        // whole (`tokenize/names.rs`). Checked only when nothing else came of the text.
+        let mut is_short = false;
+        if field == Field::ParamNames && self.ids.is_empty() {
+            if let Some(term) = short_name(text) {
+                self.ids.push(self.vocab.intern(&term));
+                is_short = true;
+            }
+        }
         if number != UNNUMBERED {
             let i = number as usize;
             if self.numbered.len() <= i {
                 self.numbered.resize(i + 1, (0, 0));
             }
-            self.numbered[i] = (self.memo.len() as u32, self.ids.len() as u32);
+            let n = self.ids.len() as u32 | if is_short { SHORT } else { 0 };
+            self.numbered[i] = (self.memo.len() as u32, n);
             self.memo.extend_from_slice(&self.ids);
         }
-        Terms::Ids
+        (Terms::Ids, is_short)
     }
 
     /// The texts of the local term ids (tests).

@@ -247,6 +247,33 @@ impl Index {
         (terms, scorer)
     }
 
+    /// The exact BM25F scores of `slots` for a tokenized query (0 for a tool with none of its
+    /// terms), each summed in canonical order as every search sums it.
+    pub(super) fn score_slots(&self, tokens: &[String], slots: &[u32]) -> Vec<f32> {
+        if slots.is_empty() {
+            return Vec::new();
+        }
+        let (terms, scorer) = self.query_terms(tokens);
+        slots
+            .iter()
+            .map(|&slot| {
+                let l = &self.scaled_lens[slot as usize];
+                let mut score = 0f32;
+                for term in &terms {
+                    let i = seek(term.list, 0, slot);
+                    if term.list.get(i).is_some_and(|p| p.slot == slot) {
+                        let s =
+                            scorer.score(term.idf, &tf_of(&self.wide, term.id, &term.list[i]), l);
+                        if s > 0.0 {
+                            score += s;
+                        }
+                    }
+                }
+                score
+            })
+            .collect()
+    }
+
     /// [`Index::search_tokens`] as `(score, slot)`: MaxScore (see the module's comment).
     pub fn search_slots(
         &self,

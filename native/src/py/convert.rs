@@ -1,6 +1,7 @@
 //! Argument conversion: numbers shown as Python floats, vectors (numbers or raw `float32`
 //! bytes), vector rows and keys, allow-lists, per-field settings.
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyString};
@@ -19,10 +20,11 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// A vector given as a sequence of numbers or as `bytes` of native-endian `float32`s.
+/// A vector given as a sequence of numbers, as `bytes` of native-endian `float32`s, or as any
+/// object exporting a `float32` buffer (a numpy `float32` array, `array("f")`, a memoryview).
 pub(crate) fn floats(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<f32>> {
-    if let Some(bytes) = raw_bytes(obj) {
-        return f32s_of(&bytes, what);
+    if let Some(flat) = float32s(obj, what)? {
+        return Ok(flat);
     }
     if obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
@@ -57,11 +59,22 @@ pub(crate) fn floats(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<f32>> {
     Ok(out)
 }
 
-pub(crate) fn raw_bytes(obj: &Bound<'_, PyAny>) -> Option<Vec<u8>> {
+/// The `float32` values of `bytes` / `bytearray` (native-endian) or of an object exporting a
+/// `float32` buffer, copied once; `None` for anything else.
+pub(crate) fn float32s(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<f32>>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
-        return Some(b.as_bytes().to_vec());
+        return f32s_of(b.as_bytes(), what).map(Some);
     }
-    obj.cast::<PyByteArray>().ok().map(|b| b.to_vec())
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return f32s_of(&b.to_vec(), what).map(Some);
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Ok(None);
+    }
+    match PyBuffer::<f32>::get(obj) {
+        Ok(buf) => buf.to_vec(obj.py()).map(Some),
+        Err(_) => Ok(None),
+    }
 }
 
 pub(crate) fn f32s_of(bytes: &[u8], what: &str) -> PyResult<Vec<f32>> {
@@ -78,7 +91,7 @@ pub(crate) fn f32s_of(bytes: &[u8], what: &str) -> PyResult<Vec<f32>> {
 }
 
 /// The vectors argument of `add`: one row per tool, as a sequence (rows may be None) or as
-/// `bytes` holding `n_tools` rows of float32.
+/// `bytes` or a `float32` buffer (a numpy array) holding `n_tools` rows.
 pub(crate) enum VectorRows<'py> {
     Flat(Vec<f32>, usize),
     Rows(Bound<'py, PyAny>),
@@ -86,8 +99,7 @@ pub(crate) enum VectorRows<'py> {
 
 impl<'py> VectorRows<'py> {
     pub(crate) fn new(obj: &Bound<'py, PyAny>, n: usize) -> PyResult<Self> {
-        if let Some(bytes) = raw_bytes(obj) {
-            let flat = f32s_of(&bytes, "vectors")?;
+        if let Some(flat) = float32s(obj, "vectors")? {
             if n == 0 || flat.is_empty() || !flat.len().is_multiple_of(n) {
                 return Err(PyValueError::new_err(format!(
                     "vectors: {} float32 values do not make one row for each of {n} tools",

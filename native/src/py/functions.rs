@@ -37,3 +37,14 @@ pub(crate) fn project_tool<'py>(
     }
     Ok(d)
 }
+
+/// The requests of a message that a search ranks on their own, in order: none when it holds
+/// fewer than two (`src/intents.rs`, `src/index/intents.rs`).
+#[pyfunction]
+pub(crate) fn split_intents(py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
+    let spans = py.detach(|| guarded(|| Ok(crate::index::intents::parts_of(text))))?;
+    Ok(spans
+        .into_iter()
+        .map(|(a, b)| text[a..b].to_owned())
+        .collect())
+}

@@ -23,6 +23,8 @@ pub(crate) struct PyIndex {
     pub(crate) inner: RwLock<Index>,
     pub(crate) fusion: Fusion,
     pub(crate) how: VectorSearch,
+    /// Whether a message's requests are ranked on their own too (`index/intents.rs`).
+    pub(crate) intents: bool,
 }
 
 impl PyIndex {
@@ -55,7 +57,7 @@ impl PyIndex {
         description_weight = index::DEFAULT_WEIGHTS[1],
         param_name_weight = index::DEFAULT_WEIGHTS[2],
         param_text_weight = index::DEFAULT_WEIGHTS[3],
-        vector_precision = "f32",
+        vector_precision = "int8",
         bm25_weight = fusion::DEFAULT_BM25_WEIGHT,
         cosine_floor = fusion::DEFAULT_COSINE_FLOOR,
         fusion_depth = fusion::DEFAULT_DEPTH,
@@ -63,6 +65,7 @@ impl PyIndex {
         rescore = index::vectors::DEFAULT_RESCORE,
         ann_from = index::vectors::DEFAULT_ANN_FROM,
         expansion = index::vectors::DEFAULT_EXPANSION,
+        multi_intent = true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -81,6 +84,7 @@ impl PyIndex {
         rescore: usize,
         ann_from: usize,
         expansion: usize,
+        multi_intent: bool,
     ) -> PyResult<Self> {
         if rescore == 0 {
             return Err(PyValueError::new_err("rescore must be >= 1"));
@@ -120,6 +124,7 @@ impl PyIndex {
                 rescore,
                 expansion,
             },
+            intents: multi_intent,
         })
     }
 
@@ -183,8 +188,10 @@ impl PyIndex {
         self.read_py().map(|ix| ix.names())
     }
 
-    /// The `k` best tools for `query` as `(name, score)`, best first; ties by name.
-    #[pyo3(signature = (query, k = 5, allow = None, vector = None))]
+    /// The `k` best tools for `query` as `(name, score)`, best first; ties by name. With
+    /// `multi_intent`, a message of several requests has each ranked too (`intent_vectors`:
+    /// one vector, or None, per part of `split_intents(query)`).
+    #[pyo3(signature = (query, k = 5, allow = None, vector = None, intent_vectors = None))]
     fn search(
         &self,
         py: Python<'_>,
@@ -192,8 +199,9 @@ impl PyIndex {
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
         vector: Option<&Bound<'_, PyAny>>,
+        intent_vectors: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<(String, f32)>> {
-        search::search(self, py, query, k, allow, vector)
+        search::search(self, py, query, k, allow, vector, intent_vectors)
     }
 
     /// BM25F top `k` for `query` with every posting of every query term scored, no pruning:
@@ -211,7 +219,7 @@ impl PyIndex {
     }
 
     /// `search` for many queries in one call (one GIL release, one lock).
-    #[pyo3(signature = (queries, k = 5, allow = None, vectors = None))]
+    #[pyo3(signature = (queries, k = 5, allow = None, vectors = None, intent_vectors = None))]
     fn search_many(
         &self,
         py: Python<'_>,
@@ -219,8 +227,15 @@ impl PyIndex {
         k: usize,
         allow: Option<&Bound<'_, PyAny>>,
         vectors: Option<&Bound<'_, PyAny>>,
+        intent_vectors: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Vec<(String, f32)>>> {
-        search::search_many(self, py, queries, k, allow, vectors)
+        search::search_many(self, py, queries, k, allow, vectors, intent_vectors)
+    }
+
+    /// Whether a message's requests are ranked on their own too.
+    #[getter]
+    fn multi_intent(&self) -> bool {
+        self.intents
     }
 
     /// The keys given with the stored vectors of `names` (None: no vector).

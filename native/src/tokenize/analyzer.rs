@@ -36,7 +36,8 @@ impl Analyzer {
         }
     }
 
-    /// Call `emit` with every (stemmed) token of `text`, in text order.
+    /// Call `emit` with every (stemmed) token of `text`, in text order, then the short names
+    /// of its `name=value` pairs ([`super::for_each_short_name_of_pairs`]).
     pub fn for_each_token(&mut self, text: &str, mut emit: impl FnMut(&str)) {
         let Analyzer {
             tokenizer,
@@ -59,6 +60,7 @@ impl Analyzer {
                 emit(tok);
             }
         });
+        super::for_each_short_name_of_pairs(text, |name| emit(name));
     }
 
     /// Tokenize `text` into a vector.

@@ -15,6 +15,8 @@
 //!    purely alphabetic parts with the Snowball English stemmer. Whole identifiers are not stemmed.
 //! 6. Drop parts longer than [`MAX_PART_LEN`] bytes and identifiers longer than
 //!    [`MAX_WHOLE_LEN`] bytes (they are never words anybody searches for).
+//! 7. Parameter names of one letter or a stopword (`q`, `x`, `to`) are kept where they name a
+//!    parameter: a tool's parameter names, and a query's `name=value` pairs (`names`).
 //!
 //! The recipe's steps live in one module each: `fold` (step 1), `words` (step 2 and the
 //! [`Tokenizer`]), `parts` (steps 3-6 for one word), `stopwords` and `analyzer` (the
@@ -22,6 +24,7 @@
 
 mod analyzer;
 mod fold;
+mod names;
 mod parts;
 mod stopwords;
 mod words;
@@ -30,6 +33,7 @@ mod words;
 mod tests;
 
 pub use analyzer::{is_stemmable, Analyzer};
+pub use names::{for_each_short_name_of_pairs, short_name};
 pub use stopwords::{is_stopword, KEPT_WORDS, STOPWORDS};
 pub use words::{split_ascii_words, Tokenizer};
 

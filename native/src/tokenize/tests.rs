@@ -139,3 +139,27 @@ fn ascii_words_split_as_the_recipe_says() {
         );
     }
 }
+
+#[test]
+fn short_parameter_names_in_pairs() {
+    assert_eq!(toks("q=Paris"), ["pari", "q"]);
+    assert_eq!(
+        toks("search with q=Paris&lang=fr"),
+        ["search", "pari", "lang", "fr", "q"]
+    );
+    assert_eq!(
+        toks("to=ann x=3 n=-2, from=Oslo"),
+        ["ann", "oslo", "to", "x", "n", "from"]
+    );
+    // Not pairs: spaces before `=`, comparisons, equations, a longer word's tail, joined words.
+    assert!(toks("x = 3.14, y = 2").is_empty());
+    assert!(toks("x==3 x<=3 y=x^2 y=2x+1 3x=1")
+        .iter()
+        .all(|t| t.len() > 1));
+    assert_eq!(toks("my_q=2 e.x=1"), ["myq", "ex"]);
+    assert_eq!(short_name("Q"), Some("q".to_owned()));
+    assert_eq!(short_name("from"), Some("from".to_owned()));
+    assert_eq!(short_name("city"), None);
+    assert_eq!(short_name("x1"), None);
+    assert_eq!(short_name(""), None);
+}

@@ -526,6 +526,36 @@ def test_the_authenticated_identity_is_the_operator() -> None:
     ]
 
 
+def test_a_plain_approve_takes_its_operator_from_the_resumes_config() -> None:
+    """Without auth, ``{"type": "approve"}`` alone names no one: refused, saying both ways to
+    name the operator (never recorded as someone made up); the resume's
+    ``config={"configurable": {"operator": "ana"}}`` names her, and the answer takes effect."""
+    h = Harness("confidence")
+    h.start(denied_state(denial("confidence", policy="escalate")))
+    plain = {"decisions": [{"type": "approve"}]}
+    with pytest.raises(ValidationError) as refused:
+        h.resume(plain)
+    assert "'operator': 'ana'" in str(refused.value)
+    assert "config={'configurable': {'operator': 'ana'}}" in str(refused.value)
+    assert h.graph.get_state(h.config).values["operator_decisions"] == []
+    h.conn.operator_answers = [ExecutionReceipt.model_validate(receipt_body("d1"))]
+    out = h.resume(plain, operator="ana")
+    assert [(d["operator"], d["verdict"]) for d in out["operator_decisions"]] == [
+        ("ana", "approved")
+    ]
+    assert [c["decision_id"] for c in h.conn.operator_calls] == ["d1"]
+
+
+def test_served_the_configs_operator_cannot_name_someone_else() -> None:
+    h = Harness("confidence")
+    user = {"identity": "auth-ana", "is_authenticated": True, "permissions": ["operator"]}
+    h.start(denied_state(denial("confidence", policy="escalate")), langgraph_auth_user=user)
+    with pytest.raises(ValidationError, match="'mallory' contradicts the authenticated identity"):
+        h.resume({"decisions": [{"type": "reject", "message": "r"}]}, operator="mallory")
+    out = h.resume({"decisions": [{"type": "reject", "message": "r"}]}, operator="auth-ana")
+    assert [d["operator"] for d in out["operator_decisions"]] == ["auth-ana"]
+
+
 def test_authorize_operator_may_refuse_anyone() -> None:
     seen: list[tuple[str, str]] = []
 

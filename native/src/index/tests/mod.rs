@@ -9,6 +9,7 @@ use crate::project::{project_schema, Field};
 use serde_json::json;
 
 mod building;
+mod intents;
 mod params;
 mod pruning;
 mod rank_ties;

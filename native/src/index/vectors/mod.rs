@@ -57,8 +57,9 @@ pub struct Vectors {
     f32s: Vec<f32>,
     i8s: Vec<i8>,
     scales: Vec<f32>,
-    /// Per slot: the caller's key of the text the vector was computed from (`None`: no vector).
-    keys: Vec<Option<u64>>,
+    /// Per slot: the caller's key of the text the vector was computed from (meaningful where
+    /// `present` says the slot holds a vector).
+    keys: Vec<u64>,
     count: usize,
     /// Per slot, the sign bits of its vector (`words()` u64s): the approximate index.
     codes: Vec<u64>,
@@ -92,16 +93,17 @@ pub(super) use search::GRAPH;
 pub const DEFAULT_APPROX_FROM: usize = 8192;
 /// Default: candidates by Hamming distance that are rescored for 50 hits at 10,000 vectors
 /// (fewer for fewer hits, more in larger catalogs: [`rescored`]).
-pub const DEFAULT_RESCORE: usize = 1000;
+pub const DEFAULT_RESCORE: usize = 1250;
 
 /// How many candidates by Hamming distance are rescored for the best `k` among `n` vectors
 /// when `rescore` is the figure for 50 hits at 10,000 vectors:
 /// `rescore * (k + 10) / 60 * (n / 10,000) ^ 0.3` (a catalog under 10,000 counts as 10,000).
 /// The sign-bit ranking of the nearest tools grows noisier with the catalog, and the
-/// top `k` needs about 20 candidates a hit (a few more for small `k`): with WordLlama's
-/// vectors this keeps recall@k against the exact scan at about 0.98 or above from 10k to 1M
-/// tools (at 10k: 1,000 candidates for k = 50, 500 for the fusion's depth 20, 250 for k = 5;
-/// 3,982 for k = 50 at 1M; `bench/RESULTS.md`).
+/// top `k` needs about 25 candidates a hit (a few more for small `k`): with WordLlama's
+/// vectors this keeps recall@k against the exact scan of the f32 vectors at 0.98 or above
+/// from 10k to 1M tools, int8 storage included (at 10k: 1,250 candidates for k = 50, 625 for
+/// the fusion's depth 20; 4,977 for k = 50 at 1M; with 1,000, int8 storage's recall@20 at
+/// 10k was 0.978: `bench/RESULTS.md`).
 pub fn rescored(rescore: usize, n: usize, k: usize) -> usize {
     let scale = (n as f64 / 10_000.0).max(1.0).powf(0.3);
     (rescore as f64 * (k as f64 + 10.0) / 60.0 * scale).ceil() as usize
@@ -197,7 +199,7 @@ impl Vectors {
             dequantized.reserve_exact(self.count * d);
         }
         let slots: Vec<u32> = (0..self.keys.len() as u32)
-            .filter(|&s| self.keys[s as usize].is_some())
+            .filter(|&s| self.has(s as usize))
             .collect();
         if self.precision == Precision::I8 {
             for &s in &slots {
@@ -257,7 +259,15 @@ impl Vectors {
 
     /// The key of slot's vector, if it has one.
     pub fn key(&self, slot: u32) -> Option<u64> {
-        self.keys.get(slot as usize).copied().flatten()
+        self.has(slot as usize).then(|| self.keys[slot as usize])
+    }
+
+    /// Whether slot `s` holds a vector.
+    #[inline]
+    pub(super) fn has(&self, s: usize) -> bool {
+        self.present
+            .get(s / 64)
+            .is_some_and(|w| w >> (s % 64) & 1 == 1)
     }
 
     /// Whether `dim` fits the stored vectors (any dimension fits an empty store).
@@ -278,7 +288,7 @@ impl Vectors {
     fn ensure_slot(&mut self, slot: u32) {
         let need = slot as usize + 1;
         if self.keys.len() < need {
-            self.keys.resize(need, None);
+            self.keys.resize(need, 0);
             self.codes.resize(need * self.words(), 0);
             // int8 is kept in both precisions: the approximate search rescores with it.
             self.i8s.resize(need * self.dim, 0);
@@ -342,10 +352,10 @@ impl Vectors {
                 code[i / 64] |= 1u64 << (i % 64);
             }
         }
-        if self.keys[s].is_none() {
+        if !self.has(s) {
             self.count += 1;
         }
-        self.keys[s] = Some(key);
+        self.keys[s] = key;
         if self.present.len() <= s / 64 {
             self.present.resize(s / 64 + 1, 0);
         }
@@ -360,14 +370,12 @@ impl Vectors {
 
     /// Drop the vector of `slot`, if any.
     pub fn clear(&mut self, slot: u32) {
-        if let Some(k) = self.keys.get_mut(slot as usize) {
-            if k.take().is_some() {
-                self.count -= 1;
-                let s = slot as usize;
-                self.present[s / 64] &= !(1u64 << (s % 64));
-                if let Some(g) = &self.graph {
-                    g.remove(slot);
-                }
+        let s = slot as usize;
+        if self.has(s) {
+            self.count -= 1;
+            self.present[s / 64] &= !(1u64 << (s % 64));
+            if let Some(g) = &self.graph {
+                g.remove(slot);
             }
         }
     }
@@ -460,7 +468,8 @@ impl Vectors {
         self.f32s.capacity() * 4
             + self.i8s.capacity()
             + self.scales.capacity() * 4
-            + self.keys.capacity() * std::mem::size_of::<Option<u64>>()
+            + self.keys.capacity() * 8
+            + self.present.capacity() * 8
             + self.codes.capacity() * 8
             + self.graph.as_ref().map_or(0, Graph::heap_bytes)
     }

@@ -87,8 +87,8 @@ impl Vectors {
     #[inline(always)]
     fn hamming_body(&self, code: &[u64], allow: Option<&[u64]>, f: &mut dyn FnMut(u32, u32)) {
         let w = self.words();
-        for (s, key) in self.keys.iter().enumerate() {
-            if key.is_none() || !allowed(allow, s) {
+        for s in 0..self.keys.len() {
+            if !self.has(s) || !allowed(allow, s) {
                 continue;
             }
             f(
@@ -117,8 +117,8 @@ impl Vectors {
     #[inline(always)]
     fn scan_body(&self, q: &QueryVec, allow: Option<&[u64]>, f: &mut dyn FnMut(f32, u32)) {
         let d = self.dim;
-        for (s, key) in self.keys.iter().enumerate() {
-            if key.is_none() || !allowed(allow, s) {
+        for s in 0..self.keys.len() {
+            if !self.has(s) || !allowed(allow, s) {
                 continue;
             }
             let score = match q {
