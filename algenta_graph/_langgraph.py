@@ -41,7 +41,6 @@ __all__ = [
     "default_durability",
     "infer_as_node",
     "interrupt_id",
-    "node_actions",
     "rebuild_as",
     "runtime_checkpointer",
     "server_store",
@@ -81,23 +80,6 @@ def default_durability(durability: str) -> dict[str, Any]:
 def strict_resume() -> dict[str, Any]:
     """The ``configurable`` entry that makes a run's resume strict (a stale resume map refused)."""
     return {CONFIG_KEY_STRICT_RESUME: True}
-
-
-def node_actions(graph: Any) -> dict[str, Any]:
-    """The callables an uncompiled ``StateGraph``'s nodes run, by node name.
-
-    LangGraph wraps each in a private ``RunnableCallable`` (``afunc`` for a coroutine callable,
-    ``func`` otherwise). A node LangGraph stores otherwise is left out; a caller that must reach
-    every node of a kind (the factory giving each governance node the graph's ledger) checks
-    that it found them all, and refuses to build the graph when not (fails closed).
-    """
-    found: dict[str, Any] = {}
-    for name, spec in getattr(graph, "nodes", {}).items():
-        runnable = getattr(spec, "runnable", None)
-        action = getattr(runnable, "afunc", None) or getattr(runnable, "func", None)
-        if action is not None:
-            found[name] = action
-    return found
 
 
 def infer_as_node(graph: Any, versions_seen: Mapping[str, Any]) -> str | None:

@@ -55,7 +55,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypeIs
 
-from algenta_graph._langgraph import default_durability, node_actions
+from algenta_graph._langgraph import default_durability
 from algenta_graph.config import (
     NO_ENGINE_SYSTEM_PROMPT,
     AgentConfig,
@@ -73,12 +73,9 @@ from algenta_graph.graph.connecting import (
     without_lost_tools,
 )
 from algenta_graph.graph.resumes import check_resumes
-from algenta_graph.ledger import MEMORY, Ledger, LedgerSpec, choose_ledger, connect_ledger
-from algenta_graph.nodes.denial_handler import DenialHandler
-from algenta_graph.nodes.governed_tool import GovernedToolNode
+from algenta_graph.ledger import MEMORY, LedgerSpec, choose_ledger, connect_ledger
 from algenta_graph.nodes.operators import AuthorizeOperator
 from algenta_graph.telemetry.handler import instrument
-from algenta_graph.topology import GOVERNED_TOOL_NODE, gates_of, handler_node_name
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -360,8 +357,8 @@ async def create_governed_agent(
             usage=usage,
             escalation=escalation if escalation is not None else resolved.escalation,
             tool_gates=compiled_gates,
+            ledger=the_ledger,
         )
-        _give_ledger(graph, the_ledger, connection.has_engine)
         compiled = graph.compile(checkpointer=checkpointer, store=store, name=name or cfg.name)
         compiled = check_resumes(compiled)
         conf: dict[str, Any] = {}
@@ -426,28 +423,6 @@ def _system_prompt(config: AgentConfig, given: str | None, has_engine: bool) -> 
     if has_engine or "system_prompt" in config.model_fields_set:
         return config.system_prompt
     return NO_ENGINE_SYSTEM_PROMPT
-
-
-def _give_ledger(graph: Any, ledger: Ledger, has_engine: bool) -> None:
-    """Give every governance node of ``graph`` (uncompiled) the graph's ledger.
-
-    Raises:
-        RuntimeError: a governance node could not be reached (a LangGraph that stores nodes
-            otherwise): the graph is not built without its ledger (fails closed).
-    """
-    actions = node_actions(graph)
-    missing = []
-    for name in (GOVERNED_TOOL_NODE, *map(handler_node_name, gates_of(has_engine))):
-        action = actions.get(name)
-        if isinstance(action, GovernedToolNode | DenialHandler):
-            action.ledger = ledger
-        else:
-            missing.append(name)
-    if missing:
-        raise RuntimeError(
-            f"the governance nodes {', '.join(sorted(missing))} could not be given the graph's "
-            "ledger; nothing was built"
-        )
 
 
 def _policies(config: AgentConfig) -> dict[str, str]:
