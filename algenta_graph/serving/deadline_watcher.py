@@ -15,7 +15,11 @@ server's checkpoints, through the code path of ``algenta-graph escalations --exp
 3. wakes each thread whose escalation expired (a run with no input, through the server's own
    in-process client, one worker's by a mark in the ledger): the denial handler completes the
    expiry, so the thread's records say ``expired`` (the operator decision record in its hash
-   chain), the inbox shows it decided, and the thread no longer waits.
+   chain), the inbox shows it decided, and the thread no longer waits. Whether it did is read
+   back from the checkpoints, never from the server's own thread registry: under ``langgraph
+   dev`` each worker keeps its own (a thread's status, metadata and runs are the worker's that
+   ran it), so a wake still waiting there is let go and retried at a later round, by any worker
+   that knows the thread.
 
 What it reads: under the server checkpointer
 (:func:`~algenta_graph.serving.checkpointer.server_checkpointer`), its database
@@ -47,7 +51,7 @@ __all__ = [
     "DeadlineWatcher",
     "Round",
     "served_watcher",
-    "thread_waits_here",
+    "thread_known_here",
     "wake_thread",
     "watch_deadlines",
 ]
@@ -93,8 +97,8 @@ class DeadlineWatcher:
         checkpoints: opens the saver the server's runs write.
         ledger: the served graph's ledger (a spec, opened here, or an open one).
         wake: runs a thread once with no input (default: :func:`wake_thread`).
-        waits_here: whether this server's runs know the thread as waiting (default:
-            :func:`thread_waits_here`); only such a worker wakes it.
+        known_here: whether this server knows the thread (default: :func:`thread_known_here`);
+            only such a worker wakes it.
         clock: the current time (UTC).
     """
 
@@ -105,14 +109,14 @@ class DeadlineWatcher:
         ledger: str | Ledger,
         *,
         wake: Waker | None = None,
-        waits_here: Callable[[str], Awaitable[bool]] | None = None,
+        known_here: Callable[[str], Awaitable[bool]] | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
         self.checkpoints = checkpoints
         self.ledger_spec = ledger
         self.wake = wake or wake_thread
-        self.waits_here = waits_here or thread_waits_here
+        self.known_here = known_here or thread_known_here
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._opened = contextlib.AsyncExitStack()
         self._open: tuple[Any, Ledger] | None = None
@@ -144,21 +148,28 @@ class DeadlineWatcher:
         done.warned = await warn_due(saver, ledger, self.settings, self.clock())
         done.expired = await expire_overdue(saver, ledger, self.clock(), operator=EXPIRY_OPERATOR)
         for waiting in await list_waiting(saver, ledger, self.clock()):
-            if waiting.state == "expired" and await self._wake(ledger, waiting):
+            if waiting.state == "expired" and await self._wake(saver, ledger, waiting):
                 done.woken.append(waiting.thread_id)
         return done
 
-    async def _wake(self, ledger: Ledger, waiting: Waiting) -> bool:
-        """Wake ``waiting``'s thread unless another worker does (or did); whether this one did."""
+    async def _wake(self, saver: Any, ledger: Ledger, waiting: Waiting) -> bool:
+        """Wake ``waiting``'s thread unless another worker does (or did); whether this one did.
+
+        Done once the thread's checkpoints no longer hold the escalation (read back here, not
+        from this server's thread registry); else let go, and woken again at a later round.
+        """
         from algenta_graph.governance.notifications import mark_once
 
-        if not await self.waits_here(waiting.thread_id):
-            return False  # a worker whose runs know the thread wakes it
+        if not await self.known_here(waiting.thread_id):
+            return False  # a worker that knows the thread wakes it
         mine = await mark_once(ledger, wake_key(waiting), waiting.escalation_ids[0])
         if mine is None:
             return False
         try:
             await self.wake(waiting.thread_id)
+            after = await list_waiting(saver, ledger, self.clock(), waiting.thread_id)
+            if any(w.escalation_ids == waiting.escalation_ids for w in after):
+                raise RuntimeError("its checkpoints still hold the escalation after the run")
             await ledger.finish(mine)
         except Exception as exc:  # let go: woken again at a later round (here or elsewhere)
             logger.warning(
@@ -194,6 +205,8 @@ class DeadlineWatcher:
                     waiting.gate,
                     waiting.expires_at,
                 )
+            for thread in done.woken:
+                logger.info("algenta-graph deadlines: thread %s recorded its expiry", thread)
 
 
 async def wake_thread(thread_id: str) -> None:
@@ -222,15 +235,13 @@ async def wake_thread(thread_id: str) -> None:
         status = (await client.runs.get(thread_id, run["run_id"]))["status"]
         if status != "success":
             raise RuntimeError(f"the run {run['run_id']} ended {status!r}")
-        if (await client.threads.get(thread_id)).get("status") == "interrupted":
-            raise RuntimeError(f"the run {run['run_id']} left the thread waiting")
 
 
-async def thread_waits_here(thread_id: str) -> bool:
-    """Whether this server knows ``thread_id`` as waiting (``interrupted``), in-process.
+async def thread_known_here(thread_id: str) -> bool:
+    """Whether this server knows ``thread_id`` (its thread registry holds it), in-process.
 
-    Every worker of a deployment sharing its threads does; a server that does not know the
-    thread (or not as waiting) leaves it to one that does.
+    A server runs only the threads it knows; one that does not leaves the thread to one that
+    does (under ``langgraph dev`` every worker keeps a registry of its own).
     """
     from langgraph_sdk import get_client
     from langgraph_sdk.errors import NotFoundError
@@ -240,7 +251,7 @@ async def thread_waits_here(thread_id: str) -> bool:
             thread = await client.threads.get(thread_id)
         except NotFoundError:
             return False
-    return thread.get("status") == "interrupted"
+    return bool(thread)
 
 
 def _checkpoints(runtime: Any) -> Checkpoints:

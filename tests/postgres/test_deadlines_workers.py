@@ -1,44 +1,92 @@
 """Deadlines act once across two served workers on one PostgreSQL database.
 
 Two ``langgraph dev`` processes serve the graph through the server checkpointer on one real
-PostgreSQL database (the ledger there too); every thread is known to both, and each runs its
-deadline watcher (``algenta_graph.serving.deadline_watcher``), so both meet every escalation's
-warning window and its deadline, round after round. Nobody answers. Counted per escalation: the
-webhook receiver got exactly one warning notice, and the thread records exactly one operator
-decision ``expired`` (the ledger's claim decides which worker's), and nothing waits any more.
+PostgreSQL database (the ledger there too); every thread is known to both (registered on the
+second under the same id), and each runs its deadline watcher
+(``algenta_graph.serving.deadline_watcher``), so both meet every escalation's warning window and
+its deadline, round after round. Nobody answers. Counted per escalation: the webhook receiver got
+exactly one warning notice, and the thread's checkpoints record exactly one operator decision
+``expired``, as the auditor reads them where they are kept (PostgreSQL: each worker's own thread
+registry knows only the threads it ran); ``algenta-graph escalations --db`` shows nothing
+waiting; an operator answering later is refused by name on either worker, and nothing runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import subprocess
+import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from guarantee_support import figure
+from inbox_support import served_files
 from postgres_support import postgres_server, postgres_url  # noqa: F401
-from served_support import (
-    CONFIG,
-    OPERATOR_TOKENS,
-    bearer,
-    escalate,
-    langgraph_dev,
-    values_of,
-    write_auth_file,
-)
+from served_support import bearer, escalate, langgraph_dev
 
+from algenta_graph.deadlines import list_waiting
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
 from algenta_graph.governance.notice_signing import new_secret
 from algenta_graph.governance.notifications import DEADLINE_WARNING
+from algenta_graph.ledger import connect_ledger
+from algenta_graph.serving.checkpoint_reader import read_thread_records
+from algenta_graph.serving.checkpointer import open_checkpointer
+from algenta_graph.serving.deadline_watcher import EXPIRY_OPERATOR
 
 pytestmark = pytest.mark.timeout(900)
 
-SERVER_CHECKPOINTER = "algenta_graph.serving.checkpointer.server_checkpointer"
 ESCALATIONS = 6
 EXPIRES_AFTER = 12
 WARN_BEFORE = 9
+
+
+async def expired_records(postgres_url: str) -> dict[str, list[dict[str, Any]]]:  # noqa: F811
+    """Once nothing waits in the database (the auditor's view): each thread's ``expired``."""
+    async with open_checkpointer(postgres_url, setup=False) as saver:
+        ledger, opened = await connect_ledger(postgres_url)
+        try:
+            deadline = time.monotonic() + 300
+            while waiting := await list_waiting(saver, ledger, datetime.now(timezone.utc)):
+                states = sorted(w.state for w in waiting)
+                assert time.monotonic() < deadline, f"still waiting: {states}"
+                await asyncio.sleep(0.5)
+        finally:
+            if opened:
+                await ledger.aclose()
+        await asyncio.sleep(3)  # more rounds of both watchers: nothing more may happen
+        records = await read_thread_records(saver)
+    return {
+        thread: [d for d in kept["operator_decisions"] if d.get("verdict") == "expired"]
+        for thread, kept in records.items()
+    }
+
+
+async def late_answer(url: str, thread: str) -> str:
+    """ana approves ``thread`` on the server at ``url``: the run's error, as the auditor reads
+    it there (ana may no longer read a thread that waits for nobody)."""
+    async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+        answer = await http.post(
+            f"/threads/{thread}/runs/wait",
+            json={
+                "assistant_id": "governed_agent",
+                "command": {"resume": {"decisions": [{"type": "approve"}]}},
+                "multitask_strategy": "enqueue",
+            },
+            headers=bearer("tok-ana"),
+        )
+    where = answer.headers.get("content-location", "")
+    assert f"/threads/{thread}/runs/" in where, (answer.status_code, answer.text[:300])
+    async with httpx.AsyncClient(
+        base_url=url, timeout=300, headers=bearer("tok-audrey")
+    ) as auditor:
+        run = (await auditor.get(where)).json()
+        said = (await auditor.get(f"{where}/join")).text
+    assert run["status"] == "error", (run, said[:300])
+    return said
 
 
 async def test_two_workers_warn_once_and_expire_once_per_escalation(
@@ -49,13 +97,7 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
 ) -> None:
     from langgraph_sdk import get_client
 
-    config = json.loads(CONFIG.read_text())
-    config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
-    config.pop("env", None)
-    config_path = tmp_path / "langgraph.json"
-    config_path.write_text(json.dumps(config))
-    settings = tmp_path / "agent.toml"
-    settings.write_text(
+    settings = (
         "[escalation]\n"
         f"expires_after = {{confidence = {EXPIRES_AFTER}}}\n"
         f"warn_before = {{confidence = {WARN_BEFORE}}}\n"
@@ -64,16 +106,13 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
         f'url = "{webhook.url}"\n'
         'secret = {env = "ALGENTA_TEST_NOTIFY_SECRET"}\n'
     )
-    env = {
-        "ALGENTA_CONFIG": str(settings),
-        "ALGENTA_BASE_URL": engine.url,
-        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
-        "ALGENTA_PROFILE": "execute",
-        "ALGENTA_MODEL": "demo",
-        "ALGENTA_CHECKPOINTER": postgres_url,
-        "ALGENTA_AUTH_FILE": str(write_auth_file(tmp_path / "auth.json", OPERATOR_TOKENS)),
-        "ALGENTA_TEST_NOTIFY_SECRET": new_secret(),
-    }
+    config_path, env = served_files(
+        engine,
+        tmp_path,
+        settings,
+        checkpoints=postgres_url,
+        ALGENTA_TEST_NOTIFY_SECRET=new_secret(),
+    )
     with (
         langgraph_dev(config_path, workdir=tmp_path / "one", env=env) as one,
         langgraph_dev(config_path, workdir=tmp_path / "two", env=env) as two,
@@ -81,40 +120,22 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
         servers = [one, two]
         alices = [get_client(url=s.url, headers=bearer("tok-alice")) for s in servers]
         threads: dict[str, str] = {}  # escalation -> thread
+        decisions: dict[str, str] = {}  # thread -> the engine decision it escalated
         for n in range(ESCALATIONS):
             home, other = alices[n % 2], alices[(n + 1) % 2]
-            thread, _, asked = await escalate(home, webhook.url)
+            thread, decision, asked = await escalate(home, webhook.url)
             # the other worker knows the thread too (one deployment's shared thread list)
             await other.threads.create(thread_id=thread, if_exists="do_nothing")
             [item] = asked["escalations"]
             threads[str(item["escalation_id"])] = thread
+            decisions[thread] = decision
 
         # nobody answers: both watchers warn and expire, round after round
-        auditor = get_client(url=one.url, headers=bearer("tok-audrey"))
-        deadline = time.monotonic() + 300
-        states: dict[str, Any] = {}
-        while len(states) < ESCALATIONS:
-            for escalation, thread in threads.items():
-                if escalation in states:
-                    continue
-                state = await auditor.threads.get_state(thread)
-                if any(
-                    d.get("verdict") == "expired"
-                    for d in values_of(state["values"]).get("operator_decisions") or []
-                ):
-                    states[escalation] = state
-            assert time.monotonic() < deadline, f"expired so far: {len(states)}/{ESCALATIONS}"
-            await asyncio.sleep(0.5)
-        await asyncio.sleep(3)  # more rounds of both watchers: nothing more may happen
+        expired = await expired_records(postgres_url)
 
         expired_once = warnings_once = double = 0
         for escalation, thread in threads.items():
-            state = await auditor.threads.get_state(thread)
-            records = [
-                d
-                for d in values_of(state["values"]).get("operator_decisions") or []
-                if d.get("verdict") == "expired"
-            ]
+            records = expired[thread]
             warnings = [
                 r["body"]
                 for r in webhook.requests
@@ -122,7 +143,7 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
                 and r["body"].get("escalation_id") == escalation
                 and r["body"].get("event") == DEADLINE_WARNING
             ]
-            assert state["next"] == [], (thread, state["next"])
+            assert all(r["operator"] == EXPIRY_OPERATOR for r in records), records
             expired_once += len(records) == 1
             warnings_once += len(warnings) == 1
             double += len(records) > 1 or len(warnings) > 1
@@ -133,6 +154,34 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
             warnings_once=warnings_once,
             double=double,
         )
-        assert (expired_once, warnings_once, double) == (ESCALATIONS, ESCALATIONS, 0)
-        for client in [*alices, auditor]:
+        assert expired_once == ESCALATIONS, expired
+        assert warnings_once == ESCALATIONS, webhook.requests
+        assert double == 0
+
+        # an operator answering now is refused by name on either worker, and nothing runs
+        for thread in threads.values():
+            for server in servers:
+                said = await late_answer(server.url, thread)
+                assert "EscalationAlreadyDecided" in said, (server.url, said[:500])
+                assert EXPIRY_OPERATOR in said, (server.url, said[:500])
+        assert await expired_records(postgres_url) == expired  # nothing recorded since
+        executed = [
+            r
+            for r in webhook.requests
+            if isinstance(r.get("body"), dict)
+            and r["body"].get("decision_id") in decisions.values()
+            and "escalation_id" not in r["body"]  # a notice, not the engine's delivery
+        ]
+        assert executed == [], executed
+        for client in alices:
             await client.aclose()
+
+    # the operator's listing of the database: nothing waits
+    listing = subprocess.run(
+        [sys.executable, "-m", "algenta_graph.cli", "escalations", "--db", postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert "nothing waits for an operator" in listing.stdout, listing.stdout
