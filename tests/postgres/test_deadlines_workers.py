@@ -9,6 +9,7 @@ exactly one warning notice, and the thread's checkpoints record exactly one oper
 ``expired``, as the auditor reads them where they are kept (PostgreSQL: each worker's own thread
 registry knows only the threads it ran); ``algenta-graph escalations --db`` shows nothing
 waiting; an operator answering later is refused by name on either worker, and nothing runs.
+A thread whose worker stopped before its deadline is recorded expired by the other one.
 """
 
 from __future__ import annotations
@@ -42,6 +43,34 @@ pytestmark = pytest.mark.timeout(900)
 ESCALATIONS = 6
 EXPIRES_AFTER = 12
 WARN_BEFORE = 9
+
+
+def two_workers(
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    expires_after: int,
+) -> tuple[Path, dict[str, str]]:
+    """The workers' ``langgraph.json`` and environment: confidence deadlines of
+    ``expires_after`` seconds, warned of ``WARN_BEFORE`` seconds before, checked every half
+    second, notices to ``webhook``; checkpoints and ledger in ``postgres_url``."""
+    settings = (
+        "[escalation]\n"
+        f"expires_after = {{confidence = {expires_after}}}\n"
+        f"warn_before = {{confidence = {WARN_BEFORE}}}\n"
+        "check_every = 0.5\n"
+        "[escalation.notify]\n"
+        f'url = "{webhook.url}"\n'
+        'secret = {env = "ALGENTA_TEST_NOTIFY_SECRET"}\n'
+    )
+    return served_files(
+        engine,
+        tmp_path,
+        settings,
+        checkpoints=postgres_url,
+        ALGENTA_TEST_NOTIFY_SECRET=new_secret(),
+    )
 
 
 async def expired_records(postgres_url: str) -> dict[str, list[dict[str, Any]]]:  # noqa: F811
@@ -97,22 +126,7 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
 ) -> None:
     from langgraph_sdk import get_client
 
-    settings = (
-        "[escalation]\n"
-        f"expires_after = {{confidence = {EXPIRES_AFTER}}}\n"
-        f"warn_before = {{confidence = {WARN_BEFORE}}}\n"
-        "check_every = 0.5\n"
-        "[escalation.notify]\n"
-        f'url = "{webhook.url}"\n'
-        'secret = {env = "ALGENTA_TEST_NOTIFY_SECRET"}\n'
-    )
-    config_path, env = served_files(
-        engine,
-        tmp_path,
-        settings,
-        checkpoints=postgres_url,
-        ALGENTA_TEST_NOTIFY_SECRET=new_secret(),
-    )
+    config_path, env = two_workers(engine, webhook, tmp_path, postgres_url, EXPIRES_AFTER)
     with (
         langgraph_dev(config_path, workdir=tmp_path / "one", env=env) as one,
         langgraph_dev(config_path, workdir=tmp_path / "two", env=env) as two,
@@ -185,3 +199,50 @@ async def test_two_workers_warn_once_and_expire_once_per_escalation(
     )
     assert listing.returncode == 0, listing.stderr
     assert "nothing waits for an operator" in listing.stdout, listing.stdout
+
+
+async def test_the_other_worker_records_the_expiry_of_a_stopped_workers_thread(
+    postgres_url: str,  # noqa: F811
+    engine: ReferenceEngine,
+    webhook: WebhookReceiver,
+    tmp_path: Path,
+) -> None:
+    from langgraph_sdk import get_client
+
+    # a deadline well after worker one is stopped: worker two alone expires and records
+    config_path, env = two_workers(engine, webhook, tmp_path, postgres_url, 2 * EXPIRES_AFTER)
+    threads: list[str] = []
+    with langgraph_dev(config_path, workdir=tmp_path / "two", env=env) as two:
+        alice_two = get_client(url=two.url, headers=bearer("tok-alice"))
+        with langgraph_dev(config_path, workdir=tmp_path / "one", env=env) as one:
+            alice_one = get_client(url=one.url, headers=bearer("tok-alice"))
+            for _ in range(2):
+                thread, _, _ = await escalate(alice_one, webhook.url)
+                await alice_two.threads.create(thread_id=thread, if_exists="do_nothing")
+                threads.append(thread)
+            await alice_one.aclose()
+            waiting = {w.thread_id for w in await waiting_now(postgres_url)}
+            assert waiting == set(threads), waiting  # not yet expired when worker one stops
+
+        # worker one is gone (its runs, its thread registry); worker two only registered them
+        expired = await expired_records(postgres_url)
+        assert {t: len(expired[t]) for t in threads} == dict.fromkeys(threads, 1), expired
+        for thread in threads:
+            said = await late_answer(two.url, thread)
+            assert "EscalationAlreadyDecided" in said and EXPIRY_OPERATOR in said, said[:500]
+        await alice_two.aclose()
+
+
+async def waiting_now(postgres_url: str) -> list[Any]:  # noqa: F811
+    """What waits for an operator in the database now (claimed expiries included)."""
+    async with open_checkpointer(postgres_url, setup=False) as saver:
+        ledger, opened = await connect_ledger(postgres_url)
+        try:
+            return [
+                w
+                for w in await list_waiting(saver, ledger, datetime.now(timezone.utc))
+                if w.state in ("waiting", "overdue")
+            ]
+        finally:
+            if opened:
+                await ledger.aclose()
