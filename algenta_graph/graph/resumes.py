@@ -10,7 +10,9 @@ made by :func:`~algenta_graph._langgraph.rebuild_as`) checks every resume
 
 - **nothing waits** on the thread: refused before anything is written, with
   :class:`~algenta_graph.errors.EscalationAlreadyDecided` naming the answer its records last
-  took (who, how, where, when), or :class:`~algenta_graph.errors.NoEscalationPending`;
+  took (who, how, where, when), or :class:`~algenta_graph.errors.NoEscalationPending`; served,
+  the thread's metadata is set to what its state says (nothing waits; who decided), where
+  another process's answer left it saying otherwise;
 - **an escalation waits**: the run goes on with an
   :class:`~algenta_graph.nodes.claiming.AnswerReport` in its config. A handler that completes
   another answer than this resume's reports it there; once the run has written that answer's
@@ -39,9 +41,10 @@ from langgraph.types import Command, StateSnapshot
 
 from algenta_graph._langgraph import checkpointer_of, rebuild_as, strict_resume
 from algenta_graph.errors import EscalationAlreadyDecided, NoEscalationPending
+from algenta_graph.governance.visibility import set_waiting
 from algenta_graph.nodes.claiming import ANSWER_REPORT, AnswerReport
 
-__all__ = ["check_resumes", "waiting_escalations"]
+__all__ = ["check_resumes", "refusal", "waiting_escalations"]
 
 _G = TypeVar("_G", bound=Pregel[Any, Any, Any, Any])
 
@@ -75,9 +78,16 @@ class _RecordedClaim:
     done: bool = True
 
 
-def _refusal(state: StateSnapshot, thread: str | None) -> Exception:
-    """Why a resume on a thread where nothing waits is refused: who decided last, and when."""
-    decisions: Sequence[Mapping[str, Any]] = (state.values or {}).get("operator_decisions") or []
+def refusal(
+    values: Mapping[str, Any] | None, thread: str | None
+) -> EscalationAlreadyDecided | NoEscalationPending:
+    """Why a resume on a thread where nothing waits is refused: who decided last, and when.
+
+    ``values``: the thread's state values (its ``operator_decisions`` name the last answer).
+    The served API refuses such a resume before its run with this message
+    (:mod:`algenta_graph.serving.answer_check`).
+    """
+    decisions: Sequence[Mapping[str, Any]] = (values or {}).get("operator_decisions") or []
     if not decisions:
         return NoEscalationPending(
             f"no escalation waits for an operator on thread {thread}, and none was decided: "
@@ -119,7 +129,12 @@ class _ResumeChecked(Pregel[Any, Any, Any, Any]):
         thread = configurable.get("thread_id")
         waiting = waiting_escalations(state)
         if not waiting:
-            raise _refusal(state, str(thread) if thread is not None else None)
+            # served, the thread's metadata follows its state: nothing waits (it may still say
+            # so where another process decided it), and who decided
+            values = state.values or {}
+            decided = [str(d.get("operator")) for d in values.get("operator_decisions") or []]
+            await set_waiting(str(thread) if thread else None, [], decided_by=decided)
+            raise refusal(values, str(thread) if thread is not None else None)
         report = AnswerReport(waiting)
         checked: RunnableConfig = {
             **(config or {}),

@@ -27,12 +27,15 @@ Roles (a token may carry several):
   threads it created (owner in the thread metadata, :data:`OWNER_KEY`, set by the server).
 - ``operator``: an agent that may also answer escalations (a run whose ``command`` is a
   ``resume``) on any thread, and read and search the threads that **wait for an operator** (on
-  any gate) plus those it decided, besides its own. ``operator:<gate>`` (e.g.
-  ``operator:confidence``) reads the threads waiting on that gate plus those it decided, and may
-  answer only that gate's escalations; the API lets any operator role resume, and the graph's
-  handler (:func:`served_authorize_operator`) checks the gate. Which gates a thread waits on,
-  and who decided, are thread metadata the graph keeps itself
-  (:mod:`algenta_graph.governance.visibility`); no client may set them.
+  any gate) plus those it decided or answered, besides its own. ``operator:<gate>`` (e.g.
+  ``operator:confidence``) reads the threads waiting on that gate plus those it decided or
+  answered, and may answer only that gate's escalations; the API lets any operator role resume,
+  and the graph's handler (:func:`served_authorize_operator`) checks the gate. An answer is
+  checked before its run (:mod:`algenta_graph.serving.answer_check`): refused with 409 naming
+  who decided when nothing waits; recorded as answered when it waits on the operator's gate.
+  Which gates a thread waits on, who decided and who answered are thread metadata the graph and
+  the server keep themselves (:mod:`algenta_graph.governance.visibility`); no client may set
+  them.
 - ``auditor``: reads and searches every thread; changes nothing.
 
 For every role: resuming is an operator's act (HTTP 403 otherwise); governed records
@@ -65,12 +68,14 @@ from algenta_graph.errors import (
 )
 from algenta_graph.governance.visibility import (
     DECIDED_KEY,
-    GRAPH_METADATA_KEYS,
     GRAPH_WRITE_KEY,
     WAITING_KEY,
+    answered_key,
+    is_graph_metadata,
     is_graph_write,
 )
 from algenta_graph.serving import jwt_bearer, tokens
+from algenta_graph.serving.answer_check import check_answer, graph_reads
 from algenta_graph.serving.jwt_bearer import looks_like_jwt
 from algenta_graph.serving.principals import forbidden, principal_of
 from algenta_graph.serving.store_auth import store_rule
@@ -264,7 +269,8 @@ def read_filter(
     """The thread metadata filter of what ``identity`` with ``roles`` may read (``None``: all).
 
     An auditor reads every thread; an operator role the threads waiting on its gates plus those
-    it decided, besides its own; anyone else only its own.
+    it decided or answered (:mod:`algenta_graph.serving.answer_check`), besides its own; anyone
+    else only its own.
 
     >>> read_filter("ana", ["agent"])
     {'algenta_owner': 'ana'}
@@ -272,7 +278,7 @@ def read_filter(
     True
     >>> read_filter("bo", ["operator:confidence"])["$or"]  # doctest: +NORMALIZE_WHITESPACE
     [{'algenta_owner': 'bo'}, {'algenta_decided_by': {'$contains': 'bo'}},
-     {'algenta_waiting': {'$contains': 'confidence'}}]
+     {'algenta_answered_by:bo': 'bo'}, {'algenta_waiting': {'$contains': 'confidence'}}]
     """
     if _reads_all(frozenset(roles)):
         return None
@@ -282,6 +288,7 @@ def read_filter(
     groups: list[dict[str, Any]] = [
         {OWNER_KEY: identity},
         {DECIDED_KEY: {"$contains": identity}},
+        {answered_key(identity): identity},
         *({WAITING_KEY: {"$contains": gate}} for gate in gates),
     ]
     # LangGraph's filters take $or (its FilterType does not spell it out)
@@ -292,7 +299,13 @@ def _graph_metadata(metadata: Any) -> list[str]:
     """The graph's own metadata keys a client tries to set (refused)."""
     if not isinstance(metadata, Mapping):
         return []
-    return [k for k in (OWNER_KEY, *GRAPH_METADATA_KEYS) if k in metadata]
+    return [k for k in metadata if k == OWNER_KEY or is_graph_metadata(str(k))]
+
+
+def _drop_graph_metadata(metadata: dict[str, Any]) -> None:
+    """Remove from ``metadata`` every key only the graph sets."""
+    for key in [k for k in metadata if is_graph_metadata(str(k))]:
+        del metadata[key]
 
 
 _ROLLBACK = (
@@ -330,8 +343,7 @@ async def _threads_create(
     metadata = value.get("metadata")
     if metadata is None:
         metadata = value["metadata"] = {}
-    for key in GRAPH_METADATA_KEYS:
-        metadata.pop(key, None)  # the graph's own: never the client's
+    _drop_graph_metadata(metadata)  # the graph's own: never the client's
     metadata[OWNER_KEY] = identity  # whatever the client sent
     return _owned(identity)
 
@@ -349,6 +361,8 @@ def _read_filter(ctx: Auth.types.AuthContext) -> Auth.types.FilterType | None:
 async def _threads_read(
     ctx: Auth.types.AuthContext, value: Auth.types.ThreadsRead
 ) -> Auth.types.FilterType | None:
+    if graph_reads():
+        return None  # the server's own read of the thread an answer is sent to
     return _read_filter(ctx)
 
 
@@ -369,7 +383,7 @@ async def _threads_update(
     metadata = value.get("metadata")
     if isinstance(metadata, dict) and GRAPH_WRITE_KEY in metadata:
         token = metadata.pop(GRAPH_WRITE_KEY)
-        if is_graph_write(token) and set(metadata) <= set(GRAPH_METADATA_KEYS):
+        if is_graph_write(token) and all(is_graph_metadata(str(k)) for k in metadata):
             return None
         raise forbidden("the thread metadata of the graph is set by the graph")
     # thread metadata patches, update_state (the served graph refuses governed fields itself)
@@ -470,8 +484,7 @@ async def _threads_create_run(
         )
     metadata = value.get("metadata")
     if isinstance(metadata, dict):
-        for key in GRAPH_METADATA_KEYS:
-            metadata.pop(key, None)  # the graph's own: never from a run's metadata
+        _drop_graph_metadata(metadata)  # the graph's own: never from a run's metadata
     who = _writer(ctx, "start runs")
     if who is None:
         return None
@@ -487,7 +500,11 @@ async def _threads_create_run(
             raise forbidden("only an operator may answer an escalation")
         command["resume"] = _stamp(command.get("resume"), identity)
         # an operator answers escalations on any thread (with a command the server ignores the
-        # run's input, which Agent Chat UI sends as {}); the graph checks the gate and the answer
+        # run's input, which Agent Chat UI sends as {}); the graph checks the gate and the answer,
+        # and the server first that something waits for this operator (refused by name if not)
+        thread_id = value.get("thread_id")
+        if thread_id is not None:
+            await check_answer(str(thread_id), identity, roles)
         return None
     return _owned(identity)
 

@@ -15,7 +15,12 @@ where the guarantees failed open (``docs/ARCHITECTURE.md``, invariants 12, 17 an
 - **a held call approved twice**: a held ``crm.delete_customer`` approved on the original and on
   a copy (on the other worker), in both orders;
 - **two operators racing**: an approval and a rejection of one escalation sent at once, one on
-  each worker.
+  each worker;
+- **every served loser told, nobody else reading** (served shapes): a rejection sent through
+  each SDK call (``runs.wait``, ``runs.create`` + ``runs.join``, ``runs.stream``) while an
+  approval is applied, and again once it is decided, each told who decided; an operator of
+  another gate, an agent and an operator who never answered cannot answer it nor read the
+  thread, and nobody can forge the metadata that would let them.
 
 The proof is what really happened outside the graph: the engine's execution log, the webhook's
 POSTs and the CRM's own count of each call. Each scenario prints one ``FIGURE`` line per shape
@@ -35,18 +40,23 @@ from typing import Any
 import pytest
 from deployment_shapes import (
     REFUND_LIMIT,
+    SDK_CALLS,
     SHAPES,
     Deployment,
     LibrarySpec,
     Outcome,
     Parts,
     ServedSpec,
+    ServedWorker,
     Tally,
     Worker,
     served_shape,
 )
-from guarantee_support import async_wait_until
+from guarantee_support import async_wait_until, figure
 from postgres_support import postgres_server  # noqa: F401
+from served_support import bearer, user_turn
+
+from algenta_graph.governance.visibility import answered_key
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -364,4 +374,73 @@ async def test_two_operators_racing_one_answer_takes_effect_and_the_other_is_tol
             tally.loser(answers[loser], operator, loser)
             winner = (operator, action, thread)
             await _judge_engine(tally, parts, dep, decision, escalation, [thread], winner)
+    tally.check()
+
+
+async def test_every_served_loser_is_told_by_every_sdk_call_and_nobody_else_reads_the_thread(
+    shape: ServedSpec | LibrarySpec, parts: Parts
+) -> None:
+    if not isinstance(shape, ServedSpec):
+        pytest.skip("the served API's callers (the library raises to its caller: above)")
+    tally = Tally("served_losers_by_sdk_call", shape.shape)
+    strangers = ("rita", "bob", "vera")  # another gate's operator, an agent, one who never tried
+    leaks: list[str] = []
+    forged = 0
+    async with shape.open() as dep:
+        first, second = dep.workers
+        assert isinstance(first, ServedWorker) and isinstance(second, ServedWorker)
+        tally.rounds += 1
+        thread = await first.new_thread()
+        slow = parts.webhook.url_for_delay(3)
+        decision, escalation = await _escalate(dep, first, thread, slow)
+        # an agent may not answer (403); an operator of another gate's answer is refused by the
+        # graph (its run's error, which the owner reads): neither changes anything
+        refused = await second.sdk_answer("bob", thread, APPROVE, "wait")
+        if refused.error is None or "403" not in refused.error:
+            tally.problem(f"bob's answer was not refused with 403: {refused}")
+        await second.sdk_answer("rita", thread, APPROVE, "wait")
+        if [a["escalation_id"] for a in await dep.waiting(thread)] != [escalation]:
+            tally.problem("an answer by an agent or another gate's operator changed the thread")
+        # olga rejects through every SDK call while ana's approval is being applied...
+        run = await first.start_answer(thread, "ana", APPROVE)
+        await async_wait_until(
+            partial(parts.engine.executions, decision), timeout=120, what="ana's override"
+        )
+        racing = await asyncio.gather(
+            *(second.sdk_answer("olga", thread, REJECT, call) for call in SDK_CALLS)
+        )
+        await first.clients["alice"].runs.join(thread, run.run_id)
+        # ...and once more through each, after it is decided
+        late = [await second.sdk_answer("olga", thread, REJECT, call) for call in SDK_CALLS]
+        for call, outcome in zip(SDK_CALLS * 2, [*racing, *late], strict=True):
+            tally.loser(outcome, "ana", f"olga ({call})")
+        await _judge_engine(
+            tally, parts, dep, decision, escalation, [thread], ("ana", "override", thread)
+        )
+        # nobody else reads the thread, and nobody forges the key that would let them (a patch,
+        # a new thread's or a run's metadata). Read where the thread's metadata is the graph's:
+        # a second worker's is a stand-in for a shared thread store, written only by the runs
+        # it served (``ServedWorker``), so there it may still say what the thread waited on
+        alice = first.clients["alice"]
+        forge = {answered_key("vera"): "vera"}
+        patched = await first.http.patch(
+            f"/threads/{thread}", json={"metadata": forge}, headers=bearer("tok-alice")
+        )
+        forged += patched.status_code != 403
+        created = str((await alice.threads.create(metadata=forge))["thread_id"])
+        ran = str((await alice.threads.create())["thread_id"])
+        await alice.runs.wait(ran, "governed_agent", input=user_turn("hello"), metadata=forge)
+        for who in strangers:
+            for one in (thread, created, ran):
+                if await first.reads(who, one):
+                    leaks.append(f"{who} reads {one}")
+        if leaks or forged:
+            tally.problem(f"strangers' reads {leaks}, {forged} forged metadata writes let in")
+    figure(
+        "deployment_served_loser_reads",
+        shape=shape.shape,
+        strangers=len(strangers),
+        reads_gained=len(leaks),
+        forged_writes_let_in=forged,
+    )
     tally.check()

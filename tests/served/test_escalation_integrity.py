@@ -11,7 +11,7 @@ the adversarial pass did (``docs/ARCHITECTURE.md``, invariants 12 and 13):
    beside ``.langgraph_api/``);
 2. an operator's override in flight, its run cancelled, then a new message: the override is
    completed in the operator's name, nobody is asked again, a later decline changes nothing
-   and is refused naming the override's operator;
+   and is refused naming the override's operator (HTTP 409 before any run: nothing waits);
 3. a model's delivery in flight, its run cancelled, then a new message: the unfinished step is
    finished first and its receipt recorded; and an override in flight when a new message comes
    with ``multitask_strategy="interrupt"`` (the server cancels the run itself);
@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import pytest
 from guarantee_support import async_wait_until, figure
+from langgraph_sdk.errors import ConflictError
 from served_support import (
     CONFIG,
     OPERATOR_TOKENS,
@@ -235,7 +236,11 @@ async def test_served_copies_cancels_and_new_messages_keep_one_answer_and_a_true
             await alice.runs.wait(thread, "governed_agent", input=user_turn("what happened?"))
             state = await alice.threads.get_state(thread)
             assert state["next"] == [] and not state["interrupts"]  # nobody asked again
-            _told(await _answer(olga, alice, thread, REJECT), "ana")  # nothing waits
+            # nothing waits: refused before any run (HTTP 409), to olga herself, naming ana
+            with pytest.raises(ConflictError) as late:
+                await olga.runs.create(thread, "governed_agent", command={"resume": REJECT})
+            assert str(late.value).startswith("EscalationAlreadyDecided: escalation already ")
+            assert "decided by ana (override" in str(late.value), late.value
             [values] = await ledger.check(alice, decision, [thread])
             _one(values, "ana", "override", "receipt")
             assert [(r["operator"], r["execution_status"]) for r in values["receipts"]] == [

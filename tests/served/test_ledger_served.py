@@ -248,8 +248,8 @@ async def test_the_loser_is_told_who_decided_and_when_every_time(
 ) -> None:
     """Case 3: an answer to an escalation another answer decided (in a copy) ends in
     ``EscalationAlreadyDecided`` naming the winner, where and when, once the copy's records
-    hold the winning answer; an answer to a thread where nothing waits is refused before
-    anything is written."""
+    hold the winning answer; an answer to a thread where nothing waits is refused with HTTP 409
+    naming the winner before any run."""
     with served_api(engine, tmp_path) as (api, crm):
         original = (await api.alice.threads.create())["thread_id"]
         decision = await log_shaky_decision(api.alice, original)
@@ -270,11 +270,17 @@ async def test_the_loser_is_told_who_decided_and_when_every_time(
         refused_by(api.answer(held_copy, "tok-olga", APPROVE), "ana")
         assert crm.count("delete_customer") == 1
 
-        # an answer to a thread where nothing waits: refused before anything is written
-        # (by ana, who may read the thread she decided; olga may not read it any more, so the
-        # server cannot show her a run's end there: serving/auth's to answer)
+        # an answer to a thread where nothing waits: refused before any run (HTTP 409 naming who
+        # decided), to ana who decided it and to olga, who may not read the thread any more
         before = await api.checkpoints(held)
-        refused_by(api.answer(held, "tok-ana", REJECT), "ana")
+        for token in ("tok-ana", "tok-olga"):
+            late = api.http.post(
+                f"/threads/{held}/runs/wait",
+                json={"assistant_id": "governed_agent", "command": {"resume": dict(REJECT)}},
+                headers=bearer(token),
+            )
+            assert late.status_code == 409, late.text
+            assert "EscalationAlreadyDecided: escalation already decided by ana (" in late.text
         assert await api.checkpoints(held) == before
         assert crm.count("delete_customer") == 1
 

@@ -62,6 +62,9 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "tok-alice": ("alice", ["agent"]),
     "tok-ana": ("ana", ["operator"]),
     "tok-olga": ("olga", ["operator"]),
+    "tok-vera": ("vera", ["operator"]),  # an operator who never answers
+    "tok-rita": ("rita", ["operator:risk_floor"]),  # an operator of another gate
+    "tok-bob": ("bob", ["agent"]),  # an agent who does not own the thread
 }
 TOKEN_OF = {identity: token for token, (identity, _) in TOKENS.items()}
 REFUND_LIMIT = 1
@@ -267,17 +270,16 @@ class ServedRun:
 
 
 class ServedWorker:
-    """One ``langgraph dev`` server, as alice, ana and olga (``langgraph_sdk``).
+    """One ``langgraph dev`` server, as each identity of :data:`TOKENS` (``langgraph_sdk``).
 
     Args:
         url: the server.
         home: the server the threads are created and copied on, when this is a second one. A
-            second server knows a thread of the shared database only once told of it (it is
-            registered here under the same id) and without the metadata the graph set on the
-            first (what the thread waits on, who decided), which is what an operator's reads are
-            filtered by: a caller that may read the thread there when it sends an answer here
-            is told what the run says (read as the thread's owner), as it would be on one
-            deployment sharing that metadata.
+            second server knows a thread of the shared database only once told of it: it is
+            registered here under the same id and graph (as a deployment sharing its thread
+            store would know it), without the metadata the graph set on the first (what the
+            thread waits on, who decided). Every caller is told only what its own requests
+            here return: a loser must be told by name on this server too.
     """
 
     def __init__(self, url: str, *, home: str | None = None) -> None:
@@ -290,7 +292,6 @@ class ServedWorker:
         }
         self.http = httpx.AsyncClient(base_url=url, timeout=600)
         self.known: set[str] = set()
-        self.registered: set[str] = set()
 
     async def aclose(self) -> None:
         """Close the clients' connections."""
@@ -301,8 +302,9 @@ class ServedWorker:
     async def register(self, thread: str) -> None:
         """Make ``thread`` known here (a no-op on the server that created it)."""
         if self.home is not None and thread not in self.known:
-            await self.clients["alice"].threads.create(thread_id=thread, if_exists="do_nothing")
-            self.registered.add(thread)
+            await self.clients["alice"].threads.create(
+                thread_id=thread, if_exists="do_nothing", graph_id=ASSISTANT
+            )
         self.known.add(thread)
 
     async def new_thread(self) -> str:
@@ -338,6 +340,38 @@ class ServedWorker:
             run.thread, run.run_id, wait=True, action="interrupt"
         )
 
+    async def sdk_answer(
+        self, who: str, thread: str, resume: Mapping[str, Any], call: str
+    ) -> Outcome:
+        """``who`` answers through the SDK ``call`` (:data:`SDK_CALLS`), queued behind a run in
+        progress: what the SDK raises or the run's error as that call returns it."""
+        await self.register(thread)
+        client = self.clients[who]
+        sent: dict[str, Any] = {
+            "command": {"resume": dict(resume)},
+            "multitask_strategy": "enqueue",
+        }
+        try:
+            if call == "wait":
+                return _sdk_end(await client.runs.wait(thread, ASSISTANT, **sent))
+            if call == "create+join":
+                run = await client.runs.create(thread, ASSISTANT, **sent)
+                return _sdk_end(await client.runs.join(thread, run["run_id"]))
+            assert call == "stream", call
+            async for part in client.runs.stream(thread, ASSISTANT, stream_mode="values", **sent):
+                if part.event == "error":
+                    return _sdk_end({"__error__": part.data})
+            return Outcome(said="a stream without an error")
+        except Exception as exc:  # what the caller is told: the SDK's error and its message
+            # (runs.wait raises httpx's error with the response body as its note, shown with it)
+            told = " ".join([str(exc), *getattr(exc, "__notes__", ())])
+            return Outcome(f"{type(exc).__name__}: {told}")
+
+    async def reads(self, who: str, thread: str) -> bool:
+        """Whether ``who`` may read ``thread`` here (``GET /threads/{id}``)."""
+        found = await self.http.get(f"/threads/{thread}", headers=bearer(TOKEN_OF[who]))
+        return found.status_code == 200
+
     async def _create(self, who: str, thread: str, **kwargs: Any) -> ServedRun:
         await self.register(thread)
         run = await self.clients[who].runs.create(thread, ASSISTANT, **kwargs)
@@ -347,8 +381,6 @@ class ServedWorker:
         """``POST /threads/{id}/runs/wait`` as ``who``: what that client is told of the run
         (an HTTP error, the run's ``__error__``, or nothing: an empty body too)."""
         await self.register(thread)
-        # on a second server: whether the caller could follow the run, as it is sent
-        readable = thread in self.registered and await self._may_read(who, thread)
         response = await self.http.post(
             f"/threads/{thread}/runs/wait",
             json={"assistant_id": ASSISTANT, **body},
@@ -360,16 +392,7 @@ class ServedWorker:
         if error is not None:
             return Outcome(error)
         hidden = await self._owners_view(thread, response)
-        if hidden is not None and readable:
-            return Outcome(f"{hidden} (read as the thread's owner: see the class docs)")
         return Outcome(said=response.text[:200], hidden=hidden)
-
-    async def _may_read(self, who: str, thread: str) -> bool:
-        """Whether ``who`` may read ``thread`` on the server that holds its metadata."""
-        assert self.home is not None
-        async with httpx.AsyncClient(base_url=self.home, timeout=120) as http:
-            found = await http.get(f"/threads/{thread}", headers=bearer(TOKEN_OF[who]))
-        return found.status_code == 200
 
     async def _owners_view(self, thread: str, response: httpx.Response) -> str | None:
         """The error of the run ``response`` answered for, as the thread's owner reads it."""
@@ -384,6 +407,18 @@ class ServedWorker:
             if run.is_error or run.json().get("status") != "error":
                 return None
             return _run_error(await owner.get(f"{where}/join"))
+
+
+SDK_CALLS = ("wait", "create+join", "stream")
+"""The SDK calls an operator answers with: ``runs.wait``, ``runs.create`` + ``runs.join``,
+``runs.stream``."""
+
+
+def _sdk_end(result: Any) -> Outcome:
+    error = result.get("__error__") if isinstance(result, dict) else None
+    if isinstance(error, dict):
+        return Outcome(f"{error.get('error')}: {error.get('message')}")
+    return Outcome(said=str(result)[:200])
 
 
 def _run_error(response: httpx.Response) -> str | None:
