@@ -95,8 +95,9 @@ async def expired_records(postgres_url: str) -> dict[str, list[dict[str, Any]]]:
 
 
 async def late_answer(url: str, thread: str) -> str:
-    """ana approves ``thread`` on the server at ``url``: the run's error, as the auditor reads
-    it there (ana may no longer read a thread that waits for nobody)."""
+    """ana approves ``thread`` on the server at ``url``: the refusal (HTTP 409), else the run's
+    error, as the auditor reads it there (ana may no longer read a thread that waits for
+    nobody)."""
     async with httpx.AsyncClient(base_url=url, timeout=300) as http:
         answer = await http.post(
             f"/threads/{thread}/runs/wait",
@@ -107,6 +108,8 @@ async def late_answer(url: str, thread: str) -> str:
             },
             headers=bearer("tok-ana"),
         )
+    if answer.status_code == 409:  # refused before any run (the server read the thread)
+        return answer.text
     where = answer.headers.get("content-location", "")
     assert f"/threads/{thread}/runs/" in where, (answer.status_code, answer.text[:300])
     async with httpx.AsyncClient(
