@@ -47,6 +47,7 @@ __all__ = [
     "infer_as_node",
     "interrupt_id",
     "rebuild_as",
+    "runtime_checkpointer",
     "server_store",
     "state_checkpointer",
     "strict_resume",
@@ -166,3 +167,20 @@ async def server_store() -> Any:
     except ImportError as exc:  # pragma: no cover - another langgraph-api: no sessions
         raise LookupError(f"langgraph-api has no langgraph_api.store.get_store ({exc})") from None
     return await get_store()
+
+
+def runtime_checkpointer() -> Any:
+    """The saver ``langgraph dev``'s in-memory runtime keeps every thread's checkpoints in.
+
+    The served graph's deadline watcher reads what waits there (a served graph under the server
+    checkpointer reads its database instead). LangGraph gives a custom app no public handle on
+    it. A release that moves it raises :class:`LookupError`, and the watcher does not start
+    (it says so; an answer after a deadline is still declined).
+    """
+    try:
+        from langgraph_runtime_inmem.checkpoint import Checkpointer
+    except ImportError as exc:
+        raise LookupError(
+            f"langgraph-api's in-memory runtime has no checkpoint.Checkpointer ({exc})"
+        ) from None
+    return Checkpointer()
