@@ -24,9 +24,13 @@ try:
     # crash recovery relies on); ``durability=`` on invoke has no "default for this graph" form.
     # The strict-resume key makes LangGraph refuse a resume map naming an interrupt that no
     # longer waits, before it is saved (it checks maps keyed by interrupt id only).
+    # A node's answers saved before this run (the scratchpad's resume values, less the one the
+    # run's resume map brought): an answer replayed is told from one given now.
     from langgraph._internal._constants import (
         CONFIG_KEY_CHECKPOINTER,
         CONFIG_KEY_DURABILITY,
+        CONFIG_KEY_RESUME_MAP,
+        CONFIG_KEY_SCRATCHPAD,
         CONFIG_KEY_STRICT_RESUME,
     )
 except ImportError as exc:  # pragma: no cover - a LangGraph without them: do not start
@@ -37,11 +41,13 @@ except ImportError as exc:  # pragma: no cover - a LangGraph without them: do no
     ) from None
 
 __all__ = [
+    "answers_saved",
     "checkpointer_of",
     "default_durability",
     "infer_as_node",
     "interrupt_id",
     "rebuild_as",
+    "runtime_checkpointer",
     "server_store",
     "state_checkpointer",
     "strict_resume",
@@ -69,6 +75,33 @@ def interrupt_id(config: RunnableConfig | None, answered: int) -> str | None:
         return None
     ns = ((config or {}).get("configurable") or {}).get("checkpoint_ns")
     return _interrupt_id(ns, answered) if isinstance(ns, str) else None
+
+
+def answers_saved(config: RunnableConfig | None) -> int | None:
+    """How many of a node's interrupts were answered before the run it runs in.
+
+    LangGraph replays a resumed node from its start, returning each answer saved before (its
+    task's resume values) from the interrupt that asked; the run's own answer, if it brings one
+    (``Command(resume=...)``, plain or keyed by interrupt id), comes after them. Under a quorum
+    an answer replayed must not count as another approval, while one given now must be refused
+    when its operator's approval is already counted. ``None`` when a LangGraph release no longer
+    says (every answer is then taken as replayed: never counted twice, only not refused by name).
+    """
+    configurable = (config or {}).get("configurable") or {}
+    resume = getattr(configurable.get(CONFIG_KEY_SCRATCHPAD), "resume", None)
+    if not isinstance(resume, list):
+        return None
+    saved = len(resume)
+    keyed = configurable.get(CONFIG_KEY_RESUME_MAP)
+    ns = configurable.get("checkpoint_ns")
+    if saved and isinstance(keyed, Mapping) and isinstance(ns, str):
+        try:
+            from langgraph.types import _interrupt_id
+        except ImportError:  # pragma: no cover - a LangGraph without it: unknown
+            return None
+        if _interrupt_id(ns, saved - 1) in keyed or _interrupt_id(ns, 0) in keyed:
+            saved -= 1  # the run's own answer, by its interrupt's id (LangGraph appended it)
+    return saved
 
 
 def default_durability(durability: str) -> dict[str, Any]:
@@ -134,3 +167,20 @@ async def server_store() -> Any:
     except ImportError as exc:  # pragma: no cover - another langgraph-api: no sessions
         raise LookupError(f"langgraph-api has no langgraph_api.store.get_store ({exc})") from None
     return await get_store()
+
+
+def runtime_checkpointer() -> Any:
+    """The saver ``langgraph dev``'s in-memory runtime keeps every thread's checkpoints in.
+
+    The served graph's deadline watcher reads what waits there (a served graph under the server
+    checkpointer reads its database instead). LangGraph gives a custom app no public handle on
+    it. A release that moves it raises :class:`LookupError`, and the watcher does not start
+    (it says so; an answer after a deadline is still declined).
+    """
+    try:
+        from langgraph_runtime_inmem.checkpoint import Checkpointer
+    except ImportError as exc:
+        raise LookupError(
+            f"langgraph-api's in-memory runtime has no checkpoint.Checkpointer ({exc})"
+        ) from None
+    return Checkpointer()

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 
 __all__ = [
     "AlgentaGraphError",
+    "ApprovalAlreadyCounted",
     "AuthFileError",
     "BearerTokenRefused",
     "CheckpointerError",
@@ -249,6 +250,18 @@ class EscalationAlreadyDecided(AlgentaGraphError, RuntimeError):
             f"{state}); that answer takes effect, and nothing was done or recorded in this "
             "resume's name"
         )
+
+
+class ApprovalAlreadyCounted(AlgentaGraphError, RuntimeError):
+    """An operator's second approval toward a quorum, met in the ledger: refused, by name.
+
+    Raised by a denial handler when an approval it was just given finds the operator's own
+    approval already counted toward the same escalation's quorum (given at the same moment in
+    another worker, a copy of the thread, or through another token of the same identity): it is
+    not counted again, and the run ends with this error. The message says who and how far the
+    approvals came. (A ``RuntimeError`` too, so the LangGraph server shows the message to the
+    API client.)
+    """
 
 
 class NoEscalationPending(AlgentaGraphError, RuntimeError):

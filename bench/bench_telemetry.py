@@ -4,7 +4,7 @@ Four variants of the same governed graph, turns interleaved (the order rotates e
 
 - ``off``: no callback handler, and the connection's per-call telemetry
   (:class:`~algenta_graph.telemetry.engine_calls.EngineCall`) replaced by a null stand-in: the
-  graph as it was before issue 24;
+  graph as it was before it was instrumented;
 - ``no-op``: :func:`~algenta_graph.telemetry.instrument` with nothing configured (the global
   OpenTelemetry providers are the API's no-ops): the graph is returned as it is, and each
   engine call checks that nothing is configured; what every user gets by default;
@@ -286,7 +286,8 @@ def render(results: dict[str, dict[str, Any]], turns: int) -> str:
     lines += [
         "",
         "`off`: no handler and the connection's per-call telemetry replaced by a null "
-        "stand-in (the graph before issue 24); `no-op`: `instrument(graph)` with nothing "
+        "stand-in (the graph before it was instrumented); `no-op`: `instrument(graph)` with "
+        "nothing "
         "configured (the default: the graph as it is, each engine call checking that nothing "
         "is configured); `attached`: `instrument(graph, always=True)` with nothing configured "
         "(the handler on every LangChain run, over the API's no-ops); `sdk`: the OpenTelemetry "

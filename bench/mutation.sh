@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation testing of the governance core against its unit tests (issue 16).
+# Mutation testing of the governance core against its unit tests.
 #
 #   bench/mutation.sh                      # every module [tool.mutmut] only_mutate matches
 #   bench/mutation.sh outcomes gates       # only these modules (by name, or a path under

@@ -89,7 +89,9 @@ async def record(db: Path) -> list[ReadableSpan]:
                 model = ScriptedChatModel(replies=replies)
                 async with AsyncSqliteSaver.from_conn_string(str(db / "cp.sqlite")) as saver:
                     graph = instrument(
-                        await create_governed_agent(model, connection=conn, checkpointer=saver),
+                        await create_governed_agent(
+                            model, connection=conn, checkpointer=saver, single_process=True
+                        ),
                         tracer_provider=provider,
                     )
                     # a first turn warms the process up (model binding, sessions); not drawn

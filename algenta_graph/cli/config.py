@@ -159,7 +159,7 @@ def add_config_parser(sub: Any) -> None:
     p = sub.add_parser(
         "config",
         help="check a configuration file (TOML or JSON) of the served graph",
-        description="The governed agent's configuration (see the README, 'Configuration').",
+        description="The governed agent's configuration (see docs/CONFIGURATION.md).",
     )
     actions = p.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     check = actions.add_parser(

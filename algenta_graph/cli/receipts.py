@@ -114,7 +114,7 @@ def with_trace_ids(records: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
     """The records as the table shows them: each receipt's detail ends with its trace id.
 
     The W3C trace id the engine wrote into the receipt (from the call's ``traceparent``): the
-    trace of the run that executed it (``README.md``, "Tracing"). Display only: the records
+    trace of the run that executed it (``docs/TRACING.md``). Display only: the records
     themselves, and ``--jsonl``, are unchanged.
 
     >>> shown = with_trace_ids({"t": {"receipts": [{"source": "model", "trace_id": "ab" * 16}]}})

@@ -41,8 +41,8 @@ TOKENS_FILE = "tokens.json"
 
 AGENT_TOML = """\
 # agent.toml: the governed agent's configuration. The served graph reads it (ALGENTA_CONFIG in
-# .env names it), and so does `algenta-graph run --config agent.toml`. Every key is optional; the
-# README's "Configuration" lists them all. Check it: `algenta-graph config check agent.toml`.
+# .env names it), and so does `algenta-graph run --config agent.toml`. Every key is optional;
+# docs/CONFIGURATION.md lists them all. Check it: `algenta-graph config check agent.toml`.
 
 # The Algenta engine's MCP endpoint (ALGENTA_BASE_URL wins). `algenta-graph engine --port 8000
 # --relaxed` serves the local reference engine there.
@@ -123,7 +123,7 @@ def env_file(*, config: str | None = None, auth_file: str | None = None) -> str:
 # it is started in (langgraph.json "env"). Never commit a real token or key.
 # `algenta-graph init` writes it as .env, next to agent.toml, tokens.json and langgraph.json.
 
-# The configuration file (TOML or JSON; the README's "Configuration" has every key).
+# The configuration file (TOML or JSON; docs/CONFIGURATION.md has every key).
 # `algenta-graph config check` shows what it resolves to, secrets masked.
 {setting("ALGENTA_CONFIG", config, CONFIG_FILE, "`algenta-graph init` writes one")}
 
@@ -166,7 +166,7 @@ def env_file(*, config: str | None = None, auth_file: str | None = None) -> str:
 # CRM_TOKEN=
 # OPENAI_API_KEY=
 
-# The operator inbox at /inbox (README "The operator inbox"): the key that signs its session
+# The operator inbox at /inbox (docs/ESCALATIONS.md): the key that signs its session
 # cookies (set it when several workers serve it; default a random key per process), and how long
 # a session lasts. Without ALGENTA_AUTH_FILE or an identity provider the inbox refuses to serve
 # unless opened on purpose.

@@ -31,7 +31,7 @@ environment variable) and its key (:class:`ConfigError`)::
     /srv/agent.toml: extra_servers.crm.headers.Authorization: the environment variable
     CRM_TOKEN is not set
 
-Example (the README's "Configuration" has a commented file)::
+Example (``docs/CONFIGURATION.md`` has a commented file)::
 
     config = load_config("agent.toml")            # the file, then the ALGENTA_* variables
     graph = await create_governed_agent(config=config, checkpointer="runs.sqlite")

@@ -24,6 +24,7 @@ from pydantic import (
 
 from algenta_graph.config.names import _ENV_NAME, _IMPORT_PATH, _SECRET_NAME
 from algenta_graph.governance.escalations import (
+    DEFAULT_CHECK_EVERY,
     DecisionType,
     EscalationSettings,
     InterruptMode,
@@ -259,6 +260,19 @@ class UsageSettings(ConfigTable):
 
 Duration = Annotated[str | int | float, Field(union_mode="left_to_right")]
 _DURATION: TypeAdapter[timedelta] = TypeAdapter(timedelta)
+
+
+def _duration(value: Any, where: str) -> None:
+    """Refuse what is not a duration (seconds, or ISO 8601), naming ``where``."""
+    try:
+        _DURATION.validate_python(value)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"]
+        raise ValueError(
+            f'{where}{message} (seconds, or an ISO 8601 duration such as "PT4H")'
+        ) from None
+
+
 """Seconds, or an ISO 8601 duration (``"PT4H"``)."""
 
 
@@ -298,6 +312,16 @@ class EscalationTable(ConfigTable):
         GateName, Annotated[str | int | float, Field(union_mode="left_to_right")]
     ] = {}
     """Per gate, how long an escalation waits (seconds, or ``"PT4H"``)."""
+    warn_before: dict[
+        GateName, Annotated[str | int | float, Field(union_mode="left_to_right")]
+    ] = {}
+    """Per gate, how long before its deadline a served graph warns once (seconds, or
+    ``"PT15M"``; shorter than the gate's ``expires_after``)."""
+    check_every: Annotated[str | int | float, Field(union_mode="left_to_right")] = (
+        DEFAULT_CHECK_EVERY.total_seconds()
+    )
+    """How often a served graph looks for deadlines to warn of or expire (seconds, or ISO 8601;
+    default 30)."""
     quorum: dict[GateName, int] = {}
     """Per gate, how many distinct operators must approve (two-person approval: 2)."""
     notify: NotifyTable | None = None
@@ -305,17 +329,17 @@ class EscalationTable(ConfigTable):
     hook: ImportPath | None = None
     """A Python callable notified once per escalation raised."""
 
-    @field_validator("expires_after")
+    @field_validator("expires_after", "warn_before")
     @classmethod
     def _durations(cls, value: dict[str, Any]) -> dict[str, Any]:
         for gate, duration in value.items():
-            try:
-                _DURATION.validate_python(duration)
-            except ValidationError as exc:
-                message = exc.errors()[0]["msg"]
-                raise ValueError(
-                    f'{gate}: {message} (seconds, or an ISO 8601 duration such as "PT4H")'
-                ) from None
+            _duration(duration, f"{gate}: ")
+        return value
+
+    @field_validator("check_every")
+    @classmethod
+    def _interval(cls, value: str | float) -> str | float:
+        _duration(value, "")
         return value
 
     @model_validator(mode="after")
@@ -336,6 +360,8 @@ class EscalationTable(ConfigTable):
             "interrupt_mode": self.interrupt_mode,
             "allowed_decisions": self.allowed_decisions,
             "expires_after": self.expires_after,
+            "warn_before": self.warn_before,
+            "check_every": self.check_every,
             "quorum": self.quorum,
             "hook": hook,
         }

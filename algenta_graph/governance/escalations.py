@@ -41,6 +41,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -52,6 +53,7 @@ from algenta_graph.governance.tool_gates import ToolRef
 
 __all__ = [
     "ALL_DECISIONS",
+    "DEFAULT_CHECK_EVERY",
     "DIGEST_FIELDS",
     "DecisionType",
     "EscalationSettings",
@@ -59,6 +61,7 @@ __all__ = [
     "NotifyHook",
     "RulesInForce",
     "WebhookNotify",
+    "already_approved",
     "approvals_said",
     "deadline",
     "escalation_digest",
@@ -73,6 +76,9 @@ InterruptMode = Literal["batched", "per_call"]
 interrupt per escalated call (LangChain's ``ToolApprovalRequest``, with a ``response_schema``)."""
 ALL_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
 """Every decision an escalated ``execute_decision`` call can take (the default for each gate)."""
+
+DEFAULT_CHECK_EVERY = timedelta(seconds=30)
+"""How often a served graph looks for deadlines to act on, unless ``check_every`` says."""
 
 NotifyHook = Callable[[Mapping[str, Any]], Awaitable[None] | None]
 """A Python notification hook: called once per escalation raised with its notice (a dict:
@@ -165,6 +171,13 @@ class EscalationSettings(BaseModel):
     expires_after: dict[GateName, timedelta] = Field(default_factory=dict)
     """Per gate, how long an escalation waits (seconds, or ISO 8601 ``PT4H``); past it, it can
     only be declined, recorded ``expired``, whatever answer arrives. No entry: no deadline."""
+    warn_before: dict[GateName, timedelta] = Field(default_factory=dict)
+    """Per gate, how long before its deadline a served graph sends one warning notice
+    (seconds, or ISO 8601), through the notification hooks; each gate named must have an
+    ``expires_after`` longer than it. No entry: no warning."""
+    check_every: timedelta = DEFAULT_CHECK_EVERY
+    """How often a served graph looks for escalations to warn of or expire (seconds, or ISO
+    8601; default 30 seconds)."""
     quorum: dict[GateName, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     """Per gate, how many distinct operators must approve an escalation before anything runs
     (two-person approval: ``{"risk_floor": 2}``; default 1). Each approval is bound to the
@@ -188,13 +201,44 @@ class EscalationSettings(BaseModel):
                 raise ValueError(f"{gate}: at least one decision (approve, edit, reject, respond)")
         return {gate: list(dict.fromkeys(d)) for gate, d in value.items()}
 
-    @field_validator("expires_after")
+    @field_validator("expires_after", "warn_before")
     @classmethod
-    def _positive(cls, value: dict[str, timedelta]) -> dict[str, timedelta]:
+    def _positive(cls, value: dict[str, timedelta], info: ValidationInfo) -> dict[str, timedelta]:
         for gate, after in value.items():
             if after <= timedelta(0):
-                raise ValueError(f"{gate}: expires_after must be positive, got {after}")
+                raise ValueError(f"{gate}: {info.field_name} must be positive, got {after}")
         return value
+
+    @field_validator("check_every")
+    @classmethod
+    def _sometimes(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(f"check_every must be positive, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _warn_before_deadline(self) -> EscalationSettings:
+        for gate, lead in self.warn_before.items():
+            after = self.expires_after.get(gate)
+            if after is None:
+                raise ValueError(
+                    f"warn_before.{gate}: the gate has no deadline (set expires_after.{gate})"
+                )
+            if lead >= after:
+                raise ValueError(
+                    f"warn_before.{gate}: {lead} is not shorter than expires_after.{gate} "
+                    f"({after}): the warning would come before the escalation is raised"
+                )
+        return self
+
+    def warn_before_for(self, gate: str) -> timedelta | None:
+        """How long before an escalation of ``gate`` expires it is warned of (``None``: never).
+
+        >>> EscalationSettings(expires_after={"confidence": 60}, warn_before={"confidence": 10}
+        ...     ).warn_before_for("confidence")
+        datetime.timedelta(seconds=10)
+        """
+        return next((lead for name, lead in self.warn_before.items() if name == gate), None)
 
     @model_validator(mode="after")
     def _no_edit_under_quorum(self) -> EscalationSettings:
@@ -245,6 +289,19 @@ def approvals_said(approvers: Sequence[str], quorum: int) -> str:
     """
     names = f": {', '.join(approvers)}" if approvers else ""
     return f"{len(approvers)} of {quorum} approvals{names}"
+
+
+def already_approved(operator: str | None, approvers: Sequence[str], quorum: int) -> str:
+    """Why an operator's second approval toward a quorum is refused, naming them.
+
+    >>> already_approved("ana", ["ana"], 2)  # doctest: +ELLIPSIS
+    "operator 'ana' already approved this escalation (1 of 2 approvals: ana); ..."
+    """
+    return (
+        f"operator {operator!r} already approved this escalation "
+        f"({approvals_said(approvers, quorum)}); a quorum of {quorum} needs another "
+        "operator's approval: nothing was counted twice"
+    )
 
 
 def parse_time(text: str) -> datetime:

@@ -28,9 +28,16 @@ import httpx
 
 from algenta_graph.governance.escalations import EscalationSettings, WebhookNotify
 from algenta_graph.governance.notice_signing import signed_headers, webhook_id
-from algenta_graph.ledger import Ledger, NoticeMark, new_entry, release
+from algenta_graph.ledger import Entry, Ledger, NoticeMark, new_entry, release
 
-__all__ = ["notice_key", "notify_once", "post_notice"]
+__all__ = [
+    "DEADLINE_WARNING",
+    "RAISED",
+    "mark_once",
+    "notice_key",
+    "notify_once",
+    "post_notice",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +46,53 @@ class _Timeout(Exception):
     """A hook attempt timed out: it may have been delivered."""
 
 
-def notice_key(escalation_id: str) -> str:
-    """The claim key of an escalation's notice.
+RAISED = "escalation.raised"
+"""A notice's ``event`` when it says an escalation was raised (its notice has no ``event``)."""
+DEADLINE_WARNING = "escalation.deadline_warning"
+"""A notice's ``event`` when it warns that an escalation's deadline is near (``warn_before``)."""
 
-    >>> notice_key("esc_1")
-    'notice:esc_1'
+
+def notice_key(escalation_id: str, event: str = RAISED) -> str:
+    """The claim key of an escalation's notice of ``event``.
+
+    >>> notice_key("esc_1"), notice_key("esc_1", DEADLINE_WARNING)
+    ('notice:esc_1', 'notice:escalation.deadline_warning:esc_1')
     """
-    return f"notice:{escalation_id}"
+    return f"notice:{escalation_id}" if event == RAISED else f"notice:{event}:{escalation_id}"
+
+
+def notice_id(notice: Mapping[str, Any]) -> str:
+    """The ``webhook-id`` of ``notice``: the same on every attempt, another for each event.
+
+    >>> notice_id({"escalation_id": "esc_1"})
+    'esc_1'
+    >>> notice_id({"escalation_id": "esc_1", "event": DEADLINE_WARNING})[:4]
+    'esc_'
+    """
+    escalation = str(notice.get("escalation_id"))
+    event = str(notice.get("event") or RAISED)
+    return webhook_id(escalation if event == RAISED else f"{escalation}.{event}")
+
+
+async def mark_once(store: Ledger, key: str, escalation_id: str) -> Entry[NoticeMark] | None:
+    """Claim ``key``'s mark for this process: the claim, or ``None`` when another holds it.
+
+    Another process's mark is taken over when it was abandoned unfinished (its process gone, or
+    not refreshed for the lease); a finished one is never taken. :meth:`Ledger.finish` the claim
+    once what it stands for is done, :func:`~algenta_graph.ledger.release` it in any case.
+    """
+    current = await store.get(key, NoticeMark)
+    mine = new_entry(key, NoticeMark(escalation_id=escalation_id))
+    if current is None:
+        current = await store.insert(mine)
+    won = current.token == mine.token
+    if not won and current.abandoned():
+        # its claimant failed (or died) before it was done: do it now
+        won = await store.take_over(current, mine)
+    if not won:
+        release(mine)
+        return None
+    return mine
 
 
 async def post_notice(target: WebhookNotify, notice: Mapping[str, Any]) -> None:
@@ -60,7 +107,7 @@ async def post_notice(target: WebhookNotify, notice: Mapping[str, Any]) -> None:
         _Timeout: an attempt timed out (the receiver may have it).
     """
     body = json.dumps(dict(notice), sort_keys=True, default=str).encode()
-    message_id = webhook_id(str(notice.get("escalation_id")))
+    message_id = notice_id(notice)
     secret = target.secret.get_secret_value()
     problem = "no attempt"
     async with httpx.AsyncClient(timeout=target.timeout_seconds) as client:
@@ -97,23 +144,20 @@ async def notify_once(
 ) -> bool:
     """Send ``notice`` through the configured hooks unless it was sent (or is being sent).
 
+    One notice per escalation and ``event`` (:data:`RAISED` when the notice names none, or
+    :data:`DEADLINE_WARNING`): each is marked under its own key and posted under its own
+    ``webhook-id``.
+
     Returns whether this call sent it. Never raises: a failing hook is logged, and its notice is
     left unsent for the next handler that meets the escalation.
     """
     if settings.hook is None and settings.notify_url is None:
         return False
-    key = notice_key(str(notice.get("escalation_id")))
+    escalation = str(notice.get("escalation_id"))
+    key = notice_key(escalation, str(notice.get("event") or RAISED))
     try:
-        current = await store.get(key, NoticeMark)
-        mine = new_entry(key, NoticeMark(escalation_id=str(notice.get("escalation_id"))))
-        if current is None:
-            current = await store.insert(mine)
-        won = current.token == mine.token
-        if not won and current.abandoned():
-            # its sender failed (or died) before it was sent: send it now
-            won = await store.take_over(current, mine)
-        if not won:
-            release(mine)
+        mine = await mark_once(store, key, escalation)
+        if mine is None:
             return False
     except Exception as exc:  # the claim store is unavailable: never block the escalation
         logger.warning("escalation %s: notice not sent: %s", notice.get("escalation_id"), exc)

@@ -16,7 +16,10 @@ itself, for every tool the model can call (an extra MCP server's as much as the 
   so they hold across restarts and workers;
 - ``approval``: the tool is one whose calls an operator must approve: named by
   ``require_approval``, marked ``destructiveHint: true`` by its server (unless ``allow`` names
-  it), or unlisted on a server whose posture is ``unlisted = "approve"``.
+  it), or unlisted on a server whose posture is ``unlisted = "approve"``; or one whose calls
+  need several distinct operators' approvals (``[[tool_gates.approvals]]``, :class:`Approvals`:
+  ``tool = "crm.delete_customer"``, ``quorum = 2``), which then holds every escalated call of the
+  tool, whichever gate escalated it, until that many approved (two-person approval).
 
 A call gets one decision: a server's ``deny`` posture first, then the first of these gates that
 blocks it, in that order (an operator is only asked about a call that breaks no rule and fits
@@ -73,6 +76,7 @@ from algenta_graph.governance.rule_schemas import catalog_problems, schema_probl
 
 __all__ = [
     "ALL_TOOLS",
+    "Approvals",
     "ArgumentRule",
     "Budget",
     "CallCounts",
@@ -262,6 +266,24 @@ class ArgumentRule(_Table):
         return self
 
 
+class Approvals(_Table):
+    """Tools whose calls need ``quorum`` distinct operators' approvals (two-person approval).
+
+    Its calls are held for an operator, as ``require_approval`` holds them, and any escalated
+    call of it (held by this rule, an argument rule or a budget) runs only once ``quorum``
+    distinct operators approved the same digest; an ``edit`` is not offered (it would run
+    arguments the other approvers never saw). The rule is one of the rules in force an
+    escalation's digest binds: a quorum changed since an answer was given makes it stale.
+    """
+
+    tool: str
+    """The tools it applies to (a pattern, see the module docs)."""
+    quorum: int = Field(ge=1)
+    """How many distinct operators must approve each call (``2``: two-person approval)."""
+
+    _tool = field_validator("tool")(classmethod(lambda cls, v: _pattern(v)))
+
+
 class ServerRules(_Table):
     """A server's own rules (``[tool_gates.servers.<name>]``)."""
 
@@ -286,6 +308,9 @@ class ToolGates(_Table):
 
     require_approval: list[str] = []
     """Tools whose every call an operator must approve before it runs (patterns)."""
+    approvals: list[Approvals] = []
+    """Tools whose every call several distinct operators must approve before it runs
+    (:class:`Approvals`: ``[[tool_gates.approvals]]`` with ``tool`` and ``quorum``)."""
     allow: list[str] = []
     """Tools that run without an operator's approval (patterns): a tool its server marks
     ``destructiveHint: true``, or any tool of a server whose posture is ``unlisted = "approve"``
@@ -321,8 +346,8 @@ class ToolGates(_Table):
     def empty(self) -> bool:
         """Whether there is no rule at all."""
         return not (
-            self.require_approval or self.allow or self.budgets or self.argument_rules
-            or self.servers
+            self.require_approval or self.approvals or self.allow or self.budgets
+            or self.argument_rules or self.servers
         )  # fmt: skip
 
     def compile(self, catalog: GateCatalog | None = None) -> CompiledGates:
@@ -497,6 +522,9 @@ def _resolve(
 
     for i, pattern in enumerate(gates.require_approval):
         entry(f"require_approval[{i}]", f"require_approval {pattern!r}", "approval", pattern)
+    for i, approvals in enumerate(gates.approvals):
+        says = f"approvals {approvals.tool!r} (quorum {approvals.quorum})"
+        entry(f"approvals[{i}]", says, "approval", approvals.tool)
     for i, pattern in enumerate(gates.allow):
         entry(f"allow[{i}]", f"allow {pattern!r}", "approval", pattern)
     for i, budget in enumerate(gates.budgets):
@@ -510,7 +538,7 @@ def _resolve(
             governed = [(r.qualified, schemas[r]) for r in found]
             for problem in catalog_problems(rule.json_schema, governed):
                 problems.append((f"{key}.schema", f"argument rule {rule.name!r}: {problem}"))
-    listed = [*gates.require_approval, *gates.allow]
+    listed = [*gates.require_approval, *(a.tool for a in gates.approvals), *gates.allow]
     for server, rules in gates.servers.items():
         key = f"servers.{server}"
         if server not in catalog.servers and not (rules.optional and server in catalog.unreachable):
@@ -622,7 +650,8 @@ class CompiledGates:
 
     def _listed(self, tool: ToolRef) -> bool:
         g = self.gates
-        return any(matches(p, tool) for p in (*g.require_approval, *g.allow))
+        listed = (*g.require_approval, *(a.tool for a in g.approvals), *g.allow)
+        return any(matches(p, tool) for p in listed)
 
     def _posture(self, tool: ToolRef) -> Posture:
         """The server's posture for ``tool``: ``allow`` for a listed tool."""
@@ -664,7 +693,7 @@ class CompiledGates:
         answer given under other rules is refused as stale.
         """
         g = self.gates
-        return {
+        rules: dict[str, Any] = {
             "tool": tool.qualified,
             "policy": policy,
             "require_approval": [p for p in g.require_approval if matches(p, tool)],
@@ -676,6 +705,10 @@ class CompiledGates:
                 r.model_dump(mode="json", by_alias=True) for r in self.rules_for(tool)
             ],
         }
+        quorums = [a.model_dump(mode="json") for a in g.approvals if matches(a.tool, tool)]
+        if quorums:  # only then: the digests of escalations under no quorum rule are unchanged
+            rules["approvals"] = quorums
+        return rules
 
     def check(
         self,
@@ -689,7 +722,8 @@ class CompiledGates:
 
         A server's ``deny`` posture first, then argument rules, then budgets, then approval
         (unless ``approval`` is false: the engine's ``execute_decision``, which the engine's own
-        gates govern): ``require_approval``, a destructive tool, a server's ``approve`` posture.
+        gates govern): ``require_approval``, ``approvals``, a destructive tool, a server's
+        ``approve`` posture.
         """
         posture = self._posture(tool)
         if posture == "deny":
@@ -711,6 +745,15 @@ class CompiledGates:
                     "tool_approval_required",
                     f"calls of {tool.qualified} need an operator's approval "
                     f"(require_approval {pattern!r})",
+                )
+        for rule in self.gates.approvals:
+            if matches(rule.tool, tool):
+                return GateDecision(
+                    "approval",
+                    f"approvals:{rule.tool}",
+                    "tool_approval_required",
+                    f"calls of {tool.qualified} need {rule.quorum} distinct operators' "
+                    f"approvals (approvals {rule.tool!r}, quorum {rule.quorum})",
                 )
         if self._destructive(tool):
             return GateDecision(

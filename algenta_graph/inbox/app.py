@@ -51,6 +51,7 @@ from algenta_graph.inbox.rendering import HERE, PREFIX
 from algenta_graph.inbox.session import SessionStore
 from algenta_graph.inbox.signin import Handler, Page, SignIn
 from algenta_graph.inbox.startup import check_startup
+from algenta_graph.serving.deadline_watcher import watch_deadlines
 
 __all__ = ["app", "create_app"]
 
@@ -124,7 +125,9 @@ def create_app(
         except InboxConfigError as exc:
             _log.error("%s", exc)
         try:
-            yield
+            # the served graph's escalations expire on their own (no cron), warned of first
+            async with watch_deadlines():
+                yield
         finally:
             await close_engines()
 

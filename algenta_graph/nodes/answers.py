@@ -61,7 +61,7 @@ from algenta_graph.connection.client import EXECUTE_TOOL
 from algenta_graph.governance.escalations import (
     DecisionType,
     EscalationSettings,
-    approvals_said,
+    already_approved,
 )
 from algenta_graph.governance.scrub import GRAPH_SUPPLIED_FIELDS, scrub_arguments
 from algenta_graph.governance.tool_gates import CompiledGates
@@ -524,6 +524,7 @@ def _under(item: EscalationItem) -> str:
         return ""
     said = [f"policy {rules.get('policy')}"]
     said += [f"require_approval {p!r}" for p in rules.get("require_approval") or ()]
+    said += [f"approvals {a['tool']!r} quorum {a['quorum']}" for a in rules.get("approvals") or ()]
     said += [f"allow {p!r}" for p in rules.get("allow") or ()]
     said += [f"budget {json.dumps(b, sort_keys=True)}" for b in rules.get("budgets") or ()]
     for rule in rules.get("argument_rules") or ():
@@ -597,8 +598,4 @@ def check_quorum(answer: OperatorAnswer, approved: Sequence[str], quorum: int) -
             f"declines them, not a mix ({', '.join(sorted(types))}): nothing was counted"
         )
     if answer.approves_all and answer.operator in approved:
-        raise ValueError(
-            f"operator {answer.operator!r} already approved this escalation "
-            f"({approvals_said(approved, quorum)}); a quorum of {quorum} needs another "
-            "operator's approval: nothing was counted twice"
-        )
+        raise ValueError(already_approved(answer.operator, approved, quorum))

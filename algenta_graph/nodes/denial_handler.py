@@ -51,7 +51,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 
-from algenta_graph._langgraph import checkpointer_of, interrupt_id
+from algenta_graph._langgraph import answers_saved, checkpointer_of, interrupt_id
 from algenta_graph.audit.chain import seal
 from algenta_graph.connection.outcomes import tool_result_json
 from algenta_graph.governance.escalations import EscalationSettings, deadline, is_overdue
@@ -91,6 +91,7 @@ from algenta_graph.nodes.questions import (
     is_answered,
     open_denials,
     pending_escalations,
+    quorum_of,
     request_digest,
     tool_approval,
 )
@@ -405,22 +406,32 @@ class DenialHandler:
 
         Without a quorum, the one answer. Under one, each approval is counted in the ledger
         (:func:`~algenta_graph.nodes.quorum.count_approval`) and the escalation asked again,
-        saying who approved, until the quorum's last; a reject or respond ends it at once. A
-        resumed node replays the answers given before (LangGraph's resume values, in order),
-        each counted again idempotently.
+        saying who approved, until the quorum's last; a reject or respond ends it at once, and so
+        does an approval given past the deadline (declined ``expired``, not counted). The
+        quorum is the gate's or a reviewed tool's (:func:`~algenta_graph.nodes.questions.
+        quorum_of`). A resumed node replays the answers given before (LangGraph's resume values,
+        in order), each counted again idempotently; an approval given now whose operator's is
+        already counted (in the ledger: another worker, thread copy or token) is refused by name.
         """
-        quorum = self.settings.quorum_for(self.gate)
+        quorum = quorum_of(self.gate, items, self.settings)
         if quorum == 1:
             return self._ask(items, config), []
         digest = request_digest(items)
         counted = await approvals(ledger, key, digest, quorum)
         given: list[str] = []  # who approved in the answers this node run has met so far
+        saved = answers_saved(config)  # None (unknown): every answer taken as replayed
+        per_round = len(items) if self.settings.interrupt_mode == "per_call" else 1
         while True:
+            replayed = saved is None or (len(given) + 1) * per_round <= saved
             shown = [
                 EscalationItem(**i, quorum=quorum, approvals=approvers(counted)) for i in items
             ]
-            answer = self._ask(shown, config, approved=given)
-            if not answer.approves_all:
+            # an answer given now is refused by name if its operator's approval is counted
+            before = given if replayed else list(dict.fromkeys([*approvers(counted), *given]))
+            answer = self._ask(shown, config, before, quorum, replayed=replayed)
+            now = self.clock()
+            late = not replayed and any(is_overdue(i["expires_at"], now) for i in items)
+            if not answer.approves_all or late:  # past the deadline: declined, not counted
                 return answer, approvers(counted)
             mark = ApprovalMark(
                 operator=answer.operator or "?",
@@ -430,31 +441,34 @@ class DenialHandler:
                 thread_id=thread,
                 reason=answer.decisions[0].reason,
             )
-            counted = await count_approval(ledger, key, quorum, mark)
+            counted = await count_approval(ledger, key, quorum, mark, replayed=replayed)
             given.append(mark.operator)
             if len(counted) >= quorum:
                 return answer, approvers(counted)
-            per_call = self.settings.interrupt_mode == "per_call"
-            asked = len(given) * (len(items) if per_call else 1)
-            items = await self._items(pending, thread, config, asked=asked)
+            items = await self._items(pending, thread, config, asked=len(given) * per_round)
 
     def _ask(
         self,
         items: Sequence[EscalationItem],
         config: RunnableConfig,
         approved: Sequence[str] = (),
+        quorum: int = 1,
+        *,
+        replayed: bool = False,
     ) -> OperatorAnswer:
         """Interrupt for the operator's answer, checked by LangGraph before it is saved.
 
-        ``approved``: who approved before, under a quorum (an answer that approves again in
-        their name is refused).
+        ``approved``: who approved before, under a ``quorum`` (an answer that approves again in
+        their name is refused). ``replayed``: the answer is one given in an earlier run (under
+        a quorum, another operator's approval), whose operator was checked and stamped on it
+        then: it is not checked against this run's identity.
         """
-        quorum = self.settings.quorum_for(self.gate)
         if self.settings.interrupt_mode != "per_call":
 
             def check(answer: OperatorAnswer) -> OperatorAnswer:
                 self._check_edits(answer, items)
-                named = dataclasses.replace(answer, operator=self._operator(answer, config))
+                who = self._operator(answer, config, replayed)
+                named = dataclasses.replace(answer, operator=who)
                 check_quorum(named, approved, quorum)
                 return named
 
@@ -470,7 +484,7 @@ class DenialHandler:
             def check_one(
                 answer: OperatorAnswer, index: int = index, first: str | None = first
             ) -> OperatorAnswer:
-                operator = self._operator(answer, config)
+                operator = self._operator(answer, config, replayed)
                 if first is not None and operator != first:
                     raise ValueError(
                         f"call {index + 1} of this step: operator {operator!r} is not {first!r}, "
@@ -493,7 +507,10 @@ class DenialHandler:
         """Refuse an approval or edit that breaks an argument rule in force (``check_rules``)."""
         check_rules(answer, items, self.tool_gates)
 
-    def _operator(self, answer: OperatorAnswer, config: RunnableConfig) -> str:
+    def _operator(self, answer: OperatorAnswer, config: RunnableConfig, replayed: bool) -> str:
+        """Who gave ``answer``: as stamped on it when it was given, for a replayed one."""
+        if replayed and answer.operator:
+            return answer.operator
         return answering_operator(answer.operator, self.gate, config, self.authorize_operator)
 
     # ------------------------------------------------------------------ one answer

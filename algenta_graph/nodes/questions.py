@@ -46,6 +46,7 @@ __all__ = [
     "is_answered",
     "open_denials",
     "pending_escalations",
+    "quorum_of",
     "request_digest",
     "reviewed_args",
     "reviewed_tool",
@@ -257,6 +258,8 @@ def escalation_items(
         in_force = settings.rules_in_force
         rules = dict(in_force(gate, tool)) if in_force is not None else None
         shown.update(rules=rules)
+        if _rules_quorum(rules) > 1:  # the gate's own quorum already left edit out
+            allowed = [d for d in allowed if d != "edit"]
         engine = denial if flag is not None else {}
         item = EscalationItem(
             gate=gate,
@@ -287,6 +290,28 @@ def escalation_items(
     return items
 
 
+def _rules_quorum(rules: Mapping[str, Any] | None) -> int:
+    """The quorum the rules in force set for a tool's calls (``[[tool_gates.approvals]]``).
+
+    >>> _rules_quorum({"approvals": [{"tool": "crm.*", "quorum": 2},
+    ...                              {"tool": "crm.delete_*", "quorum": 3}]})
+    3
+    >>> _rules_quorum(None), _rules_quorum({"approvals": []})
+    (1, 1)
+    """
+    return max((int(a["quorum"]) for a in (rules or {}).get("approvals") or ()), default=1)
+
+
+def quorum_of(gate: str, items: Sequence[EscalationItem], settings: EscalationSettings) -> int:
+    """How many distinct operators must approve ``items`` (one request of ``gate``).
+
+    The gate's quorum (:attr:`~algenta_graph.governance.escalations.EscalationSettings.quorum`)
+    or the highest a reviewed tool's rules in force set (bound in each item's digest), whichever
+    is higher: one request is approved as a whole.
+    """
+    return max([settings.quorum_for(gate), *(_rules_quorum(i.get("rules")) for i in items)])
+
+
 def reviewed_tool(item: EscalationItem) -> ToolRef:
     """The tool an approval of ``item`` runs, as tool rules name it.
 
@@ -315,10 +340,12 @@ def _description(item: EscalationItem) -> str:
         said = approvals_said(item.get("approvals") or [], item["quorum"])
         deadline += f" Needs {item['quorum']} distinct operators' approvals ({said})."
     if item["override_flag"] is None:
+        edits = "edit" in item["allowed_decisions"]
+        edit = " edit to run it with other arguments;" if edits else ""
         return (
             f"The {item['gate']} gate held the call of {item.get('tool')} "
-            f"({item['code']}): {item['message']}. Approve to run it once as shown; edit to run "
-            f"it with other arguments; reject to keep it from running.{deadline}"
+            f"({item['code']}): {item['message']}. Approve to run it once as shown;{edit} reject "
+            f"to keep it from running.{deadline}"
         )
     return (
         f"The {item['gate']} gate denied decision {item['decision_id']} ({item['code']}): "

@@ -106,8 +106,11 @@ async def check_answer(thread_id: str, identity: str, roles: frozenset[str]) -> 
             f"the answer could not be checked (the thread's state could not be read: {exc}); "
             "nothing was sent: retry"
         ) from None
-    if state is None:
-        return  # not a thread of this server: the server answers for it
+    if state is None or not (state.get("values") or state.get("tasks")):
+        # not a thread of this server (its own 404), or one it only registered: `langgraph dev`
+        # workers keep their own thread registries, and one that never ran the thread reads it
+        # empty; the graph, reading the shared checkpoints, refuses it by name (the run's error)
+        return
     waiting = waiting_gates(state)
     if waiting:
         if not any(is_operator(roles, gate) for gate in waiting):

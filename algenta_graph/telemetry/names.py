@@ -3,7 +3,7 @@
 Spans follow the OpenTelemetry GenAI semantic conventions where one applies (``gen_ai.*``,
 ``mcp.*``, ``server.*``, ``error.type``: Development status, as of semantic-conventions-genai
 v0.1); what the conventions have no name for is this project's, under one prefix,
-:data:`PREFIX` (``algenta.``). ``README.md`` ("Tracing") lists them with their meaning.
+:data:`PREFIX` (``algenta.``). ``docs/TRACING.md`` lists them with their meaning.
 
 >>> ATTR_GATE, ATTR_OUTCOME, METRIC_EXECUTIONS
 ('algenta.gate', 'algenta.outcome', 'algenta.executions')

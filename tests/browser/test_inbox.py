@@ -1,4 +1,4 @@
-"""The operator inbox in a real browser, on the served graph (issue 22).
+"""The operator inbox in a real browser, on the served graph.
 
 A real ``langgraph dev`` with the repository's ``langgraph.json`` (its ``http.app`` is the
 inbox), an auth file, its checkpoints in a SQLite file (``server_checkpointer``), the reference

@@ -6,8 +6,9 @@ at interpreter exit; a TOML or JSON block is checked by the real reader (``load_
 ``{ env = "NAME" }`` it names set; a ``langgraph.json`` fragment's paths imported); a shell
 block runs under ``bash -e``, with ``pip`` standing in as a check that what it installs is
 installed here and every extra it names exists. A block a test needs with something running
-first is marked with a name and run there (``test_readme.py``, ``test_gates_snippet.py``); a block
-that cannot run here is marked ``not run`` with why, and the list of those is kept here, named.
+first is marked with a name and run there (``test_readme.py``, ``test_library_snippets.py``); a
+block that cannot run here is marked ``not run`` with why, and the list of those is kept here,
+named.
 """
 
 from __future__ import annotations
@@ -35,11 +36,17 @@ NOT_RUN = [
         "servers on the fixed ports 8000 and 2024, in the foreground "
         "(tests/served/test_scaffold.py runs these steps on free ports)",
     ),
-    ("README.md", "a synopsis: PROMPT, t1 and [options] stand for your own (tests/cli runs each)"),
-    ("README.md", "your own engine at its own URL"),
-    ("README.md", "an OTLP collector and a paid model (tests/unit/test_telemetry.py runs it)"),
-    ("README.md", "clones a public repository over the network"),
-    ("README.md", "the slow tier itself"),
+    (
+        "docs/CLI.md",
+        "a synopsis: PROMPT, t1 and [options] stand for your own (tests/cli runs each)",
+    ),
+    ("docs/ENGINE.md", "your own engine at its own URL"),
+    (
+        "docs/TRACING.md",
+        "an OTLP collector and a paid model (tests/unit/test_telemetry.py runs it)",
+    ),
+    ("docs/ENGINE.md", "clones a public repository over the network"),
+    ("docs/GUARANTEES.md", "the slow tier itself"),
     ("docs/DEPLOYING.md", "a saver of your own and a PostgreSQL server"),
     ("docs/DEPLOYING.md", "a PostgreSQL server (tests/postgres run it)"),
     ("docs/DEPLOYING.md", "a PostgreSQL server (tests/postgres run it)"),

@@ -1,11 +1,11 @@
-"""The README's library snippets that need something running first, run as printed.
+"""The documented library snippets that need something running first, run as printed.
 
-"Gates on any tool": the CRM's MCP server (``crm.py``) started as a reader starts it, the
+``docs/TOOL_GATES.md``: the CRM's MCP server (``crm.py``) started as a reader starts it, the
 reference engine beside it, then the graph's snippet: the held ``delete_customer`` is answered
 with a plain ``{"type": "approve"}`` (the operator named in the resume's config) and runs once,
 and the process ends without a traceback (a graph left open used to end in
-``aclose(): asynchronous generator is already running``). "Configuration": the snippet builds
-the graph from the ``agent.toml`` that ``algenta-graph init`` writes.
+``aclose(): asynchronous generator is already running``). ``docs/CONFIGURATION.md``: the snippet
+builds the graph from the ``agent.toml`` that ``algenta-graph init`` writes.
 """
 
 from __future__ import annotations

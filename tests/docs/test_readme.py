@@ -1,6 +1,7 @@
-"""The README's snippets that print what their comments say, run as written: "1. Import it", the
-served graph's SDK snippets (streaming a turn; an agent asking and an operator answering, the
-decision and the webhook receiver made by the snippet itself), and the notice receiver."""
+"""The documented snippets that print what their comments say, run as written: the README's
+"1. Import it" and its served graph's SDK snippet (streaming a turn), ``docs/SECURITY.md``'s
+agent asking and operator answering (the decision and the webhook receiver made by the snippet
+itself), and ``docs/ESCALATIONS.md``'s notice receiver."""
 
 from __future__ import annotations
 
@@ -27,10 +28,10 @@ def test_import_snippet_runs(tmp_path: Path) -> None:
 
 
 def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) -> None:
-    """The README's SDK examples (a streamed turn; an agent asks, an operator answers) against a
-    real ``langgraph dev`` with an auth file and the reference engine: nothing but the server's
-    URL and the two tokens is given; the decision and the webhook receiver come from the
-    snippet itself."""
+    """The SDK examples (the README's streamed turn; ``docs/SECURITY.md``'s agent asking and
+    operator answering) against a real ``langgraph dev`` with an auth file and the reference
+    engine: nothing but the server's URL and the two tokens is given; the decision and the
+    webhook receiver come from the snippet itself."""
     import os
 
     from served_support import CONFIG, langgraph_dev, write_auth_file
@@ -62,7 +63,7 @@ def test_security_model_snippet_runs_against_the_served_graph(tmp_path: Path) ->
 def test_the_notice_receiver_refuses_an_old_notice_replayed_and_a_moved_timestamp(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The README's receiver, served over HTTP: a notice the graph posts is accepted and acted
+    """The documented receiver, served over HTTP: a notice the graph posts is accepted and acted
     on once (a retry of it too); one signed 10 minutes ago and sent again is refused, and so is
     the same with its timestamp moved to now (the signature covers it)."""
     import asyncio
@@ -79,7 +80,8 @@ def test_the_notice_receiver_refuses_an_old_notice_replayed_and_a_moved_timestam
     monkeypatch.setenv("ALGENTA_NOTIFY_SECRET", secret)
     paged: list[Any] = []
     receiver: dict[str, Any] = {}
-    exec(compile(named("receiver").code, "README.md", "exec"), receiver)
+    block = named("receiver")
+    exec(compile(block.code, block.where, "exec"), receiver)
     receiver["page_the_on_call"] = paged.append  # the snippet's pager, watched
     server = BackgroundServer(receiver["app"], name="readme-receiver")
     server.start()

@@ -208,7 +208,7 @@ async def test_a_webhook_slower_than_the_timeout_is_unknown_and_counts_as_execut
 async def test_the_default_timeout_and_a_15_s_webhook_give_one_post(
     engine: ReferenceEngine, webhook: WebhookReceiver, mcp_session: Session
 ) -> None:
-    """Issue 10's second figure: the default timeout (10 s) and a 15 s webhook, 3 calls."""
+    """A delivery of unknown outcome: the default timeout (10 s) and a 15 s webhook, 3 calls."""
     slow = webhook.url_for_delay(15)
     async with mcp_session(engine.url) as s:
         decision_id = await log(s)

@@ -1,4 +1,4 @@
-"""The Algenta HTTP API of the reference engine (issue 26), over real HTTP on a free port with
+"""The Algenta HTTP API of the reference engine, over real HTTP on a free port with
 real keys and a real SQLite file.
 
 One test per exercisable scenario of the public conformance runner (thyn-ai/algenta-integrations,

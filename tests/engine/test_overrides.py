@@ -1,4 +1,4 @@
-"""The override flags need an operator at the engine (issue 19, case 6; DESIGN invariant 14), over
+"""The override flags need an operator at the engine (invariant 14 of docs/ARCHITECTURE.md), over
 real MCP and real HTTP with real keys.
 
 ``execute_decision`` with ``force`` or ``override_safety`` true is accepted only from a key with

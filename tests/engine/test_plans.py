@@ -1,4 +1,4 @@
-"""Each decision runs under its own plan's approval (issue 19, case 5; DESIGN invariant 11), on a
+"""Each decision runs under its own plan's approval (invariant 11 of docs/ARCHITECTURE.md), on a
 strict reference engine over real MCP and real HTTP.
 
 Every ``plan_decision`` of one scenario has the same ``plan_hash``, so a decision is bound to a

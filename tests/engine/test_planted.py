@@ -1,5 +1,5 @@
 """Tests that catch the mutations a hand-made mutation pass planted in the engine and the suite
-missed (issue 19), over real HTTP and real MCP:
+missed, over real HTTP and real MCP:
 
 - the approval API taking ``approved_by`` from the request body: it is always the identity of
   the operator key that approved;

@@ -1,5 +1,5 @@
 """The three scenarios of the public conformance runner that the real engine cannot exercise yet
-(issue 26), made exercisable on the reference engine, over real HTTP:
+made exercisable on the reference engine, over real HTTP:
 
 - #9 an upstream that times out surfaces as a typed ``retryable: true`` error, distinct from
   every policy denial (a :class:`~algenta_graph.engine.SilentHost`: a port that never answers);

@@ -1,4 +1,4 @@
-"""Governance that holds against an adversarial model, client or operator (issue 10).
+"""Governance that holds against an adversarial model, client or operator.
 
 Each test drives the compiled graph against the reference engine over real HTTP, with a real
 SQLite checkpointer, and names the invariant of ``docs/ARCHITECTURE.md`` it defends:

@@ -1,4 +1,5 @@
-"""Crash recovery (DESIGN invariant 5): a delivery whose checkpoint was never written.
+"""Crash recovery (docs/ARCHITECTURE.md, invariant 5): a delivery whose checkpoint was never
+written.
 
 The checkpointer below fails exactly like a process dying after the webhook was delivered and
 before the step's checkpoint reached disk: every write carrying the receipt is refused. A new

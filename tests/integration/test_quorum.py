@@ -12,6 +12,8 @@ the decision once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from algenta_graph.engine import ReferenceEngine, WebhookReceiver
-from algenta_graph.errors import EscalationAlreadyDecided
+from algenta_graph.errors import ApprovalAlreadyCounted, EscalationAlreadyDecided
 from algenta_graph.governance.escalations import EscalationSettings
 from algenta_graph.ledger import ApprovalMark, approval_key, escalation_key, open_ledger
 
@@ -148,11 +150,12 @@ async def test_edit_is_refused_under_a_quorum() -> None:
         EscalationSettings(quorum={"confidence": 0})
 
 
-async def test_two_approvals_racing_in_two_workers_run_it_once(
+@contextlib.asynccontextmanager
+async def two_workers(
     engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
-) -> None:
-    """Two graphs on one SQLite checkpoint file and one SQLite ledger, as two workers: ana
-    approves in one, bo in the other, at once; the decision runs exactly once."""
+) -> AsyncIterator[tuple[str, Any, Any]]:
+    """Two graphs on one SQLite checkpoint file and ledger (as two workers), thread ``t``
+    waiting on a confidence escalation under a quorum of two: (the decision, east, west)."""
     db = tmp_path / "cp.sqlite"
     async with open_connection(engine) as conn:
         decision = await log_decision(conn, confidence=0.3)
@@ -162,11 +165,48 @@ async def test_two_approvals_racing_in_two_workers_run_it_once(
             agent(conn, db, ["done", "done"], escalation=QUORUM) as (west, _),
         ):
             await east.ainvoke({"messages": [("user", "go")]}, config("t"))
-            outcomes = await asyncio.gather(
-                east.ainvoke(Command(resume=approve("ana")), config("t")),
-                west.ainvoke(Command(resume=approve("bo")), config("t")),
-                return_exceptions=True,
-            )
+            yield decision, east, west
+
+
+async def test_one_identity_approving_twice_at_once_in_two_workers_is_refused_by_name(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """ana approves in two graphs on one checkpoint file and ledger at the same moment (as
+    through two tokens of hers, in two workers): one approval counts, the other is refused
+    naming her (before it is saved, or by the ledger's slot walk); nothing runs until bo."""
+    async with two_workers(engine, webhook, tmp_path) as (decision, east, west):
+        outcomes = await asyncio.gather(
+            east.ainvoke(Command(resume=approve("ana")), config("t")),
+            west.ainvoke(Command(resume=approve("ana")), config("t")),
+            return_exceptions=True,
+        )
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        assert [type(o) for o in refused] in (
+            [ValidationError],
+            [ApprovalAlreadyCounted],
+        ), outcomes
+        assert "operator 'ana' already approved" in str(refused[0])
+        FIGURES["same_identity_counted"] = 2 - len(refused)
+        assert engine.executions(decision) == [] and webhook.received == []
+        waiting = await east.aget_state(config("t"))
+        assert "1 of 2 approvals: ana" in description(waiting)
+        out = await west.ainvoke(Command(resume=approve("bo")), config("t"))
+    assert len(engine.executions(decision)) == 1 and len(webhook.received) == 1
+    [record] = out["operator_decisions"]
+    assert record["approvers"] == ["ana", "bo"]
+
+
+async def test_two_approvals_racing_in_two_workers_run_it_once(
+    engine: ReferenceEngine, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Two graphs on one SQLite checkpoint file and one SQLite ledger, as two workers: ana
+    approves in one, bo in the other, at once; the decision runs exactly once."""
+    async with two_workers(engine, webhook, tmp_path) as (decision, east, west):
+        outcomes = await asyncio.gather(
+            east.ainvoke(Command(resume=approve("ana")), config("t")),
+            west.ainvoke(Command(resume=approve("bo")), config("t")),
+            return_exceptions=True,
+        )
     for outcome in outcomes:  # each run ends, waits again, or is told who decided
         assert not isinstance(outcome, BaseException) or isinstance(
             outcome, EscalationAlreadyDecided
@@ -183,6 +223,7 @@ async def test_two_approvals_racing_in_two_workers_run_it_once(
                 "rejected_after_one_ran",
                 "executions_after_two",
                 "race_executions",
+                "same_identity_counted",
             )
         )
     )

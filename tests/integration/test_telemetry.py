@@ -1,4 +1,4 @@
-"""One trace from retrieval to the engine's receipt (issue 24), on the reference engine.
+"""One trace from retrieval to the engine's receipt, on the reference engine.
 
 Every test runs the real governed graph over the reference engine (real HTTP, real webhook,
 real SQLite checkpoints), instrumented with the OpenTelemetry SDK's own in-memory span exporter

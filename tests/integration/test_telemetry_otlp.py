@@ -1,4 +1,4 @@
-"""``configure_otlp`` sends the spans and metrics to an OTLP/HTTP collector (issue 24).
+"""``configure_otlp`` sends the spans and metrics to an OTLP/HTTP collector.
 
 A script in a subprocess (so the global providers it sets stay there) configures the SDK with
 :func:`algenta_graph.telemetry.configure_otlp`, runs one turn of the governed graph on the

@@ -1,4 +1,4 @@
-"""One escalation, one answer, one true record, on the served graph (issue 19, cases 1-4).
+"""One escalation, one answer, one true record, on the served graph (copies, cancels, new messages).
 
 A real ``langgraph dev`` with the repository's ``langgraph.json``, an auth file (two agents,
 two operators, an auditor), a real reference engine and a real webhook receiver (slow on

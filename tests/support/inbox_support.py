@@ -3,7 +3,8 @@
 - :data:`COOKIE` and :func:`cookie_decodings` (the unit, served and browser tiers);
 - :func:`served`: ``langgraph dev`` with the repository's ``langgraph.json`` (its ``http.app`` is
   the inbox), a tokens file of :data:`TOKENS`, checkpoints in a SQLite file and an
-  ``ALGENTA_CONFIG`` file of the test's settings; the pages' own helpers (:func:`submit`,
+  ``ALGENTA_CONFIG`` file of the test's settings (:func:`served_files` writes them, for any
+  number of servers and checkpoints elsewhere); the pages' own helpers (:func:`submit`,
   :func:`queue_ids`, :func:`none_shown`) and the README's screenshots (:func:`screenshot`).
 
 Selenium is imported where a helper drives a browser, so the unit tier imports this module
@@ -79,6 +80,41 @@ def screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
 REQUIRED_REASONS = '[escalation]\nrequire_reason = true\nexpires_after = {confidence = "PT4H"}\n'
 
 
+def served_files(
+    engine: ReferenceEngine,
+    tmp_path: Path,
+    settings_toml: str = REQUIRED_REASONS,
+    *,
+    checkpoints: str | None = None,
+    **more_env: str,
+) -> tuple[Path, dict[str, str]]:
+    """What :func:`served` serves: ``(langgraph.json, environment)``, written in ``tmp_path``.
+
+    ``checkpoints`` is ``ALGENTA_CHECKPOINTER`` (default: ``checkpoints.sqlite`` there); any
+    number of ``langgraph dev`` processes may serve the same two.
+    """
+    config = json.loads(CONFIG.read_text())
+    assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
+    config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
+    config.pop("env", None)
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps(config))
+    settings = tmp_path / "algenta.toml"  # by default a deadline on confidence, reasons required
+    settings.write_text(settings_toml)
+    env = {
+        "ALGENTA_CONFIG": str(settings),
+        "ALGENTA_BASE_URL": engine.url,
+        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
+        "ALGENTA_PROFILE": "execute",
+        "ALGENTA_MODEL": "demo",
+        "ALGENTA_CHECKPOINTER": checkpoints or str(tmp_path / "checkpoints.sqlite"),
+        "ALGENTA_INBOX_SECRET": "browser-test-secret",
+        ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
+        **more_env,
+    }
+    return path, env
+
+
 @contextmanager
 def served(
     engine: ReferenceEngine,
@@ -90,26 +126,8 @@ def served(
 ) -> Iterator[tuple[Any, Path]]:
     """``langgraph dev`` serving the inbox with ``settings_toml`` as its ``ALGENTA_CONFIG`` file
     (``extra_args`` to the command, ``more_env`` to its environment): ``(server, checkpoints)``."""
-    config = json.loads(CONFIG.read_text())
-    assert config["http"]["app"] == "algenta_graph.inbox.app:app"  # the repository's own
-    config["checkpointer"] = {"path": SERVER_CHECKPOINTER}
-    config.pop("env", None)
-    path = tmp_path / "langgraph.json"
-    path.write_text(json.dumps(config))
-    db = tmp_path / "checkpoints.sqlite"
-    settings = tmp_path / "algenta.toml"  # by default a deadline on confidence, reasons required
-    settings.write_text(settings_toml)
-    env = {
-        "ALGENTA_CONFIG": str(settings),
-        "ALGENTA_BASE_URL": engine.url,
-        "ALGENTA_OPERATOR_KEY_IS_AGENT_KEY": "1",  # the reference engine here has no keys
-        "ALGENTA_PROFILE": "execute",
-        "ALGENTA_MODEL": "demo",
-        "ALGENTA_CHECKPOINTER": str(db),
-        "ALGENTA_INBOX_SECRET": "browser-test-secret",
-        ENV_AUTH_FILE: str(write_auth_file(tmp_path / "auth.json", TOKENS)),
-        **more_env,
-    }
+    path, env = served_files(engine, tmp_path, settings_toml, **more_env)
+    db = Path(env["ALGENTA_CHECKPOINTER"])
     with langgraph_dev(path, workdir=tmp_path / "server", env=env, extra_args=extra_args) as server:
         yield server, db
 

@@ -1,4 +1,4 @@
-"""One reader of "a thread's latest values" (issue 20): ``algenta_graph.serving.checkpoint_reader``.
+"""One reader of "a thread's latest values": ``algenta_graph.serving.checkpoint_reader``.
 
 ``audit.read_thread_values`` is ``checkpoint_reader.read_thread_values``; the records, the audit
 verification and the CLI read through

@@ -38,7 +38,7 @@ from algenta_graph.models import DemoChatModel
 from algenta_graph.testing import ScriptedChatModel
 
 FULL_TOML = """
-# a commented file, as the README shows it
+# a commented file, as docs/CONFIGURATION.md shows it
 base_url = "http://engine.internal:8000/mcp"
 api_key = { env = "ENGINE_KEY" }
 profile = "execute"
@@ -421,17 +421,16 @@ def _write(path: Path, text: str) -> Path:
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_readmes_commented_file_is_a_valid_configuration_naming_every_key() -> None:
+def test_the_documented_commented_file_is_a_valid_configuration_naming_every_key() -> None:
     from algenta_graph.config import ENV_CONFIG, ENV_VARIABLES
 
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Configuration") :]
-    block = re.search(r"```toml\n(.*?)```", section, re.S)
-    assert block, "no toml block in the README's Configuration section"
+    page = (REPO / "docs" / "CONFIGURATION.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", page, re.S)
+    assert block, "no toml block in docs/CONFIGURATION.md"
     text = block.group(1)
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-    config = parse_config(tomllib.loads(text), source="README.md")
+    config = parse_config(tomllib.loads(text), source="docs/CONFIGURATION.md")
     crm = config.extra_servers["crm"]
     assert isinstance(crm, HttpServer)
     assert crm.headers["Authorization"] == EnvSecret(env="CRM_TOKEN", prefix="Bearer ")

@@ -1,4 +1,4 @@
-"""The telemetry's parts in-process (issue 24): the handler's spans, the records it reads.
+"""The telemetry's parts in-process: the handler's spans, the records it reads.
 
 The handler runs over small real LangGraph graphs (no engine), with the OpenTelemetry SDK's
 in-memory exporter; the record readers over the shapes the governed nodes write.

@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     logged_at TEXT NOT NULL
 );
 """,
-    # a decision is bound to one plan proposal by its id (issue 19, case 5)
+    # a decision is bound to one plan proposal by its id
     added_columns=(("decisions", "plan_id", "TEXT"),),
 )
 

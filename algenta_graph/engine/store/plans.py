@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS plan_proposals (
 CREATE INDEX IF NOT EXISTS plan_proposals_by_hash ON plan_proposals(plan_hash);
 """,
     added_columns=(
-        # the proposal names the decision it is bound to (at most one; issue 19, case 5)
+        # the proposal names the decision it is bound to (at most one)
         ("plan_proposals", "decision_id", "TEXT"),
         # the analysis run a plan was proposed from (plans proposed over the HTTP API)
         ("plan_proposals", "run_id", "TEXT"),

@@ -642,8 +642,8 @@ def test_what_the_operator_is_shown_is_what_the_digest_binds() -> None:
     [action] = request["action_requests"]
     assert action["description"] == (
         "The approval gate held the call of shadow.delete_customer (tool_approval_required): "
-        f"{held['message']}. Approve to run it once as shown; edit to run it with other "
-        f"arguments; reject to keep it from running. It expires at {expires_at}."
+        f"{held['message']}. Approve to run it once as shown; reject to keep it from running. "
+        f"It expires at {expires_at}."  # edit is not offered: not among the allowed decisions
     )
     stale = {**APPROVE, "digest": "sha256:" + "0" * 64}
     with pytest.raises(ValidationError, match="digest"):

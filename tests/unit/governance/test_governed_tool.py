@@ -902,7 +902,7 @@ def test_plan_nonce_reads_only_plan_decision_results_with_a_nonce() -> None:
 
 
 def test_plan_nonce_binds_by_plan_id_and_refuses_to_guess_between_plans() -> None:
-    # issue 19 case 5: every proposal of one scenario has the same plan_hash; the nonce must be
+    # every proposal of one scenario has the same plan_hash; the nonce must be
     # the one of the plan the decision was logged with, never the latest by hash
     first = plan_result("h1", "n-first", plan_id="p1")
     second = plan_result("h1", "n-second", plan_id="p2")
