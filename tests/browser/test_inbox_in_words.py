@@ -338,7 +338,8 @@ async def test_every_record_escalation_and_answer_reads_in_words(
             await ana_api.runs.join(raced, run["run_id"])
             # the copy answered again: ana's answer is completed there, and olga is told so
             told = submit(olga, decision="reject", reason="olga says no again")
-            assert "your answer did not take effect" in told, told
+            assert told.startswith("refused: another operator decided first: "), told
+            assert f"already decided by ana (override in thread {raced}" in told, told
             seen(olga)
             [done] = (await auditor.threads.get_state(copy))["values"]["operator_decisions"]
             assert (done["operator"], done["answered_in_thread"]) == ("ana", raced)
