@@ -13,11 +13,12 @@ and completes the first answer; nothing is executed twice. The configuration's `
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from deployment_savers import DelegatingSaver, UnknownSqliteSaver
 from graph_support import (
     config,
     copy_thread,
@@ -25,8 +26,7 @@ from graph_support import (
     log_decision,
     open_connection,
 )
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
@@ -47,49 +47,6 @@ def offline() -> Any:
     return OfflineConnection()
 
 
-class SubclassSaver(AsyncSqliteSaver):
-    """A saver of a class the project does not know: a subclass of one it does."""
-
-
-class DelegatingSaver(BaseCheckpointSaver[str]):
-    """A saver of a class the project does not know: a wrapper delegating to a SQLite saver."""
-
-    def __init__(self, inner: AsyncSqliteSaver) -> None:
-        super().__init__(serde=inner.serde)
-        self.inner = inner
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self.inner.aget_tuple(config)
-
-    async def alist(self, config: RunnableConfig | None, **kwargs: Any) -> AsyncIterator[Any]:
-        async for item in self.inner.alist(config, **kwargs):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Any,
-        metadata: Any,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await self.inner.aput(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await self.inner.aput_writes(config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self.inner.adelete_thread(thread_id)
-
-    def get_next_version(self, current: str | None, channel: None) -> str:
-        return self.inner.get_next_version(current, channel)
-
-
 class MemorySubclass(InMemorySaver):
     """An ``InMemorySaver`` subclass: it could keep its state anywhere (never taken for one)."""
 
@@ -99,7 +56,7 @@ def wrapped(inner: AsyncSqliteSaver) -> BaseCheckpointSaver[Any]:
 
 
 def subclassed(inner: AsyncSqliteSaver) -> BaseCheckpointSaver[Any]:
-    return SubclassSaver(inner.conn)
+    return UnknownSqliteSaver(inner.conn)
 
 
 CUSTOM = pytest.mark.parametrize("custom", [subclassed, wrapped], ids=["subclass", "wrapper"])
