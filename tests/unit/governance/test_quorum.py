@@ -18,7 +18,11 @@ from pydantic import ValidationError
 
 from algenta_graph.audit.verification import verify_chain
 from algenta_graph.errors import ApprovalAlreadyCounted, EscalationAlreadyDecided, ToolGatesError
-from algenta_graph.governance.escalations import EscalationSettings, approvals_said
+from algenta_graph.governance.escalations import (
+    EscalationSettings,
+    already_approved,
+    approvals_said,
+)
 from algenta_graph.governance.tool_gates import (
     Approvals,
     CallCounts,
@@ -234,8 +238,10 @@ def test_the_ledger_refuses_an_identitys_second_approval_given_now_and_keeps_a_r
         ana = ApprovalMark(operator="ana", digest="sha256:a")
         first = await count_approval(ledger, key, 2, ana, replayed=False)
         assert [m.operator for m in first] == ["ana"]
-        with pytest.raises(ApprovalAlreadyCounted, match=r"operator 'ana' already approved .*"):
+        with pytest.raises(ApprovalAlreadyCounted) as refused:
             await count_approval(ledger, key, 2, ana, replayed=False)
+        assert str(refused.value) == already_approved("ana", ["ana"], 2)
+        assert "(1 of 2 approvals: ana); a quorum of 2 needs" in str(refused.value)
         again = await count_approval(ledger, key, 2, ana, replayed=True)
         assert [m.operator for m in again] == ["ana"]
         assert await ledger.peek(approval_key(key, "sha256:a", 2), ApprovalMark) is None
